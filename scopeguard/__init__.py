@@ -1,0 +1,80 @@
+"""scopeguard: catch out-of-scope questions before your RAG system hallucinates an answer.
+
+The public surface::
+
+    from scopeguard import Guard, Document, Verdict, get_detector, from_spec
+"""
+
+from scopeguard.data import Dataset, LabeledQuestion, load_dataset, save_dataset
+from scopeguard.detectors import BaseDetector, Detector, available_detectors, get_detector, register_detector
+from scopeguard.errors import (
+    ConfigurationError,
+    DatasetError,
+    DetectionError,
+    DocumentTooLongError,
+    InputError,
+    LLMConnectionError,
+    LLMError,
+    LLMResponseError,
+    MissingDependencyError,
+    ModelError,
+    ScopeGuardError,
+)
+from scopeguard.guard import Guard
+from scopeguard.llm import ChatModel, Completion, available_backends, from_spec
+from scopeguard.policies import (
+    CallablePolicy,
+    ClarifyPolicy,
+    DefusePolicy,
+    FlagOnlyPolicy,
+    Policy,
+    RefusePolicy,
+    available_policies,
+    get_policy,
+)
+from scopeguard.types import Action, Document, GuardResult, Label, Verdict, Vote
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "BaseDetector",
+    "CallablePolicy",
+    "ChatModel",
+    "ClarifyPolicy",
+    "Completion",
+    "ConfigurationError",
+    "Dataset",
+    "DatasetError",
+    "DefusePolicy",
+    "DetectionError",
+    "Detector",
+    "Document",
+    "DocumentTooLongError",
+    "FlagOnlyPolicy",
+    "Guard",
+    "GuardResult",
+    "InputError",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMResponseError",
+    "Label",
+    "LabeledQuestion",
+    "MissingDependencyError",
+    "ModelError",
+    "Policy",
+    "RefusePolicy",
+    "ScopeGuardError",
+    "Verdict",
+    "Vote",
+    "__version__",
+    "available_backends",
+    "available_detectors",
+    "available_policies",
+    "from_spec",
+    "get_detector",
+    "get_policy",
+    "load_dataset",
+    "register_detector",
+    "save_dataset",
+]

@@ -1,0 +1,3 @@
+"""CLI commands: detectors (registered on the shared typer app)."""
+
+from scopeguard.cli._app import app  # noqa: F401

@@ -1,0 +1,156 @@
+"""Dataset I/O in the canonical format: a folder with ``documents.jsonl`` + ``questions.jsonl``.
+
+documents.jsonl: one object per document with ``doc_id`` and ``text`` (other fields, such as
+``topic``, ``source_url``, ``claims``, ``hallucinated_claims``, are kept in metadata).
+questions.jsonl: one object per question with ``id``, ``doc_id``, ``question`` and ``label``
+(``in_scope`` | ``out_of_scope``); other fields are kept in metadata.
+
+The generator writes this format; every evaluator reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scopeguard.errors import DatasetError
+from scopeguard.types import Document
+
+__all__ = ["Dataset", "LabeledQuestion", "atomic_write_jsonl", "load_dataset", "read_jsonl", "save_dataset"]
+
+DOCUMENTS_FILE = "documents.jsonl"
+QUESTIONS_FILE = "questions.jsonl"
+
+
+class LabeledQuestion(BaseModel):
+    """A question about one document, with its in/out-of-scope label."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    doc_id: str
+    question: str
+    label: Literal["in_scope", "out_of_scope"]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Dataset(BaseModel):
+    """Documents by id and the labelled questions about them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    documents: dict[str, Document]
+    questions: tuple[LabeledQuestion, ...]
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def pairs(self) -> Iterator[tuple[LabeledQuestion, Document]]:
+        """Each question with its own document."""
+        for q in self.questions:
+            yield q, self.documents[q.doc_id]
+
+    def topic(self, question: LabeledQuestion) -> str:
+        return str(self.documents[question.doc_id].metadata.get("topic", "all"))
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a JSON Lines file; blank lines are skipped."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError("file not found", path=str(p))
+    with p.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"invalid JSON ({exc.msg})", path=str(p), line=lineno) from None
+            if not isinstance(obj, dict):
+                raise DatasetError("each line must be a JSON object", path=str(p), line=lineno)
+            yield obj
+
+
+def _require(obj: dict[str, Any], keys: tuple[str, ...], path: Path, line: int) -> None:
+    missing = [k for k in keys if not isinstance(obj.get(k), str) or not obj[k].strip()]
+    if missing:
+        raise DatasetError(f"missing or empty field(s): {', '.join(missing)}", path=str(path), line=line)
+
+
+def load_dataset(directory: str | os.PathLike[str]) -> Dataset:
+    """Load and validate a dataset folder in the canonical format."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise DatasetError("dataset folder not found", path=str(root))
+    docs_path, qs_path = root / DOCUMENTS_FILE, root / QUESTIONS_FILE
+    documents: dict[str, Document] = {}
+    for i, obj in enumerate(read_jsonl(docs_path), 1):
+        _require(obj, ("doc_id", "text"), docs_path, i)
+        meta = {k: v for k, v in obj.items() if k not in ("doc_id", "text")}
+        if obj["doc_id"] in documents:
+            raise DatasetError(f"duplicate doc_id {obj['doc_id']!r}", path=str(docs_path), line=i)
+        documents[obj["doc_id"]] = Document(id=obj["doc_id"], text=obj["text"], metadata=meta)
+    questions: list[LabeledQuestion] = []
+    seen: set[str] = set()
+    for i, obj in enumerate(read_jsonl(qs_path), 1):
+        _require(obj, ("id", "doc_id", "question", "label"), qs_path, i)
+        if obj["label"] not in ("in_scope", "out_of_scope"):
+            raise DatasetError(
+                f"label must be 'in_scope' or 'out_of_scope', got {obj['label']!r}", path=str(qs_path), line=i
+            )
+        if obj["doc_id"] not in documents:
+            raise DatasetError(
+                f"question refers to unknown doc_id {obj['doc_id']!r}", path=str(qs_path), line=i
+            )
+        if obj["id"] in seen:
+            raise DatasetError(f"duplicate question id {obj['id']!r}", path=str(qs_path), line=i)
+        seen.add(obj["id"])
+        meta = {k: v for k, v in obj.items() if k not in ("id", "doc_id", "question", "label")}
+        questions.append(
+            LabeledQuestion(
+                id=obj["id"],
+                doc_id=obj["doc_id"],
+                question=obj["question"],
+                label=obj["label"],
+                metadata=meta,
+            )
+        )
+    if not questions:
+        raise DatasetError("dataset has no questions", path=str(qs_path))
+    return Dataset(documents=documents, questions=tuple(questions))
+
+
+def atomic_write_jsonl(path: str | os.PathLike[str], rows: list[dict[str, Any]]) -> None:
+    """Write rows to ``path`` atomically (temp file + rename), so a kill never leaves half a file."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, p)
+
+
+def save_dataset(dataset: Dataset, directory: str | os.PathLike[str]) -> Path:
+    """Write ``dataset`` to ``directory`` in the canonical format."""
+    root = Path(directory)
+    atomic_write_jsonl(
+        root / DOCUMENTS_FILE,
+        [{"doc_id": d.id, "text": d.text, **d.metadata} for d in dataset.documents.values()],
+    )
+    atomic_write_jsonl(
+        root / QUESTIONS_FILE,
+        [
+            {"id": q.id, "doc_id": q.doc_id, "question": q.question, "label": q.label, **q.metadata}
+            for q in dataset.questions
+        ],
+    )
+    return root

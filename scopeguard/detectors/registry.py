@@ -1,0 +1,56 @@
+"""Detectors looked up by name.
+
+Entries are lazy (``"module:factory"``) so that asking for ``fast`` never imports torch
+transformers for ``probe``. ``get_detector(name, **kwargs)`` builds one; an unknown name
+raises :class:`~scopeguard.errors.ConfigurationError` listing the valid names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from scopeguard.detectors.base import Detector
+from scopeguard.errors import ConfigurationError
+
+__all__ = ["available_detectors", "get_detector", "register_detector"]
+
+Factory = Callable[..., Detector]
+
+_DETECTORS: dict[str, str | Factory] = {
+    "judge": "scopeguard.detectors.judge:JudgeDetector",
+    "lexical": "scopeguard.detectors.lexical:LexicalDetector",
+    "fast": "scopeguard.detectors.fast:FastDetector",
+    "default": "scopeguard.detectors.cascade:default_cascade",
+    "cascade": "scopeguard.detectors.cascade:CascadeDetector",
+    "nli": "scopeguard.detectors.nli:NLIDetector",
+    "probe": "scopeguard.detectors.probe:ProbeDetector",
+}
+
+
+def register_detector(name: str, factory: str | Factory) -> None:
+    """Register a detector factory (or a lazy ``"module:attr"`` path) under ``name``."""
+    if not name:
+        raise ConfigurationError("detector name must not be empty")
+    _DETECTORS[name] = factory
+
+
+def available_detectors() -> list[str]:
+    return sorted(_DETECTORS)
+
+
+def get_detector(name: str | Detector, **kwargs: Any) -> Detector:
+    """Build the detector registered as ``name`` (a detector instance passes through)."""
+    if not isinstance(name, str):
+        return name
+    try:
+        factory = _DETECTORS[name]
+    except KeyError:
+        raise ConfigurationError(
+            f"unknown detector {name!r}; valid names: {', '.join(available_detectors())}"
+        ) from None
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+    return factory(**kwargs)  # type: ignore[operator, no-any-return]

@@ -1,0 +1,104 @@
+"""Every error scopeguard raises.
+
+Hierarchy::
+
+    ScopeGuardError
+    ├── ConfigurationError          bad argument, unknown registry name, bad spec string
+    │   └── MissingDependencyError  an optional extra is not installed (names the pip line)
+    ├── InputError                  empty question, no documents, unreadable/missing file
+    │   ├── DatasetError            malformed dataset folder or record
+    │   └── DocumentTooLongError    a document does not fit the model's window
+    ├── ModelError                  model weights missing, checksum mismatch, corrupt head
+    ├── LLMError                    an LLM call failed
+    │   ├── LLMConnectionError      endpoint unreachable / refused / timed out
+    │   └── LLMResponseError        a reply could not be parsed into what was asked
+    └── DetectionError              a detector could not produce a verdict
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "DatasetError",
+    "DetectionError",
+    "DocumentTooLongError",
+    "InputError",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMResponseError",
+    "MissingDependencyError",
+    "ModelError",
+    "ScopeGuardError",
+]
+
+
+class ScopeGuardError(Exception):
+    """Root of every error raised by scopeguard."""
+
+
+class ConfigurationError(ScopeGuardError, ValueError):
+    """An argument, registry name or spec string is invalid."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional dependency is missing; the message names the ``pip install`` line."""
+
+    def __init__(self, package: str, extra: str, feature: str) -> None:
+        self.package = package
+        self.extra = extra
+        self.feature = feature
+        super().__init__(
+            f"{feature} needs the '{package}' package, which is not installed. "
+            f"Install it with: pip install 'scopeguard[{extra}]'"
+        )
+
+
+class InputError(ScopeGuardError, ValueError):
+    """User input (question, documents, files) is unusable."""
+
+
+class DatasetError(InputError):
+    """A dataset folder or one of its records is malformed."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}: " if path and line else (f"{path}: " if path else "")
+        super().__init__(where + message)
+
+
+class DocumentTooLongError(InputError):
+    """A document does not fit in the model's context window."""
+
+    def __init__(self, message: str, *, n_tokens: int, limit: int) -> None:
+        self.n_tokens = n_tokens
+        self.limit = limit
+        super().__init__(message)
+
+
+class ModelError(ScopeGuardError):
+    """Model weights or a trained head could not be found, verified or loaded."""
+
+
+class LLMError(ScopeGuardError):
+    """An LLM call failed."""
+
+
+class LLMConnectionError(LLMError):
+    """The LLM endpoint could not be reached (refused, DNS, timeout) after retries."""
+
+    def __init__(self, message: str, *, endpoint: str | None = None) -> None:
+        self.endpoint = endpoint
+        super().__init__(message)
+
+
+class LLMResponseError(LLMError):
+    """An LLM reply could not be parsed into the expected structure."""
+
+    def __init__(self, message: str, *, reply: str | None = None) -> None:
+        self.reply = reply
+        super().__init__(message)
+
+
+class DetectionError(ScopeGuardError):
+    """A detector failed to produce a verdict."""

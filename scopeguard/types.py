@@ -1,0 +1,139 @@
+"""Typed records that flow between scopeguard's stages.
+
+All records are frozen pydantic models: they validate on construction, compare by value and
+serialise with ``model_dump()`` / ``model_dump_json()``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from scopeguard.errors import InputError
+
+__all__ = [
+    "Action",
+    "Document",
+    "GuardResult",
+    "Label",
+    "Verdict",
+    "Vote",
+    "as_documents",
+    "validate_question",
+]
+
+Label = Literal["in_scope", "out_of_scope", "unknown"]
+"""A detector's decision. ``unknown`` means no decision could be made (never a default label)."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Document(_Record):
+    """A retrieved document (or passage) that a question is checked against."""
+
+    text: str
+    id: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 of the text: the key for embedding and feature caches."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+class Vote(_Record):
+    """One sample of a voting detector (for example one LLM judgement)."""
+
+    label: Label
+    rationale: str = ""
+    raw: str = ""
+
+
+class Verdict(_Record):
+    """What a detector decided for one (question, documents) pair.
+
+    ``score`` is the probability (or vote share) that the question is out of scope;
+    ``None`` when the detector could not score (label ``unknown``).
+    ``uncovered`` lists the parts of the question the documents do not support, when the
+    detector can tell; the clarify policy uses it.
+    """
+
+    label: Label
+    score: float | None = None
+    rationale: str = ""
+    votes: tuple[Vote, ...] = ()
+    uncovered: tuple[str, ...] = ()
+    detector: str = ""
+    latency_ms: float = 0.0
+    llm_calls: int = 0
+    escalated: bool = False
+    error: str | None = None
+
+    @field_validator("score")
+    @classmethod
+    def _score_in_unit_interval(cls, v: float | None) -> float | None:
+        if v is not None and not 0.0 <= v <= 1.0:
+            raise ValueError(f"score must be in [0, 1], got {v}")
+        return v
+
+    @property
+    def is_out_of_scope(self) -> bool:
+        return self.label == "out_of_scope"
+
+
+class Action(str, Enum):
+    """What the guard did with a question."""
+
+    ANSWERED = "answered"
+    REFUSED = "refused"
+    CLARIFIED = "clarified"
+    DEFUSED = "defused"
+    FLAGGED = "flagged"
+    CUSTOM = "custom"
+
+
+class GuardResult(_Record):
+    """The outcome of :meth:`scopeguard.Guard.answer` (or ``check``, with no response)."""
+
+    question: str
+    verdict: Verdict
+    action: Action
+    response: str | None = None
+    documents: tuple[Document, ...] = ()
+    failed_closed: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def validate_question(question: str) -> str:
+    """Return the stripped question, or raise :class:`InputError` when it is empty."""
+    if not isinstance(question, str):
+        raise InputError(f"question must be a string, got {type(question).__name__}")
+    q = question.strip()
+    if not q:
+        raise InputError("question is empty")
+    return q
+
+
+def as_documents(documents: str | Document | Iterable[str | Document]) -> tuple[Document, ...]:
+    """Normalise one or many documents (strings or :class:`Document`) to a tuple.
+
+    Raises :class:`InputError` when there are no documents or one is empty.
+    """
+    items: Sequence[str | Document] = (
+        [documents] if isinstance(documents, (str, Document)) else list(documents)
+    )
+    if not items:
+        raise InputError("no documents given: pass at least one retrieved document")
+    out: list[Document] = []
+    for i, d in enumerate(items):
+        doc = d if isinstance(d, Document) else Document(text=d, id=f"doc{i}")
+        if not isinstance(doc.text, str) or not doc.text.strip():
+            raise InputError(f"document {doc.id or i} is empty")
+        out.append(doc)
+    return tuple(out)
