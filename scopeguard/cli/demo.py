@@ -1,3 +1,58 @@
-"""CLI commands: demo (registered on the shared typer app)."""
+"""``scopeguard demo``: the main job, offline, on embedded defaults."""
 
-from scopeguard.cli._app import app  # noqa: F401
+from __future__ import annotations
+
+import importlib.util
+import json
+import textwrap
+import time
+
+import typer
+
+from scopeguard.cli._app import app, handle_errors
+
+
+@app.command("demo")
+@handle_errors
+def demo(
+    detector: str = typer.Option("default", "--detector", help="Detector name."),
+    policy: str = typer.Option("clarify", "--policy", help="refuse | clarify | defuse | flag."),
+    llm: str = typer.Option(
+        "auto",
+        "--llm",
+        help="Answering LLM spec; 'auto' = the packaged local model if installed; 'none' = quote.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object per question."),
+) -> None:
+    """Guard a small RAG over a shipped corpus: in-scope questions answered, out-of-scope ones defused."""
+    from scopeguard.demo import run_demo
+
+    if llm == "auto":
+        llm = "local" if importlib.util.find_spec("llama_cpp") else "none"
+    started = time.perf_counter()
+    cases = run_demo(detector=detector, policy=policy, llm=None if llm == "none" else llm)
+    elapsed = time.perf_counter() - started
+    if as_json:
+        for c in cases:
+            typer.echo(
+                json.dumps(
+                    {"expected": c.expected, **c.result.model_dump(mode="json", exclude={"documents"})}
+                )
+            )
+        return
+    typer.echo(f"scopeguard demo: detector={detector}, policy={policy}, llm={llm}\n")
+    for i, c in enumerate(cases, 1):
+        v = c.result.verdict
+        score = "n/a" if v.score is None else f"{v.score:.2f}"
+        typer.echo(f"[{i}] Q: {c.question}")
+        typer.echo(f"    retrieved: {', '.join(d.id for d in c.result.documents)}")
+        typer.echo(
+            f"    verdict: {v.label} (p_oos={score}, {v.latency_ms:.0f} ms"
+            + (", escalated" if v.escalated else "")
+            + f")   expected: {c.expected}"
+        )
+        typer.echo(f"    action: {c.result.action.value}")
+        typer.echo(textwrap.indent(textwrap.fill(c.result.response or "", 96), "    > "))
+        typer.echo("")
+    answered = sum(c.result.action.value == "answered" for c in cases)
+    typer.echo(f"{answered} answered, {len(cases) - answered} defused, in {elapsed:.1f} s")

@@ -1,0 +1,164 @@
+"""Guard control flow with a deterministic detector and the scripted chat model."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from scopeguard import Action, Document, Guard, InputError, LLMConnectionError, Verdict
+from scopeguard.detectors import BaseDetector
+from scopeguard.testing import ScriptedChatModel
+
+DOC = Document(id="d1", text="The Kestrel ferry carries 180 passengers and crosses in 35 minutes.")
+
+
+class KeywordDetector(BaseDetector):
+    """Out of scope when the question mentions 'shipyard'; fails on 'boom'; unknown on 'maybe'."""
+
+    name = "keyword"
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.active = 0
+        self.max_active = 0
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        if "boom" in question:
+            raise LLMConnectionError("endpoint refused", endpoint="http://127.0.0.1:9")
+        if "maybe" in question:
+            return Verdict(label="unknown", rationale="no parseable verdict")
+        oos = "shipyard" in question
+        return Verdict(
+            label="out_of_scope" if oos else "in_scope",
+            score=0.9 if oos else 0.1,
+            uncovered=("the shipyard",) if oos else (),
+        )
+
+    async def _adetect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            await asyncio.sleep(self.delay)
+            return self._detect(question, documents)
+        finally:
+            self.active -= 1
+
+
+def test_in_scope_question_is_answered_with_rag_prompt() -> None:
+    llm = ScriptedChatModel(["35 minutes."])
+    result = Guard(detector=KeywordDetector(), policy="refuse", llm=llm).answer(
+        "How long is the crossing?", [DOC]
+    )
+    assert result.action is Action.ANSWERED
+    assert result.response == "35 minutes."
+    assert result.verdict.label == "in_scope"
+    assert "Kestrel ferry" in llm.calls[0].prompt and "How long is the crossing?" in llm.calls[0].prompt
+
+
+def test_out_of_scope_question_is_clarified_with_uncovered_parts() -> None:
+    llm = ScriptedChatModel([])  # must not be called
+    result = Guard(detector=KeywordDetector(), policy="clarify", llm=llm).answer(
+        "Which shipyard built it?", DOC
+    )
+    assert result.action is Action.CLARIFIED
+    assert '"the shipyard"' in (result.response or "")
+    assert llm.requests == 0
+
+
+def test_defuse_policy_reprompts_with_zero_shot_cot() -> None:
+    llm = ScriptedChatModel(["The document does not say which shipyard built it."])
+    result = Guard(detector=KeywordDetector(), policy="defuse", llm=llm).answer(
+        "Which shipyard built it?", [DOC]
+    )
+    assert result.action is Action.DEFUSED
+    assert "reason step by step" in llm.calls[0].prompt
+
+
+def test_flag_policy_answers_and_keeps_verdict() -> None:
+    result = Guard(detector=KeywordDetector(), policy="flag", llm=ScriptedChatModel(["Harland."])).answer(
+        "Which shipyard built it?", [DOC]
+    )
+    assert result.action is Action.FLAGGED and result.response == "Harland."
+    assert result.verdict.is_out_of_scope
+
+
+def test_callable_policy() -> None:
+    guard = Guard(detector=KeywordDetector(), policy=lambda q, docs, v: f"custom:{v.score}")
+    result = guard.answer("Which shipyard built it?", [DOC])
+    assert result.action is Action.CUSTOM and result.response == "custom:0.9"
+
+
+def test_detector_failure_fails_closed_by_default() -> None:
+    result = Guard(detector=KeywordDetector(), policy="refuse").answer("boom?", [DOC])
+    assert result.failed_closed
+    assert result.action is Action.REFUSED
+    assert result.verdict.label == "unknown"
+    assert "endpoint refused" in (result.verdict.error or "")
+
+
+def test_unknown_verdict_fails_closed() -> None:
+    result = Guard(detector=KeywordDetector(), policy="refuse").answer("maybe?", [DOC])
+    assert result.failed_closed and result.action is Action.REFUSED
+
+
+def test_fail_open_answers_and_raise_raises() -> None:
+    llm = ScriptedChatModel(["answer"])
+    opened = Guard(detector=KeywordDetector(), llm=llm, on_error="fail_open").answer("boom?", [DOC])
+    assert opened.action is Action.ANSWERED and not opened.failed_closed
+    with pytest.raises(LLMConnectionError):
+        Guard(detector=KeywordDetector(), on_error="raise").check("boom?", [DOC])
+
+
+def test_custom_responder_replaces_llm() -> None:
+    result = Guard(detector=KeywordDetector()).answer(
+        "How long?", [DOC], responder=lambda q, d: f"{len(d)} docs"
+    )
+    assert result.response == "1 docs"
+
+
+def test_answer_without_llm_is_a_clear_error() -> None:
+    from scopeguard import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="needs an LLM"):
+        Guard(detector=KeywordDetector()).answer("How long?", [DOC])
+
+
+@pytest.mark.parametrize("question", ["", "   "])
+def test_empty_question_is_rejected(question: str) -> None:
+    with pytest.raises(InputError, match="question is empty"):
+        Guard(detector=KeywordDetector()).check(question, [DOC])
+
+
+def test_no_documents_is_rejected() -> None:
+    with pytest.raises(InputError, match="no documents"):
+        Guard(detector=KeywordDetector()).check("How long?", [])
+
+
+def test_bad_names_list_valid_ones() -> None:
+    from scopeguard import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=r"valid names: .*refuse"):
+        Guard(detector=KeywordDetector(), policy="refuze")
+    with pytest.raises(ConfigurationError, match=r"valid names: .*judge"):
+        Guard(detector="nope")
+
+
+async def test_async_batch_runs_concurrently_within_bound() -> None:
+    det = KeywordDetector(delay=0.05)
+    guard = Guard(detector=det, policy="refuse", concurrency=3)
+    items = [(f"Which shipyard {i}?", [DOC]) for i in range(9)]
+    started = time.perf_counter()
+    results = await guard.abatch(items)
+    elapsed = time.perf_counter() - started
+    assert [r.action for r in results] == [Action.REFUSED] * 9  # type: ignore[union-attr]
+    assert det.max_active == 3
+    assert elapsed < 9 * 0.05  # overlapped, not serial
+
+
+def test_sync_batch_keeps_order() -> None:
+    guard = Guard(detector=KeywordDetector(), policy="refuse")
+    verdicts = guard.batch([("Which shipyard?", [DOC]), ("How long?", [DOC])], answer=False)
+    assert [v.label for v in verdicts] == ["out_of_scope", "in_scope"]  # type: ignore[union-attr]
