@@ -1,0 +1,81 @@
+"""Labels survive a SIGKILL of the review server, and a restart resumes from them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(review_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scopeguard",
+            "review",
+            str(review_dir),
+            "--annotator",
+            "kim",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("review server did not start")
+
+
+def _post(port: int, payload: dict[str, str]) -> None:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/label",
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 200
+
+
+def test_labels_survive_sigkill(review_dir: Path) -> None:
+    port = _free_port()
+    proc = _start(review_dir, port)
+    try:
+        _post(port, {"question_id": "d1_ins_1", "field": "scope", "value": "in_scope"})
+        _post(port, {"question_id": "d1_oos_1", "field": "scope", "value": "out_of_scope"})
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    port = _free_port()
+    proc = _start(review_dir, port)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/items", timeout=5) as resp:
+            labels = json.load(resp)["labels"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert {k: v["scope"] for k, v in labels.items()} == {"d1_ins_1": "in_scope", "d1_oos_1": "out_of_scope"}
+    assert not list((review_dir / "reviews").glob("*.tmp"))
