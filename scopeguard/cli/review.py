@@ -25,7 +25,7 @@ def review(
     from scopeguard.review.server import make_server
 
     server = make_server(dataset_dir, annotator=annotator, host=host, port=port)
-    h, p = server.server_address[:2]
+    h, p = str(server.server_address[0]), int(server.server_address[1])
     typer.echo(f"Reviewing {dataset_dir} as {annotator}: open http://{h}:{p}/  (Ctrl-C to stop)")
     try:
         server.serve_forever()
