@@ -1,3 +1,82 @@
-"""CLI commands: retrieval (registered on the shared typer app)."""
+"""CLI: ``scopeguard retrieval-study`` (ELOQ section 4.3 on your own dataset)."""
 
-from scopeguard.cli._app import app  # noqa: F401
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from scopeguard.cli._app import app, handle_errors
+from scopeguard.errors import InputError
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"--k must be comma-separated positive integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise InputError(f"--k must be comma-separated positive integers, got {text!r}")
+    return values
+
+
+@app.command("retrieval-study")
+@handle_errors
+def retrieval_study(
+    dataset_dir: Path = typer.Argument(..., help="Dataset folder (documents.jsonl + questions.jsonl)."),
+    retrievers: str = typer.Option(
+        "bm25,sbert",
+        "--retrievers",
+        "-r",
+        help="Comma-separated: bm25, bm25s, sbert, minilm, bge, stella, linq, dense:NAME_OR_PATH.",
+    ),
+    k: str = typer.Option("1,5,10", "--k", help="Comma-separated k values for Recall@k."),
+    out: Path = typer.Option(Path("retrieval-study"), "--out", "-o", help="Report folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print the metrics as one JSON object."),
+    corpus: Path | None = typer.Option(
+        None, "--corpus", help="A documents.jsonl (or folder) to search instead of the dataset's documents."
+    ),
+    depth: int = typer.Option(100, "--depth", help="Documents retrieved per question (MRR@depth)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the intervals."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Write recall_at_k.png."),
+) -> None:
+    """Does each question retrieve the document it was written from? Recall@k and MRR per retriever."""
+    from scopeguard.data import load_dataset, read_jsonl
+    from scopeguard.retrieval.report import markdown_table, write_report
+    from scopeguard.retrieval.study import run_study
+    from scopeguard.types import Document
+
+    names = [r.strip() for r in retrievers.split(",") if r.strip()]
+    if not names:
+        raise InputError("--retrievers is empty")
+    dataset = load_dataset(dataset_dir)
+    docs = None
+    if corpus is not None:
+        path = corpus / "documents.jsonl" if corpus.is_dir() else corpus
+        docs = []
+        for i, row in enumerate(read_jsonl(path), 1):
+            if not isinstance(row.get("doc_id"), str) or not isinstance(row.get("text"), str):
+                raise InputError(f"{path}:{i}: each corpus line needs string 'doc_id' and 'text'")
+            meta = {key: v for key, v in row.items() if key not in ("doc_id", "text")}
+            docs.append(Document(id=row["doc_id"], text=row["text"], metadata=meta))
+    result = run_study(
+        dataset,
+        names,
+        corpus=docs,
+        ks=_ints(k),
+        depth=depth,
+        n_bootstrap=bootstrap,
+        seed=seed,
+        checkpoint_dir=out,
+    )
+    paths = write_report(result, out, plot=plot)
+    if as_json:
+        typer.echo(json.dumps(result.summary(), indent=2))
+    else:
+        typer.echo("Out-of-scope questions (ELOQ Table 6):\n" + markdown_table(result, "out_of_scope"))
+        typer.echo("")
+        typer.echo("In-scope questions:\n" + markdown_table(result, "in_scope"))
+        typer.echo("")
+        typer.echo("wrote " + ", ".join(str(p) for p in paths.values()), err=True)
