@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from scopeguard.detectors.base import Detector
 from scopeguard.detectors.registry import get_detector
@@ -25,12 +25,23 @@ from scopeguard.llm.registry import from_spec
 from scopeguard.policies import Policy, PolicyContext, Responder, allm_answer, get_policy, llm_answer
 from scopeguard.types import Action, Document, GuardResult, Verdict, as_documents, validate_question
 
-__all__ = ["Guard", "OnError"]
+__all__ = ["AnswerCheck", "Guard", "OnError"]
 
 logger = logging.getLogger(__name__)
 
 OnError = Literal["fail_closed", "fail_open", "raise"]
 Docs = str | Document | Iterable[str | Document]
+
+
+@runtime_checkable
+class AnswerCheck(Protocol):
+    """A check run on the answer after generation (for example answer verification against a
+    corpus: :class:`scopeguard.verification.VerifyAnswers`). It returns the result, possibly
+    flagged or with the response replaced, and records what it found in ``result.metadata``."""
+
+    def check(self, result: GuardResult) -> GuardResult: ...
+
+    async def acheck(self, result: GuardResult) -> GuardResult: ...
 
 
 class Guard:
@@ -46,6 +57,7 @@ class Guard:
         answer_template: the RAG prompt used to answer in-scope questions.
         on_error: what a detector failure or an ``unknown`` verdict leads to.
         concurrency: the bound for :meth:`batch` / :meth:`abatch`.
+        answer_check: an optional :class:`AnswerCheck` run on every result after generation.
     """
 
     def __init__(
@@ -57,6 +69,7 @@ class Guard:
         answer_template: str = "rag_basic",
         on_error: OnError = "fail_closed",
         concurrency: int = 4,
+        answer_check: AnswerCheck | None = None,
     ) -> None:
         if on_error not in ("fail_closed", "fail_open", "raise"):
             raise ConfigurationError(
@@ -70,6 +83,7 @@ class Guard:
         self.answer_template = answer_template
         self.on_error: OnError = on_error
         self.concurrency = concurrency
+        self.answer_check = answer_check
 
     # -- detection -------------------------------------------------------------------------
     def _on_failure(self, exc: ScopeGuardError) -> Verdict:
@@ -120,7 +134,7 @@ class Guard:
             response = (
                 responder(q, docs) if responder else llm_answer(self.llm, q, docs, self.answer_template)
             )
-        return GuardResult(
+        result = GuardResult(
             question=q,
             verdict=verdict,
             action=action,
@@ -128,6 +142,7 @@ class Guard:
             documents=docs,
             failed_closed=closed,
         )
+        return self.answer_check.check(result) if self.answer_check is not None else result
 
     async def aanswer(
         self, question: str, documents: Docs, *, responder: Responder | None = None
@@ -144,7 +159,7 @@ class Guard:
                 response = await asyncio.to_thread(responder, q, docs)
             else:
                 response = await allm_answer(self.llm, q, docs, self.answer_template)
-        return GuardResult(
+        result = GuardResult(
             question=q,
             verdict=verdict,
             action=action,
@@ -152,6 +167,7 @@ class Guard:
             documents=docs,
             failed_closed=closed,
         )
+        return await self.answer_check.acheck(result) if self.answer_check is not None else result
 
     # -- batches ---------------------------------------------------------------------------
     async def abatch(
