@@ -1,3 +1,119 @@
-"""CLI commands: verify (registered on the shared typer app)."""
+"""``scopeguard verify`` (answer verification against a corpus) and ``scopeguard verify-compare``."""
 
-from scopeguard.cli._app import app  # noqa: F401
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from scopeguard.cli._app import app, handle_errors
+from scopeguard.errors import ConfigurationError
+
+
+@app.command("verify")
+@handle_errors
+def verify(
+    questions: Path = typer.Argument(
+        ..., help="A dataset folder (its in-scope questions are used) or an MS MARCO queries.tsv."
+    ),
+    corpus: Path = typer.Option(
+        ..., "--corpus", help="A dataset folder (split into passages) or a collection.tsv."
+    ),
+    out: Path = typer.Option(..., "--out", help="Run folder: results.jsonl, config.json, report.{json,md}."),
+    llm: str = typer.Option("local", "--llm", help="LLM spec: 'local', 'local:/path.gguf', 'openai:MODEL'."),
+    retriever: str = typer.Option(
+        "bm25", "--retriever", help="bm25 (k1 0.82, b 0.68), dense or hybrid (RRF)."
+    ),
+    dense_model: str | None = typer.Option(
+        None, "--dense-model", help="Embedding model for dense/hybrid (default: packaged MiniLM)."
+    ),
+    reader: bool = typer.Option(
+        False, "--reader/--no-reader", help="Extract a concise answer before comparing."
+    ),
+    k: int = typer.Option(3, "--k", help="Passages retrieved and kept as evidence."),
+    passages: int = typer.Option(1, "--passages", help="Top passages the reader/classifier sees (paper: 1)."),
+    limit: int | None = typer.Option(None, "--limit", help="Verify only the first N questions."),
+    passage_sentences: int = typer.Option(
+        3, "--passage-sentences", help="Sentences per passage (dataset corpus)."
+    ),
+    max_passages: int | None = typer.Option(None, "--max-passages", help="Index only the first N passages."),
+    qrels: Path | None = typer.Option(None, "--qrels", help="MS MARCO qrels: keep judged queries/passages."),
+    negatives: int | None = typer.Option(
+        None, "--negatives", help="With --qrels: index the judged passages plus N sampled others."
+    ),
+    answers_from: Path | None = typer.Option(
+        None, "--answers-from", help="Reuse the generated answers of another run folder."
+    ),
+) -> None:
+    """Answer each question, retrieve with question + answer, optionally read, and classify
+    Yes / No / Not Related (Huo, Arabzadeh & Clarke). Resumable: re-run to continue."""
+    from scopeguard.verification.hybrid import make_retriever
+    from scopeguard.verification.loop import AnswerVerifier
+    from scopeguard.verification.report import (
+        class_distribution,
+        distribution_markdown,
+        read_results,
+        write_run_report,
+    )
+    from scopeguard.verification.run import load_corpus, load_questions, prepare_run, run_verification
+
+    qs = load_questions(questions, qrels=qrels if not questions.is_dir() else None, limit=limit)
+    config = {
+        "questions": str(questions),
+        "corpus": str(corpus),
+        "llm": llm,
+        "retriever": retriever,
+        "dense_model": dense_model,
+        "reader": reader,
+        "k": k,
+        "passages": passages,
+        "passage_sentences": passage_sentences,
+        "max_passages": max_passages,
+        "qrels": str(qrels) if qrels else None,
+        "negatives": negatives,
+        "answers_from": str(answers_from) if answers_from else None,
+        "limit": limit,
+    }
+    kwargs = {"model": dense_model} if dense_model and retriever != "bm25" else {}
+    if dense_model and retriever == "bm25":
+        raise ConfigurationError("--dense-model applies to --retriever dense or hybrid, not bm25")
+    index = make_retriever(retriever, **kwargs)
+    verifier = AnswerVerifier(llm, retriever=index, reader=reader, k=k, passages=passages)
+    answers = {r.id: r.answer for r in read_results(answers_from) if r.answer} if answers_from else None
+    # Refuse a mismatched run folder before indexing; index only when questions are left.
+    if {q.id for q in qs} - prepare_run(out, config):
+        docs = load_corpus(
+            corpus,
+            passage_sentences=passage_sentences,
+            max_passages=max_passages,
+            qrels=qrels,
+            negatives=negatives,
+        )
+        typer.echo(f"indexing {len(docs)} passages with {index.name}...", err=True)
+        index.index(docs)
+    run_verification(verifier, qs, index, out, config=config, answers=answers)
+    report = write_run_report(out)
+    dist = class_distribution(read_results(out))
+    typer.echo(distribution_markdown({report["run"]: dist}))
+    typer.echo(f"\nllm calls: {report['llm_calls']}; errors: {report['errors']}; report: {out / 'report.md'}")
+
+
+@app.command("verify-compare")
+@handle_errors
+def verify_compare(
+    run_a: Path = typer.Argument(..., help="First run folder (rows of the matrix)."),
+    run_b: Path = typer.Argument(..., help="Second run folder (columns)."),
+    out: Path | None = typer.Option(None, "--out", help="Write agreement.json and agreement.md here."),
+) -> None:
+    """Agreement matrix between two verification runs (the paper's Tables 3-4)."""
+    from scopeguard.verification.report import agreement_markdown, agreement_matrix, read_results
+
+    matrix = agreement_matrix(read_results(run_a), read_results(run_b), name_a=run_a.name, name_b=run_b.name)
+    md = agreement_markdown(matrix)
+    typer.echo(md)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        payload = {**matrix.model_dump(), "metrics": matrix.metrics()}
+        (out / "agreement.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        (out / "agreement.md").write_text(md + "\n", encoding="utf-8")
