@@ -107,8 +107,13 @@ class Guard:
         except ScopeGuardError as exc:
             return self._on_failure(exc)
 
-    def _treat_as_oos(self, verdict: Verdict) -> tuple[bool, bool]:
-        """(out_of_scope?, failed_closed?) after applying ``on_error`` to unknown verdicts."""
+    def decide(self, verdict: Verdict) -> tuple[bool, bool]:
+        """``(out_of_scope, failed_closed)`` for ``verdict`` under ``on_error``.
+
+        An ``unknown`` verdict (a failed detector) counts as out of scope with ``fail_closed``,
+        as in scope with ``fail_open``, and raises :class:`ScopeGuardError` with ``raise``.
+        Integrations that run their own answering step use this to stay consistent with the guard.
+        """
         if verdict.label == "unknown":
             if self.on_error == "raise":
                 raise ScopeGuardError(f"detector returned no verdict: {verdict.error or verdict.rationale}")
@@ -125,7 +130,7 @@ class Guard:
         """
         q, docs = validate_question(question), as_documents(documents)
         verdict = self.check(q, docs)
-        oos, closed = self._treat_as_oos(verdict)
+        oos, closed = self.decide(verdict)
         if oos:
             outcome = self.policy.apply(PolicyContext(q, docs, verdict, self.llm, responder))
             action, response = outcome.action, outcome.response
@@ -149,7 +154,7 @@ class Guard:
     ) -> GuardResult:
         q, docs = validate_question(question), as_documents(documents)
         verdict = await self.acheck(q, docs)
-        oos, closed = self._treat_as_oos(verdict)
+        oos, closed = self.decide(verdict)
         if oos:
             outcome = await self.policy.aapply(PolicyContext(q, docs, verdict, self.llm, responder))
             action, response = outcome.action, outcome.response

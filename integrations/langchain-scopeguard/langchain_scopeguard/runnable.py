@@ -1,0 +1,259 @@
+"""``GuardedRAG``: question -> retrieve -> detect -> answer with your chain, or apply the policy."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
+from langchain_core.documents import Document as LCDocument
+from langchain_core.messages import BaseMessage
+from langchain_core.prompts import PromptTemplate
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
+from langchain_core.runnables.utils import AddableDict
+from pydantic import ConfigDict, model_validator
+from typing_extensions import TypedDict
+
+from langchain_scopeguard._common import decide, no_documents_verdict, to_scopeguard
+from scopeguard import Action, ConfigurationError, Guard, InputError, Verdict
+from scopeguard.policies import PolicyContext, allm_answer, llm_answer
+from scopeguard.prompts import render
+from scopeguard.types import validate_question
+
+__all__ = ["GuardedOutput", "GuardedRAG", "rag_prompt"]
+
+GuardedInput = str | Mapping[str, Any]
+
+
+class GuardedOutput(TypedDict):
+    """What :class:`GuardedRAG` returns (as an ``AddableDict``, so streamed chunks add up)."""
+
+    question: str
+    documents: list[LCDocument]
+    verdict: Verdict
+    failed_closed: bool
+    action: Action
+    answer: str
+
+
+def _join_documents(documents: Sequence[LCDocument]) -> str:
+    return "\n\n".join(d.page_content for d in documents)
+
+
+def rag_prompt(template: str = "rag_basic") -> PromptTemplate:
+    """One of scopeguard's RAG templates as a LangChain prompt with ``{context}`` and ``{question}``."""
+    text = render(template, document="\x00context\x00", question="\x00question\x00")
+    text = text.replace("{", "{{").replace("}", "}}")
+    text = text.replace("\x00context\x00", "{context}").replace("\x00question\x00", "{question}")
+    return PromptTemplate.from_template(text)
+
+
+def _text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, BaseMessage):
+        return str(output.text)
+    raise ConfigurationError(
+        f"the answer chain must return a string or a message, got {type(output).__name__}; "
+        "end it with StrOutputParser()"
+    )
+
+
+class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
+    """A guarded RAG chain: answers in-scope questions, responds with the policy otherwise.
+
+    Input: a question string, or a dict holding it under ``input_key``. Output: a dict with
+    ``question``, ``documents`` (what the retriever returned), ``verdict`` (a
+    :class:`scopeguard.Verdict`), ``failed_closed``, ``action`` (a :class:`scopeguard.Action`)
+    and ``answer`` (the chain's answer, or the policy's response).
+
+    ``chain`` receives ``{"question", "context" (the documents joined by ``format_documents``),
+    "documents"}`` and must return a string or a message (for example
+    ``rag_prompt() | chat_model | StrOutputParser()``). Without a chain the guard's own LLM
+    answers with its ``answer_template``. ``stream``/``astream`` first yield the question,
+    documents and verdict, then the chain's chunks as ``{"answer": chunk}`` when in scope, or
+    the policy's response in one chunk when not. Detection runs as a traced child step named
+    ``ScopeGuardCheck``; the retriever and the chain get the child callbacks.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    retriever: Runnable[str, list[LCDocument]]
+    guard: Guard
+    chain: Runnable[dict[str, Any], Any] | None = None
+    input_key: str = "question"
+    format_documents: Callable[[Sequence[LCDocument]], str] = _join_documents
+
+    @model_validator(mode="after")
+    def _has_answerer(self) -> GuardedRAG:
+        if self.chain is None and self.guard.llm is None:
+            raise ValueError(
+                "GuardedRAG needs chain=... or a Guard with llm=... to answer in-scope questions"
+            )
+        return self
+
+    @property
+    def OutputType(self) -> Any:
+        return GuardedOutput
+
+    # -- steps --------------------------------------------------------------------------------
+    def _question(self, value: Any) -> str:
+        if isinstance(value, str):
+            return validate_question(value)
+        if isinstance(value, Mapping) and self.input_key in value:
+            return validate_question(value[self.input_key])
+        raise InputError(
+            f"GuardedRAG expects a question string or a dict with the key {self.input_key!r}, "
+            f"got {type(value).__name__}"
+            + (f" with keys {sorted(map(str, value))}" if isinstance(value, Mapping) else "")
+        )
+
+    def _check(self, step: Mapping[str, Any]) -> Verdict:
+        docs = to_scopeguard(step["documents"])
+        return self.guard.check(step["question"], docs) if docs else no_documents_verdict(self.guard)
+
+    async def _acheck(self, step: Mapping[str, Any]) -> Verdict:
+        docs = to_scopeguard(step["documents"])
+        return await self.guard.acheck(step["question"], docs) if docs else no_documents_verdict(self.guard)
+
+    def _detector_step(self) -> Runnable[Mapping[str, Any], Verdict]:
+        return RunnableLambda(self._check, afunc=self._acheck, name="ScopeGuardCheck")
+
+    def _chain_input(self, question: str, documents: list[LCDocument]) -> dict[str, Any]:
+        return {"question": question, "context": self.format_documents(documents), "documents": documents}
+
+    def _answer(self, question: str, documents: list[LCDocument], config: RunnableConfig) -> str:
+        if self.chain is not None:
+            return _text(self.chain.invoke(self._chain_input(question, documents), config))
+        return llm_answer(self.guard.llm, question, to_scopeguard(documents), self.guard.answer_template)
+
+    async def _aanswer(self, question: str, documents: list[LCDocument], config: RunnableConfig) -> str:
+        if self.chain is not None:
+            return _text(await self.chain.ainvoke(self._chain_input(question, documents), config))
+        return await allm_answer(
+            self.guard.llm, question, to_scopeguard(documents), self.guard.answer_template
+        )
+
+    def _context(
+        self, question: str, documents: list[LCDocument], verdict: Verdict, config: RunnableConfig
+    ) -> PolicyContext:
+        return PolicyContext(
+            question=question,
+            documents=tuple(to_scopeguard(documents)),
+            verdict=verdict,
+            llm=self.guard.llm,
+            responder=lambda q, _docs: self._answer(q, documents, config),
+        )
+
+    def _prepare(self, value: Any, config: RunnableConfig) -> tuple[AddableDict, bool]:
+        question = self._question(value)
+        documents = list(self.retriever.invoke(question, config))
+        verdict = self._detector_step().invoke({"question": question, "documents": documents}, config)
+        oos, closed = decide(self.guard, verdict)
+        head = AddableDict(question=question, documents=documents, verdict=verdict, failed_closed=closed)
+        return head, oos
+
+    async def _aprepare(self, value: Any, config: RunnableConfig) -> tuple[AddableDict, bool]:
+        question = self._question(value)
+        documents = list(await self.retriever.ainvoke(question, config))
+        verdict = await self._detector_step().ainvoke({"question": question, "documents": documents}, config)
+        oos, closed = decide(self.guard, verdict)
+        head = AddableDict(question=question, documents=documents, verdict=verdict, failed_closed=closed)
+        return head, oos
+
+    def _respond(self, head: AddableDict, config: RunnableConfig) -> AddableDict:
+        ctx = self._context(head["question"], head["documents"], head["verdict"], config)
+        outcome = self.guard.policy.apply(ctx)
+        return AddableDict(action=outcome.action, answer=outcome.response)
+
+    async def _arespond(self, head: AddableDict, config: RunnableConfig) -> AddableDict:
+        ctx = self._context(head["question"], head["documents"], head["verdict"], config)
+        outcome = await self.guard.policy.aapply(ctx)
+        return AddableDict(action=outcome.action, answer=outcome.response)
+
+    # -- invoke -------------------------------------------------------------------------------
+    def _invoke(
+        self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
+    ) -> AddableDict:
+        head, oos = self._prepare(value, config)
+        if oos:
+            return head + self._respond(head, config)
+        answer = self._answer(head["question"], head["documents"], config)
+        return head + AddableDict(action=Action.ANSWERED, answer=answer)
+
+    async def _ainvoke(
+        self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> AddableDict:
+        head, oos = await self._aprepare(value, config)
+        if oos:
+            return head + await self._arespond(head, config)
+        answer = await self._aanswer(head["question"], head["documents"], config)
+        return head + AddableDict(action=Action.ANSWERED, answer=answer)
+
+    def invoke(self, input: GuardedInput, config: RunnableConfig | None = None, **kwargs: Any) -> AddableDict:
+        return self._call_with_config(self._invoke, input, config, run_type="chain")
+
+    async def ainvoke(
+        self, input: GuardedInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AddableDict:
+        return await self._acall_with_config(self._ainvoke, input, config, run_type="chain")
+
+    # -- streaming ----------------------------------------------------------------------------
+    def _transform(
+        self, inputs: Iterator[Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig
+    ) -> Iterator[AddableDict]:
+        head, oos = self._prepare(_combine(list(inputs)), config)
+        yield head
+        if oos:
+            yield self._respond(head, config)
+            return
+        yield AddableDict(action=Action.ANSWERED)
+        if self.chain is None:
+            yield AddableDict(answer=self._answer(head["question"], head["documents"], config))
+            return
+        for chunk in self.chain.stream(self._chain_input(head["question"], head["documents"]), config):
+            if text := _text(chunk):
+                yield AddableDict(answer=text)
+
+    async def _atransform(
+        self, inputs: AsyncIterator[Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+    ) -> AsyncIterator[AddableDict]:
+        head, oos = await self._aprepare(_combine([x async for x in inputs]), config)
+        yield head
+        if oos:
+            yield await self._arespond(head, config)
+            return
+        yield AddableDict(action=Action.ANSWERED)
+        if self.chain is None:
+            yield AddableDict(answer=await self._aanswer(head["question"], head["documents"], config))
+            return
+        async for chunk in self.chain.astream(self._chain_input(head["question"], head["documents"]), config):
+            if text := _text(chunk):
+                yield AddableDict(answer=text)
+
+    def stream(
+        self, input: GuardedInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[AddableDict]:
+        yield from self._transform_stream_with_config(
+            iter([input]), self._transform, config, run_type="chain"
+        )
+
+    async def astream(
+        self, input: GuardedInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[AddableDict]:
+        async def one() -> AsyncIterator[GuardedInput]:
+            yield input
+
+        async for chunk in self._atransform_stream_with_config(
+            one(), self._atransform, config, run_type="chain"
+        ):
+            yield chunk
+
+
+def _combine(chunks: list[Any]) -> Any:
+    """Input streamed in pieces (``transform``) is added back together."""
+    if not chunks:
+        raise InputError("GuardedRAG received no input")
+    return functools.reduce(operator.add, chunks) if len(chunks) > 1 else chunks[0]

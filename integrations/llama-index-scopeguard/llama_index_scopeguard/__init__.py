@@ -1,0 +1,23 @@
+"""LlamaIndex drop-ins for scopeguard: a node postprocessor, a guarded query engine, an LLM adapter.
+
+>>> from llama_index_scopeguard import GuardedQueryEngine
+>>> engine = GuardedQueryEngine(retriever=index.as_retriever(), llm=llm,
+...                             guard=Guard(detector="default", policy="refuse"))
+>>> engine.query("Who won?").metadata["scopeguard"]["verdict"]
+"""
+
+from llama_index_scopeguard._common import METADATA_KEY
+from llama_index_scopeguard.llm import ScopeGuardLLM
+from llama_index_scopeguard.postprocessor import ScopeGuardPostprocessor
+from llama_index_scopeguard.query_engine import GuardedQueryEngine, rag_prompt
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "METADATA_KEY",
+    "GuardedQueryEngine",
+    "ScopeGuardLLM",
+    "ScopeGuardPostprocessor",
+    "__version__",
+    "rag_prompt",
+]

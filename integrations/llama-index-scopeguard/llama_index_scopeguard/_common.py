@@ -1,0 +1,72 @@
+"""Glue shared by the LlamaIndex adapters: node conversion and the guard's decision."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from llama_index.core.schema import MetadataMode, NodeWithScore
+
+from scopeguard import Document, Guard, Verdict
+
+__all__ = [
+    "METADATA_KEY",
+    "Granularity",
+    "decide",
+    "no_documents_verdict",
+    "to_scopeguard",
+    "verdict_metadata",
+    "with_verdict",
+]
+
+METADATA_KEY = "scopeguard"
+"""The node metadata key that carries the verdict (hidden from the LLM and the embedder)."""
+
+Granularity = Literal["set", "document"]
+"""``set``: one verdict for all retrieved nodes together; ``document``: one per node."""
+
+
+def node_text(node: NodeWithScore) -> str:
+    return node.node.get_content(metadata_mode=MetadataMode.NONE)
+
+
+def to_scopeguard(nodes: Sequence[NodeWithScore]) -> list[Document]:
+    """Retrieved nodes -> scopeguard documents (nodes without text are skipped)."""
+    return [
+        Document(text=text, id=n.node.node_id, metadata={"score": n.score})
+        for n in nodes
+        if (text := node_text(n)).strip()
+    ]
+
+
+def decide(guard: Guard, verdict: Verdict) -> tuple[bool, bool]:
+    """``(out_of_scope, failed_closed)`` for ``verdict``: the guard's own :meth:`Guard.decide`."""
+    return guard.decide(verdict)
+
+
+def no_documents_verdict(guard: Guard, rationale: str = "no documents were retrieved") -> Verdict:
+    """Nothing (usable) was retrieved: nothing can support an answer."""
+    return Verdict(
+        label="out_of_scope", score=1.0, rationale=rationale, detector=getattr(guard.detector, "name", "")
+    )
+
+
+def verdict_metadata(verdict: Verdict, *, out_of_scope: bool, failed_closed: bool) -> dict[str, Any]:
+    """A JSON-serialisable summary of a verdict for node metadata."""
+    data = verdict.model_dump(mode="json", exclude={"votes"})
+    data["out_of_scope"] = out_of_scope
+    data["failed_closed"] = failed_closed
+    return data
+
+
+def with_verdict(node: NodeWithScore, metadata: dict[str, Any], key: str = METADATA_KEY) -> NodeWithScore:
+    """A copy of ``node`` carrying ``metadata`` under ``key``, excluded from LLM and embedding text."""
+    inner = node.node
+    copy = inner.model_copy(
+        update={
+            "metadata": {**inner.metadata, key: metadata},
+            "excluded_llm_metadata_keys": list(dict.fromkeys([*inner.excluded_llm_metadata_keys, key])),
+            "excluded_embed_metadata_keys": list(dict.fromkeys([*inner.excluded_embed_metadata_keys, key])),
+        }
+    )
+    return NodeWithScore(node=copy, score=node.score)

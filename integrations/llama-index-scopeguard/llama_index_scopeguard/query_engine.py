@@ -1,0 +1,124 @@
+"""``GuardedQueryEngine``: retrieve, detect, then synthesize an answer or apply the policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.response.schema import RESPONSE_TYPE, Response
+from llama_index.core.bridge.pydantic import model_validator
+from llama_index.core.llms import LLM
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.query_engine import CustomQueryEngine
+from llama_index.core.response_synthesizers import BaseSynthesizer, get_response_synthesizer
+from llama_index.core.schema import NodeWithScore
+
+from llama_index_scopeguard._common import decide, no_documents_verdict, to_scopeguard
+from llama_index_scopeguard.llm import ScopeGuardLLM
+from scopeguard import Action, ConfigurationError, Guard, Verdict
+from scopeguard.policies import PolicyContext
+from scopeguard.prompts import render
+from scopeguard.types import validate_question
+
+__all__ = ["GuardedQueryEngine", "rag_prompt"]
+
+METADATA_KEY = "scopeguard"
+
+
+def rag_prompt(template: str = "rag_basic") -> PromptTemplate:
+    """One of scopeguard's RAG templates as a LlamaIndex QA prompt (``{context_str}``, ``{query_str}``)."""
+    text = render(template, document="\x00context\x00", question="\x00query\x00")
+    text = text.replace("{", "{{").replace("}", "}}")
+    text = text.replace("\x00context\x00", "{context_str}").replace("\x00query\x00", "{query_str}")
+    return PromptTemplate(text)
+
+
+class GuardedQueryEngine(CustomQueryEngine):
+    """A query engine that answers in-scope questions and responds with the guard's policy otherwise.
+
+    The response's ``metadata["scopeguard"]`` holds ``verdict`` (a :class:`scopeguard.Verdict`),
+    ``action`` (a :class:`scopeguard.Action`) and ``failed_closed``; ``source_nodes`` are the
+    retrieved nodes either way. ``aquery`` is natively async (``aretrieve``, ``acheck``,
+    ``asynthesize``, the policy's ``aapply``).
+
+    Args:
+        retriever: any LlamaIndex retriever (``index.as_retriever()``).
+        guard: a :class:`scopeguard.Guard` (detector, policy, ``on_error``; its ``llm`` serves
+            the ``defuse`` policy).
+        response_synthesizer: how in-scope answers are written; built from ``llm`` (or the
+            guard's LLM wrapped in :class:`ScopeGuardLLM`) when not given.
+        llm: a LlamaIndex LLM for the default synthesizer.
+    """
+
+    retriever: BaseRetriever
+    guard: Guard
+    response_synthesizer: BaseSynthesizer | None = None
+    llm: LLM | None = None
+
+    @model_validator(mode="after")
+    def _default_synthesizer(self) -> GuardedQueryEngine:
+        if self.response_synthesizer is None:
+            llm = self.llm
+            if llm is None and self.guard.llm is not None:
+                llm = ScopeGuardLLM(chat_model=self.guard.llm)
+            if llm is None:
+                raise ValueError(
+                    "GuardedQueryEngine needs response_synthesizer=..., llm=... or a Guard with llm=..."
+                )
+            self.response_synthesizer = get_response_synthesizer(llm=llm)
+        return self
+
+    @property
+    def _synthesizer(self) -> BaseSynthesizer:
+        if self.response_synthesizer is None:  # only when someone reset it after construction
+            raise ConfigurationError("GuardedQueryEngine.response_synthesizer is None")
+        return self.response_synthesizer
+
+    def _verdict_metadata(self, verdict: Verdict, action: Action, closed: bool) -> dict[str, Any]:
+        return {METADATA_KEY: {"verdict": verdict, "action": action, "failed_closed": closed}}
+
+    def _context(self, question: str, nodes: list[NodeWithScore], verdict: Verdict) -> PolicyContext:
+        return PolicyContext(
+            question=question,
+            documents=tuple(to_scopeguard(nodes)),
+            verdict=verdict,
+            llm=self.guard.llm,
+            responder=lambda q, _docs: str(self._synthesizer.synthesize(q, nodes)),
+        )
+
+    @staticmethod
+    def _tag(response: RESPONSE_TYPE, metadata: dict[str, Any]) -> RESPONSE_TYPE:
+        response.metadata = {**(response.metadata or {}), **metadata}
+        return response
+
+    def custom_query(self, query_str: str) -> RESPONSE_TYPE:
+        question = validate_question(query_str)
+        nodes = self.retriever.retrieve(question)
+        docs = to_scopeguard(nodes)
+        verdict = self.guard.check(question, docs) if docs else no_documents_verdict(self.guard)
+        oos, closed = decide(self.guard, verdict)
+        if oos:
+            outcome = self.guard.policy.apply(self._context(question, nodes, verdict))
+            return Response(
+                response=outcome.response,
+                source_nodes=nodes,
+                metadata=self._verdict_metadata(verdict, outcome.action, closed),
+            )
+        response = self._synthesizer.synthesize(question, nodes)
+        return self._tag(response, self._verdict_metadata(verdict, Action.ANSWERED, closed))
+
+    async def acustom_query(self, query_str: str) -> RESPONSE_TYPE:
+        question = validate_question(query_str)
+        nodes = await self.retriever.aretrieve(question)
+        docs = to_scopeguard(nodes)
+        verdict = await self.guard.acheck(question, docs) if docs else no_documents_verdict(self.guard)
+        oos, closed = decide(self.guard, verdict)
+        if oos:
+            outcome = await self.guard.policy.aapply(self._context(question, nodes, verdict))
+            return Response(
+                response=outcome.response,
+                source_nodes=nodes,
+                metadata=self._verdict_metadata(verdict, outcome.action, closed),
+            )
+        response = await self._synthesizer.asynthesize(question, nodes)
+        return self._tag(response, self._verdict_metadata(verdict, Action.ANSWERED, closed))
