@@ -42,6 +42,7 @@ _COMMAND_MODULES = (
     "check",
     "demo",
     "detectors",
+    "train",
     "generate",
     "evaluate",
     "retrieval",

@@ -1,0 +1,33 @@
+"""The SBERT-NLI baseline detector (ELOQ section 4.1, ScopeQA appendix H.3).
+
+Features ``[u; v; |u-v|]`` from document and question sentence embeddings (all-mpnet-base-v2,
+CLS or mean pooling) go through a trained :class:`~scopeguard.detectors.head.TrainedHead`.
+Train a head with ``scopeguard train-detector DATASET_DIR --detector nli --out DIR`` (or
+:func:`scopeguard.training.train_detector`), then ``get_detector("nli", model=DIR)``.
+Each retrieved document is scored on its own (its embedding is cached by content hash), and the
+lowest P(out of scope) counts.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from scopeguard.detectors.head import HeadDetector, TrainedHead
+
+__all__ = ["NLIDetector"]
+
+
+class NLIDetector(HeadDetector):
+    """Sentence-embedding features and a trained MLP head; ``model`` is the head folder."""
+
+    name = "nli"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | TrainedHead | None = None,
+        *,
+        threshold: float | None = None,
+        **extractor_overrides: Any,
+    ) -> None:
+        super().__init__(model, threshold=threshold, **extractor_overrides)

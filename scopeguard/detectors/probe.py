@@ -1,0 +1,49 @@
+"""The hidden-state probe detector (ELOQ section 4.2.1, appendix C).
+
+The last-layer hidden state of an unused token appended to instruction + document + question
+in a frozen causal LM goes through a trained :class:`~scopeguard.detectors.head.TrainedHead`.
+Train a head with ``scopeguard train-detector DATASET_DIR --detector probe --out DIR`` (or
+:func:`scopeguard.training.train_detector`), then ``get_detector("probe", model=DIR)``. The
+head folder names the LLM, backend, token and template, so the same features are rebuilt.
+Pass ``strict=True`` to raise :class:`~scopeguard.errors.DocumentTooLongError` instead of
+truncating a document that does not fit the window (the verdict's rationale says when it was
+truncated).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from typing import Any
+
+from scopeguard.detectors.head import HeadDetector, TrainedHead
+
+__all__ = ["PACKAGED_HEAD", "ProbeDetector"]
+
+PACKAGED_HEAD = "probe-qwen2.5-coder-0.5b"
+"""Folder under ``scopeguard/_assets`` of the head used when no ``model`` is given (if shipped)."""
+
+
+class ProbeDetector(HeadDetector):
+    """Hidden-state probe; ``model`` is the head folder (default: the packaged head, if shipped)."""
+
+    name = "probe"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | TrainedHead | None = None,
+        *,
+        threshold: float | None = None,
+        strict: bool = False,
+        n_threads: int | None = None,
+        **extractor_overrides: Any,
+    ) -> None:
+        packaged = str(resources.files("scopeguard") / "_assets" / PACKAGED_HEAD)
+        super().__init__(
+            model,
+            threshold=threshold,
+            packaged=packaged,
+            strict=strict,
+            n_threads=n_threads,
+            **extractor_overrides,
+        )

@@ -1,0 +1,102 @@
+"""Hidden states with transformers: hub names, local folders, and GGUF files.
+
+A GGUF file is dequantised by transformers once (20-60 s) and saved as bf16 safetensors in
+``<cache>/hf-from-gguf/``; later loads take a few seconds. The forward pass runs in float32.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scopeguard._optional import require
+from scopeguard.errors import ModelError
+from scopeguard.features import cache_dir
+
+__all__ = ["TransformersBackend", "converted_gguf_dir"]
+
+logger = logging.getLogger(__name__)
+
+
+def converted_gguf_dir(gguf_path: str | os.PathLike[str]) -> Path:
+    """Where the safetensors copy of ``gguf_path`` lives (converted on first use)."""
+    p = Path(gguf_path)
+    target = cache_dir() / "hf-from-gguf" / f"{p.stem}-{p.stat().st_size}"
+    if (target / "config.json").is_file():
+        return target
+    torch = require("torch", extra="probe", feature="the probe's transformers backend")
+    tf = require("transformers", extra="probe", feature="the probe's transformers backend")
+    require("gguf", extra="probe", feature="loading GGUF files with transformers")
+    logger.info("converting %s to safetensors once (this takes a minute)", p.name)
+    try:
+        model = tf.AutoModelForCausalLM.from_pretrained(
+            str(p.parent), gguf_file=p.name, torch_dtype=torch.float32
+        )
+        tok = tf.AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    except Exception as exc:
+        raise ModelError(f"transformers could not load GGUF file {p}: {exc}") from None
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.to(torch.bfloat16).save_pretrained(str(tmp), safe_serialization=True)
+    tok.save_pretrained(str(tmp))
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return target
+
+
+@lru_cache(maxsize=2)
+def _load(location: str) -> tuple[Any, Any]:
+    torch = require("torch", extra="probe", feature="the probe's transformers backend")
+    tf = require("transformers", extra="probe", feature="the probe's transformers backend")
+    try:
+        tok = tf.AutoTokenizer.from_pretrained(location)
+        model = tf.AutoModelForCausalLM.from_pretrained(location, torch_dtype=torch.float32)
+    except Exception as exc:
+        raise ModelError(f"could not load causal LM {location!r} with transformers: {exc}") from None
+    return tok, model.eval()
+
+
+class TransformersBackend:
+    """Last-layer hidden states from ``AutoModelForCausalLM`` (``output_hidden_states=True``)."""
+
+    name = "transformers"
+
+    def __init__(self, location: str, *, gguf: bool = False, n_threads: int | None = None) -> None:
+        torch = require("torch", extra="probe", feature="the probe's transformers backend")
+        if n_threads:
+            torch.set_num_threads(n_threads)
+        self.location = str(converted_gguf_dir(location)) if gguf else location
+        self.tokenizer, self.model = _load(self.location)
+        cfg = self.model.config
+        self.architecture = str(getattr(cfg, "model_type", "") or "")
+        self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
+        self.context_length = int(getattr(cfg, "max_position_embeddings", 0) or 2048)
+        tok = self.tokenizer
+        adds_bos = tok.bos_token_id is not None and tok("x").input_ids[:1] == [tok.bos_token_id]
+        self.bos_id: int | None = int(tok.bos_token_id) if adds_bos else None
+        self.eos_id: int | None = int(tok.eos_token_id) if tok.eos_token_id is not None else None
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def single_token_id(self, token: str) -> int | None:
+        tid = self.tokenizer.convert_tokens_to_ids(token)
+        if tid is None or tid == self.tokenizer.unk_token_id or not 0 <= tid < self.vocab_size:
+            return None
+        return int(tid)
+
+    def last_hidden(self, ids: list[int], prefix_len: int = 0) -> np.ndarray:
+        """The last token's final-layer state (one forward pass; ``prefix_len`` is not needed here)."""
+        torch = require("torch", extra="probe", feature="the probe's transformers backend")
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor([ids]), output_hidden_states=True, use_cache=False)
+        return np.asarray(out.hidden_states[-1][0, -1].float().numpy(), dtype=np.float32)
