@@ -1,0 +1,53 @@
+"""The lexical-coverage baseline: share of the question's content words found in the documents.
+
+Content words are lower-cased tokens minus stop-words, lightly stemmed
+(:mod:`scopeguard.detectors._text`). A question whose coverage is below ``threshold`` is out of
+scope. ``Verdict.score`` maps coverage to P(out of scope) piecewise-linearly so that coverage
+``threshold`` gives 0.5, coverage 0 gives 1 and full coverage gives 0. ``uncovered`` lists the
+question words missing from the documents. No model, no dependencies, well under a millisecond.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scopeguard.detectors._text import STOPWORDS, content_stems, coverage, stem, tokenize
+from scopeguard.detectors.base import BaseDetector
+from scopeguard.errors import ConfigurationError
+from scopeguard.types import Document, Label, Verdict
+
+__all__ = ["LexicalDetector", "coverage_to_score"]
+
+
+def coverage_to_score(cov: float, threshold: float) -> float:
+    """P(out of scope) from coverage: 1 at 0, 0.5 at ``threshold``, 0 at full coverage."""
+    if cov < threshold:
+        return 0.5 + 0.5 * (threshold - cov) / threshold
+    return max(0.0, 0.5 - 0.5 * (cov - threshold) / (1.0 - threshold))
+
+
+class LexicalDetector(BaseDetector):
+    """Out of scope when fewer than ``threshold`` of the question's content words occur in the documents."""
+
+    name = "lexical"
+
+    def __init__(self, *, threshold: float = 0.5) -> None:
+        if not 0.0 < threshold < 1.0:
+            raise ConfigurationError(f"threshold must be in (0, 1), got {threshold}")
+        self.threshold = threshold
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        doc_stems = {s for d in documents for s in content_stems(d.text)}
+        q_stems = content_stems(question)
+        cov = coverage(q_stems, doc_stems)
+        missing = tuple(
+            dict.fromkeys(t for t in tokenize(question) if t not in STOPWORDS and stem(t) not in doc_stems)
+        )
+        label: Label = "out_of_scope" if cov < self.threshold else "in_scope"
+        return Verdict(
+            label=label,
+            score=coverage_to_score(cov, self.threshold),
+            rationale=f"{cov:.0%} of the question's content words occur in the documents "
+            f"(threshold {self.threshold:.0%})",
+            uncovered=missing,
+        )

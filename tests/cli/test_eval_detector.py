@@ -1,0 +1,110 @@
+"""``scopeguard eval-detector`` on a tiny invented dataset (real detectors, no dataset text)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from scopeguard.cli._app import app
+
+runner = CliRunner()
+
+DOCS = [
+    {
+        "doc_id": "lib",
+        "text": "The town of Brindlewick opened a new public library on Saturday. "
+        "Mayor Elena Torvik said the building cost 12 million dollars, paid by a regional grant.",
+    },
+    {
+        "doc_id": "ferry",
+        "text": "A storm closed the harbour of Kessling for two days and delayed the ferry to the islands. "
+        "The harbour master said repairs to the pier would take a week.",
+    },
+]
+QUESTIONS = [
+    ("q1", "lib", "How much did the new Brindlewick library building cost?", "in_scope"),
+    ("q2", "lib", "Which architecture firm designed the library's solar roof panels?", "out_of_scope"),
+    ("q3", "ferry", "How long did the storm close the Kessling harbour?", "in_scope"),
+    ("q4", "ferry", "What compensation did passengers receive from the insurance company?", "out_of_scope"),
+]
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    (tmp_path / "documents.jsonl").write_text("\n".join(json.dumps(d) for d in DOCS) + "\n")
+    rows = [{"id": i, "doc_id": d, "question": q, "label": y} for i, d, q, y in QUESTIONS]
+    (tmp_path / "questions.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return tmp_path
+
+
+def test_json_output_has_all_metrics(tiny: Path) -> None:
+    res = runner.invoke(app, ["eval-detector", str(tiny), "--detector", "lexical", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    for key in (
+        "n",
+        "accuracy",
+        "precision_oos",
+        "recall_oos",
+        "f1_oos",
+        "auroc",
+        "unknown_rate",
+        "latency_ms_p50",
+        "latency_ms_p95",
+        "escalated_share",
+    ):
+        assert key in out
+    assert out["n"] == 4 and out["detector"] == "lexical"
+    assert out["accuracy"] == 1.0 and out["auroc"] == 1.0
+
+
+def test_table_output_and_limit(tiny: Path) -> None:
+    res = runner.invoke(app, ["eval-detector", str(tiny), "-d", "lexical", "--limit", "2", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "accuracy" in res.stdout and "latency p95 (ms)" in res.stdout
+    assert "questions                 2" in res.stdout
+
+
+def test_one_class_auroc_is_null_in_json(tiny: Path) -> None:
+    res = runner.invoke(app, ["eval-detector", str(tiny), "-d", "lexical", "--limit", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["auroc"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--detector", "nope"], "unknown detector 'nope'; valid names:"),
+        (["--limit", "0"], "--limit must be at least 1"),
+        (["-d", "lexical", "--threads", "0"], "--threads must be at least 1"),
+        (["-d", "fast", "--model", "/no/such/head.json"], "fast head not found"),
+    ],
+)
+def test_bad_arguments_give_one_line_errors(tiny: Path, args: list[str], message: str) -> None:
+    if "fast" in args:
+        pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
+    res = runner.invoke(app, ["eval-detector", str(tiny), *args])
+    assert res.exit_code == 2
+    assert message in res.output
+    assert "Traceback" not in res.output
+
+
+def test_missing_dataset_folder(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["eval-detector", str(tmp_path / "nowhere"), "-d", "lexical"])
+    assert res.exit_code == 2
+    assert "dataset folder not found" in res.output
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_default_cascade_end_to_end(tiny: Path) -> None:
+    pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
+    res = runner.invoke(app, ["eval-detector", str(tiny), "--json", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["detector"] == "default" and out["n"] == 4
+    assert out["accuracy"] >= 0.75
+    assert 0.0 <= out["escalated_share"] <= 1.0

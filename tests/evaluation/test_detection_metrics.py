@@ -1,0 +1,98 @@
+"""detection_metrics, auroc, bootstrap_ci and latency percentiles against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scopeguard.errors import InputError
+from scopeguard.evaluation.detection import (
+    METRIC_NAMES,
+    PRIMARY_METRIC,
+    auroc,
+    bootstrap_ci,
+    correctness,
+    detection_metrics,
+    latency_percentiles,
+)
+from scopeguard.types import Verdict
+
+OOS, INS = "out_of_scope", "in_scope"
+
+
+def _verdicts() -> tuple[list[str], list[Verdict]]:
+    y = [OOS, OOS, INS, INS, OOS]
+    v = [
+        Verdict(label=OOS, score=0.9, latency_ms=10, escalated=True, llm_calls=2),
+        Verdict(label=INS, score=0.4, latency_ms=20),
+        Verdict(label=OOS, score=0.4, latency_ms=30),
+        Verdict(label=INS, score=0.1, latency_ms=40),
+        Verdict(label="unknown", score=None, latency_ms=50, llm_calls=3),
+    ]
+    return y, v
+
+
+def test_metrics_match_hand_computation() -> None:
+    y, v = _verdicts()
+    m = detection_metrics(y, v)
+    assert set(METRIC_NAMES) == set(m)
+    assert PRIMARY_METRIC in m
+    assert m["n"] == 5
+    # correct: #0 (oos/oos) and #3 (in/in); the unknown counts as wrong
+    assert m["accuracy"] == pytest.approx(2 / 5)
+    # tp=1 (#0), fp=1 (#2), fn=2 (#1 and the unknown #4)
+    assert m["precision_oos"] == pytest.approx(0.5)
+    assert m["recall_oos"] == pytest.approx(1 / 3)
+    assert m["f1_oos"] == pytest.approx(2 * 0.5 * (1 / 3) / (0.5 + 1 / 3))
+    # scored pairs (pos 0.9, 0.4 vs neg 0.4, 0.1): 0.9>0.4, 0.9>0.1, 0.4=0.4 (half), 0.4>0.1 -> 3.5/4
+    assert m["auroc"] == pytest.approx(0.875)
+    assert m["unknown_rate"] == pytest.approx(0.2)
+    assert m["latency_ms_p50"] == pytest.approx(30.0)
+    assert m["latency_ms_p95"] == pytest.approx(48.0)  # 40 + 0.8 * (50 - 40)
+    assert m["escalated_share"] == pytest.approx(0.2)
+    assert m["llm_calls_mean"] == pytest.approx(1.0)
+
+
+def test_auroc_all_ties_is_one_half_and_perfect_is_one() -> None:
+    assert auroc([OOS, INS, OOS, INS], [0.5, 0.5, 0.5, 0.5]) == pytest.approx(0.5)
+    assert auroc([OOS, INS, OOS, INS], [0.9, 0.2, 0.8, 0.3]) == pytest.approx(1.0)
+    assert auroc([OOS, INS], [0.1, 0.9]) == pytest.approx(0.0)
+
+
+def test_auroc_is_nan_with_one_class() -> None:
+    assert math.isnan(auroc([OOS, OOS], [0.2, 0.7]))
+    m = detection_metrics([INS, INS], [Verdict(label=INS, score=0.1), Verdict(label=OOS, score=0.8)])
+    assert math.isnan(m["auroc"])
+    assert m["precision_oos"] == 0.0 and m["recall_oos"] == 0.0 and m["f1_oos"] == 0.0
+
+
+def test_bad_input_is_rejected_with_a_clear_error() -> None:
+    y, v = _verdicts()
+    with pytest.raises(InputError, match="5 labels but 4 verdicts"):
+        detection_metrics(y, v[:4])
+    with pytest.raises(InputError, match="'maybe'"):
+        detection_metrics([*y[:4], "maybe"], v)
+    with pytest.raises(InputError, match="no verdicts"):
+        detection_metrics([], [])
+    with pytest.raises(InputError, match="not a Verdict"):
+        detection_metrics([OOS], ["out_of_scope"])  # type: ignore[list-item]
+
+
+def test_bootstrap_ci_is_seeded_and_brackets_the_mean() -> None:
+    values = correctness(*_verdicts())
+    lo, hi = bootstrap_ci(values, n_resamples=500, seed=1)
+    assert (lo, hi) == bootstrap_ci(values, n_resamples=500, seed=1)
+    assert 0.0 <= lo <= 0.4 <= hi <= 1.0
+    assert lo < hi
+    assert bootstrap_ci([1.0, 1.0, 1.0]) == (1.0, 1.0)
+    with pytest.raises(InputError):
+        bootstrap_ci([])
+    with pytest.raises(InputError):
+        bootstrap_ci([1.0], confidence=1.5)
+
+
+def test_latency_percentiles() -> None:
+    got = latency_percentiles([5.0, 1.0, 3.0])
+    assert got == {"latency_ms_p50": 3.0, "latency_ms_p95": pytest.approx(4.8)}
+    assert math.isnan(latency_percentiles([])["latency_ms_p50"])
