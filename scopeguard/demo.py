@@ -9,8 +9,7 @@ policy's response.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -18,7 +17,7 @@ from scopeguard.guard import Guard
 from scopeguard.llm.base import ChatModel
 from scopeguard.types import Document, GuardResult
 
-__all__ = ["DemoCase", "demo_corpus", "extractive_answer", "run_demo"]
+__all__ = ["DemoCase", "demo_corpus", "extractive_answer", "iter_demo", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -35,25 +34,27 @@ def demo_corpus() -> tuple[list[Document], list[tuple[str, str]]]:
     return docs, [(q["question"], q["expected"]) for q in raw["questions"]]
 
 
-_WORD = re.compile(r"[a-z0-9]+")
-
-
 def extractive_answer(question: str, documents: Sequence[Document]) -> str:
-    """Quote the sentence that shares the most words with the question (the no-LLM responder)."""
-    q = set(_WORD.findall(question.lower()))
+    """Quote the sentence sharing the most content words with the question (the no-LLM responder).
+
+    The document's first sentence (its headline in the demo corpus) is skipped.
+    """
+    from scopeguard.detectors._text import content_stems, split_sentences
+
+    q = set(content_stems(question))
     best, best_overlap = "", -1
     for doc in documents:
-        for sentence in re.split(r"(?<=[.!?])\s+", doc.text):
-            overlap = len(q & set(_WORD.findall(sentence.lower())))
+        for sentence in split_sentences(doc.text)[1:]:
+            overlap = len(q & set(content_stems(sentence)))
             if overlap > best_overlap:
                 best, best_overlap = sentence, overlap
     return f'From the documents: "{best}"'
 
 
-def run_demo(
+def iter_demo(
     *, detector: str = "default", policy: str = "clarify", llm: str | ChatModel | None = None, k: int = 2
-) -> list[DemoCase]:
-    """Index the demo corpus, guard every demo question, and return the results."""
+) -> Iterator[DemoCase]:
+    """Index the demo corpus and guard every demo question, yielding each result as it is ready."""
     from scopeguard.retrieval import get_retriever
 
     docs, questions = demo_corpus()
@@ -61,9 +62,14 @@ def run_demo(
     retriever.index(docs)
     guard = Guard(detector=detector, policy=policy, llm=llm)
     responder = None if llm is not None else extractive_answer
-    cases = []
     for question, expected in questions:
         hits = retriever.search(question, k=k)
         result = guard.answer(question, [h.document for h in hits], responder=responder)
-        cases.append(DemoCase(question, expected, result))
-    return cases
+        yield DemoCase(question, expected, result)
+
+
+def run_demo(
+    *, detector: str = "default", policy: str = "clarify", llm: str | ChatModel | None = None, k: int = 2
+) -> list[DemoCase]:
+    """All demo results as a list (see :func:`iter_demo`)."""
+    return list(iter_demo(detector=detector, policy=policy, llm=llm, k=k))

@@ -34,6 +34,9 @@ __all__ = [
 
 Responder = Callable[[str, Sequence[Document]], str]
 
+ANSWER_MAX_TOKENS = 512
+"""Reply cap for answers written by the guard's LLM (a RAG answer rarely needs more)."""
+
 
 @dataclass(frozen=True)
 class PolicyContext:
@@ -52,7 +55,12 @@ class PolicyOutcome:
 
 
 def llm_answer(
-    llm: ChatModel | None, question: str, documents: Sequence[Document], template: str = "rag_basic"
+    llm: ChatModel | None,
+    question: str,
+    documents: Sequence[Document],
+    template: str = "rag_basic",
+    *,
+    max_tokens: int | None = ANSWER_MAX_TOKENS,
 ) -> str:
     """Answer ``question`` from ``documents`` with one of the RAG prompt templates."""
     if llm is None:
@@ -60,18 +68,23 @@ def llm_answer(
             "this step needs an LLM to answer: pass llm=... (a ChatModel or a spec string)"
         )
     prompt = render(template, document=render_documents(documents), question=question)
-    return llm.complete(prompt, temperature=0.0).text.strip()
+    return llm.complete(prompt, temperature=0.0, max_tokens=max_tokens).text.strip()
 
 
 async def allm_answer(
-    llm: ChatModel | None, question: str, documents: Sequence[Document], template: str = "rag_basic"
+    llm: ChatModel | None,
+    question: str,
+    documents: Sequence[Document],
+    template: str = "rag_basic",
+    *,
+    max_tokens: int | None = ANSWER_MAX_TOKENS,
 ) -> str:
     if llm is None:
         raise ConfigurationError(
             "this step needs an LLM to answer: pass llm=... (a ChatModel or a spec string)"
         )
     prompt = render(template, document=render_documents(documents), question=question)
-    return (await llm.acomplete(prompt, temperature=0.0)).text.strip()
+    return (await llm.acomplete(prompt, temperature=0.0, max_tokens=max_tokens)).text.strip()
 
 
 @runtime_checkable

@@ -25,23 +25,25 @@ def demo(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per question."),
 ) -> None:
     """Guard a small RAG over a shipped corpus: in-scope questions answered, out-of-scope ones defused."""
-    from scopeguard.demo import run_demo
+    from scopeguard.demo import iter_demo
 
     if llm == "auto":
         llm = "local" if importlib.util.find_spec("llama_cpp") else "none"
     started = time.perf_counter()
-    cases = run_demo(detector=detector, policy=policy, llm=None if llm == "none" else llm)
-    elapsed = time.perf_counter() - started
-    if as_json:
-        for c in cases:
+    cases = iter_demo(detector=detector, policy=policy, llm=None if llm == "none" else llm)
+    if not as_json:
+        typer.echo(f"scopeguard demo: detector={detector}, policy={policy}, llm={llm}\n")
+    answered = total = 0
+    for i, c in enumerate(cases, 1):
+        total += 1
+        answered += c.result.action.value == "answered"
+        if as_json:
             typer.echo(
                 json.dumps(
                     {"expected": c.expected, **c.result.model_dump(mode="json", exclude={"documents"})}
                 )
             )
-        return
-    typer.echo(f"scopeguard demo: detector={detector}, policy={policy}, llm={llm}\n")
-    for i, c in enumerate(cases, 1):
+            continue
         v = c.result.verdict
         score = "n/a" if v.score is None else f"{v.score:.2f}"
         typer.echo(f"[{i}] Q: {c.question}")
@@ -51,8 +53,11 @@ def demo(
             + (", escalated" if v.escalated else "")
             + f")   expected: {c.expected}"
         )
+        if v.uncovered:
+            typer.echo(f"    not covered: {', '.join(v.uncovered)}")
         typer.echo(f"    action: {c.result.action.value}")
         typer.echo(textwrap.indent(textwrap.fill(c.result.response or "", 96), "    > "))
         typer.echo("")
-    answered = sum(c.result.action.value == "answered" for c in cases)
-    typer.echo(f"{answered} answered, {len(cases) - answered} defused, in {elapsed:.1f} s")
+    if not as_json:
+        elapsed = time.perf_counter() - started
+        typer.echo(f"{answered} answered, {total - answered} defused, in {elapsed:.1f} s")
