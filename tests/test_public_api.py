@@ -14,6 +14,11 @@ PUBLIC_MODULES = [
     "scopeguard.testing",
     "scopeguard.data",
     "scopeguard.prompts",
+    "scopeguard.retrieval",
+    "scopeguard.verification",
+    "scopeguard.evaluation",
+    "scopeguard.generation",
+    "scopeguard.review",
 ]
 
 

@@ -1,0 +1,263 @@
+"""A persistent cache of LLM replies (JSONL append log) and a chat model that records every call.
+
+Each reply is keyed by the prompt, the model name, the sampling settings and an occurrence number
+(the k-th identical request in a run gets the k-th cached reply, so repeated sampling stays diverse
+and a resumed run replays exactly). Every reply gets a stable id (``r-`` + 12 hex digits) that
+provenance records refer to. A kill while appending leaves at most one torn last line, which is
+ignored on load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scopeguard.generation.accounting import Usage
+from scopeguard.llm.base import ChatModel, Completion, Prompt, to_messages
+
+__all__ = ["CachedReply", "RecordingChatModel", "ReplyCache", "UsageLedger"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    id: str
+    texts: tuple[str, ...]
+    finish_reasons: tuple[str, ...]
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool
+
+    @property
+    def text(self) -> str:
+        return self.texts[0] if self.texts else ""
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.finish_reasons) and self.finish_reasons[0] == "length"
+
+
+class ReplyCache:
+    """Replies by key, persisted to ``path`` (a JSONL log); ``path=None`` keeps them in memory only."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lock = threading.Lock()
+        self._entries: dict[str, dict[str, Any]] = {}
+        if self.path is not None and self.path.is_file():
+            with self.path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        entry = json.loads(line)
+                        self._entries[entry["key"]] = entry
+                    except (json.JSONDecodeError, KeyError, TypeError):
+                        logger.warning("reply cache %s: ignoring a torn or invalid line", self.path)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        entry = {"key": key, **entry}
+        with self._lock:
+            self._entries[key] = entry
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+
+
+@dataclass
+class UsageLedger:
+    """Usage by step and the ids of the replies used, for one document."""
+
+    by_step: dict[str, Usage] = field(default_factory=dict)
+    reply_ids: list[str] = field(default_factory=list)
+
+    def add(self, step: str, reply: CachedReply) -> None:
+        usage = Usage(
+            calls=1,
+            cached=int(reply.cached),
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            billed_prompt_tokens=0 if reply.cached else reply.prompt_tokens,
+            billed_completion_tokens=0 if reply.cached else reply.completion_tokens,
+        )
+        self.by_step[step] = self.by_step.get(step, Usage()) + usage
+        self.reply_ids.append(reply.id)
+
+    @property
+    def total(self) -> Usage:
+        return Usage.total(self.by_step.values())
+
+
+def _prompt_json(prompt: Prompt) -> Any:
+    return prompt if isinstance(prompt, str) else [m.model_dump() for m in to_messages(prompt)]
+
+
+class RecordingChatModel:
+    """Wraps a :class:`ChatModel`: serves repeated requests from a :class:`ReplyCache` and books
+    every call (cached or not) on a :class:`UsageLedger` under ``step``.
+
+    It is itself a ``ChatModel``, so it can be handed to a detector (the judge filter); use
+    :meth:`for_step` to get a view booking on another ledger or step.
+    """
+
+    def __init__(
+        self,
+        llm: ChatModel,
+        cache: ReplyCache,
+        ledger: UsageLedger | None = None,
+        *,
+        step: str = "llm",
+        _occurrences: Counter[str] | None = None,
+        _lock: threading.Lock | None = None,
+    ) -> None:
+        self.llm = llm
+        self.cache = cache
+        self.ledger = ledger if ledger is not None else UsageLedger()
+        self.step = step
+        self._occurrences: Counter[str] = _occurrences if _occurrences is not None else Counter()
+        self._lock = _lock or threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.llm.name
+
+    @property
+    def supports_n(self) -> bool:
+        """Whether the wrapped backend samples ``n`` replies in one request (see scopeguard.voting)."""
+        return bool(getattr(self.llm, "supports_n", True))
+
+    def for_step(self, step: str, ledger: UsageLedger | None = None) -> RecordingChatModel:
+        return RecordingChatModel(
+            self.llm,
+            self.cache,
+            ledger if ledger is not None else self.ledger,
+            step=step,
+            _occurrences=self._occurrences,
+            _lock=self._lock,
+        )
+
+    def _key(
+        self, prompt: Prompt, n: int, temperature: float, max_tokens: int | None, seed: int | None
+    ) -> str:
+        material = json.dumps(
+            [self.llm.name, _prompt_json(prompt), n, temperature, max_tokens, seed], ensure_ascii=False
+        )
+        base = hashlib.sha256(material.encode("utf-8")).hexdigest()
+        with self._lock:
+            self._occurrences[base] += 1
+            occurrence = self._occurrences[base]
+        return hashlib.sha256(f"{base}:{occurrence}".encode()).hexdigest()
+
+    def _book(
+        self, key: str, completion: Completion | None, entry: dict[str, Any] | None = None
+    ) -> CachedReply:
+        if entry is not None:
+            cached = True
+        elif completion is not None:
+            entry = {
+                "id": "r-" + key[:12],
+                "model": completion.model or self.llm.name,
+                "texts": list(completion.texts),
+                "finish_reasons": list(completion.finish_reasons),
+                "prompt_tokens": completion.prompt_tokens,
+                "completion_tokens": completion.completion_tokens,
+            }
+            self.cache.put(key, entry)
+            cached = False
+        else:
+            raise ValueError("either a completion or a cached entry is needed")
+        reply = CachedReply(
+            id=entry["id"],
+            texts=tuple(entry["texts"]),
+            finish_reasons=tuple(entry.get("finish_reasons", ())),
+            prompt_tokens=int(entry.get("prompt_tokens", 0)),
+            completion_tokens=int(entry.get("completion_tokens", 0)),
+            cached=cached,
+        )
+        self.ledger.add(self.step, reply)
+        return reply
+
+    @staticmethod
+    def _completion(reply: CachedReply, model: str) -> Completion:
+        return Completion(
+            texts=reply.texts,
+            model=model,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            finish_reasons=reply.finish_reasons,
+            requests=0 if reply.cached else 1,
+        )
+
+    def call(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> CachedReply:
+        key = self._key(prompt, n, temperature, max_tokens, seed)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return self._book(key, None, hit)
+        completion = self.llm.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        return self._book(key, completion)
+
+    async def acall(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> CachedReply:
+        key = self._key(prompt, n, temperature, max_tokens, seed)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return self._book(key, None, hit)
+        completion = await self.llm.acomplete(
+            prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
+        )
+        return self._book(key, completion)
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        reply = self.call(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        return self._completion(reply, self.llm.name)
+
+    async def acomplete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        reply = await self.acall(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        return self._completion(reply, self.llm.name)

@@ -1,0 +1,206 @@
+"""Typed records of one generated document, and the per-document checkpoint store.
+
+A finished document is written atomically to ``OUT/.checkpoints/<safe id>.json``; ``questions.jsonl``
+and ``documents.jsonl`` are always rebuilt from the checkpoints, so a killed run loses only the
+documents in flight and a re-run never duplicates a question.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE, atomic_write_jsonl
+from scopeguard.errors import DatasetError
+from scopeguard.generation.accounting import Usage
+
+__all__ = [
+    "CheckpointStore",
+    "ClaimVersion",
+    "DocumentRecord",
+    "DroppedQuestion",
+    "FilterRecord",
+    "GeneratedQuestion",
+    "StepIssue",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepIssue(_Frozen):
+    """An unusable (or leniently accepted) reply: which step, why, and which reply."""
+
+    step: str
+    reason: str
+    reply_id: str | None = None
+    accepted: bool = False
+    detail: str = ""
+
+
+class ClaimVersion(_Frozen):
+    """A claim text at ``position`` (0-based) produced in ``round`` (0 = extracted from the document)."""
+
+    position: int
+    round: int
+    text: str
+    reply_id: str | None = None
+
+
+class FilterRecord(_Frozen):
+    """The out-of-scope filter's verdict on one question, with every vote."""
+
+    label: str
+    score: float | None = None
+    detector: str = ""
+    votes: tuple[dict[str, Any], ...] = ()
+    llm_calls: int = 0
+    reply_ids: tuple[str, ...] = ()
+    error: str | None = None
+
+
+class GeneratedQuestion(_Frozen):
+    """A kept question with its provenance."""
+
+    id: str
+    doc_id: str
+    question: str
+    label: Literal["in_scope", "out_of_scope"]
+    words: int
+    claim_index: int | None = None
+    true_claim: str | None = None
+    hallucinated_claim: str | None = None
+    round: int | None = None
+    reply_ids: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    filter: FilterRecord | None = None
+
+    def to_row(self, *, mode: str, model: str) -> dict[str, Any]:
+        """The questions.jsonl row: the canonical fields, then provenance as extra fields."""
+        return {
+            "id": self.id,
+            "doc_id": self.doc_id,
+            "question": self.question,
+            "label": self.label,
+            "words": self.words,
+            "provenance": {
+                "generator": "eloq-guided-hallucination",
+                "mode": mode,
+                "model": model,
+                "claim_index": self.claim_index,
+                "true_claim": self.true_claim,
+                "hallucinated_claim": self.hallucinated_claim,
+                "round": self.round,
+                "reply_ids": {k: list(v) for k, v in self.reply_ids.items()},
+                "filter": self.filter.model_dump() if self.filter else None,
+            },
+        }
+
+
+class DroppedQuestion(_Frozen):
+    question: str
+    claim_index: int | None
+    reason: str
+    filter: FilterRecord | None = None
+
+
+class DocumentRecord(_Frozen):
+    """Everything generated for one document (the checkpoint's content)."""
+
+    doc_id: str
+    order: int
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["done", "failed"]
+    error: str | None = None
+    mode: str
+    model: str
+    claims: tuple[str, ...] = ()
+    claim_history: tuple[ClaimVersion, ...] = ()
+    hallucinated: tuple[ClaimVersion, ...] = ()
+    remaining: tuple[int, ...] = ()
+    questions: tuple[GeneratedQuestion, ...] = ()
+    dropped: tuple[DroppedQuestion, ...] = ()
+    issues: tuple[StepIssue, ...] = ()
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def total_usage(self) -> Usage:
+        return Usage.total(self.usage.values())
+
+    def count(self, label: str) -> int:
+        return sum(q.label == label for q in self.questions)
+
+    def to_document_row(self) -> dict[str, Any]:
+        """The documents.jsonl row (claims as in the ELOQ gold data)."""
+        return {
+            **self.metadata,
+            "doc_id": self.doc_id,
+            "text": self.text,
+            "claims": list(self.claims),
+            "hallucinated_claims": [self.hallucinated[i].text for i in self.remaining],
+        }
+
+
+def safe_name(doc_id: str) -> str:
+    """A file name for ``doc_id``: readable part plus a hash, so distinct ids never collide."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", doc_id)[:60].strip("._") or "doc"
+    return f"{readable}-{hashlib.sha1(doc_id.encode('utf-8')).hexdigest()[:10]}.json"
+
+
+class CheckpointStore:
+    """One JSON file per finished document under ``OUT/.checkpoints/``."""
+
+    def __init__(self, out_dir: str | os.PathLike[str]) -> None:
+        self.out_dir = Path(out_dir)
+        self.dir = self.out_dir / ".checkpoints"
+
+    def path_for(self, doc_id: str) -> Path:
+        return self.dir / safe_name(doc_id)
+
+    def save(self, record: DocumentRecord) -> Path:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.path_for(record.doc_id)
+        tmp = path.with_suffix(".json.tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(record.model_dump_json(indent=1))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return path
+
+    def load_all(self) -> dict[str, DocumentRecord]:
+        """Every readable checkpoint by document id (a corrupt file is an error naming it)."""
+        out: dict[str, DocumentRecord] = {}
+        if not self.dir.is_dir():
+            return out
+        for path in sorted(self.dir.glob("*.json")):
+            try:
+                record = DocumentRecord.model_validate_json(path.read_text(encoding="utf-8"))
+            except (ValidationError, json.JSONDecodeError, ValueError) as exc:
+                raise DatasetError(
+                    f"corrupt checkpoint ({str(exc).splitlines()[0]}); delete it to redo", path=str(path)
+                ) from None
+            out[record.doc_id] = record
+        return out
+
+    def rebuild(self) -> tuple[int, int]:
+        """Rewrite documents.jsonl and questions.jsonl from the checkpoints; returns (docs, questions)."""
+        records = sorted(
+            (r for r in self.load_all().values() if r.status == "done"), key=lambda r: (r.order, r.doc_id)
+        )
+        docs = [r.to_document_row() for r in records]
+        questions = [q.to_row(mode=r.mode, model=r.model) for r in records for q in r.questions]
+        atomic_write_jsonl(self.out_dir / DOCUMENTS_FILE, docs)
+        atomic_write_jsonl(self.out_dir / QUESTIONS_FILE, questions)
+        return len(docs), len(questions)

@@ -1,0 +1,296 @@
+"""The generator: runs Algorithm 1 over a corpus, concurrently, resumably, with accounting.
+
+Layout of an output folder::
+
+    OUT/documents.jsonl, OUT/questions.jsonl   canonical dataset (rebuilt from the checkpoints)
+    OUT/run.json                               the settings; a resume with other settings is refused
+    OUT/.checkpoints/<doc>.json                one per finished document (written atomically)
+    OUT/.cache/replies.jsonl                   every LLM reply, with the id provenance refers to
+
+Re-running on the same folder skips finished documents and replays cached replies, so a killed run
+resumes where it stopped with no lost or duplicated questions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from scopeguard.detectors.base import Detector
+from scopeguard.errors import ConfigurationError, LLMError, ScopeGuardError
+from scopeguard.generation.accounting import PRICES_DATE, Usage, estimate_cost
+from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
+from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
+from scopeguard.generation.corpus import Corpus, LengthRule, load_corpus
+from scopeguard.generation.steps import GenerationConfig, generate_document
+from scopeguard.llm.base import ChatModel
+from scopeguard.llm.registry import from_spec
+from scopeguard.types import Document
+
+__all__ = ["Generator", "RunSummary"]
+
+logger = logging.getLogger(__name__)
+JudgeSpec = Detector | Callable[[ChatModel], Detector] | None
+_REBUILD_EVERY_S = 60.0
+
+
+class RunSummary(BaseModel):
+    """What a run did (``*_run``) and what the folder holds now (the rest)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    out_dir: str
+    model: str
+    mode: str
+    docs_in_corpus: int
+    docs_skipped: int
+    docs_done_run: int
+    docs_resumed: int
+    docs_failed: int
+    docs_errored_run: int
+    docs_done: int
+    oos_kept: int
+    oos_filtered: int
+    in_scope: int
+    usage_run: Usage
+    usage_total: Usage
+    cost_usd_run: float | None
+    cost_usd_total: float | None
+    seconds: float
+
+    def table(self) -> str:
+        cost = (
+            f"${self.cost_usd_run:.4f} this run, ${self.cost_usd_total:.4f} in total "
+            f"(estimate, prices of {PRICES_DATE})"
+            if self.cost_usd_run is not None and self.cost_usd_total is not None
+            else "n/a (no price for this model)"
+        )
+        u, t = self.usage_run, self.usage_total
+        rows = [
+            ("output", self.out_dir),
+            ("model / mode", f"{self.model} / {self.mode}"),
+            (
+                "documents",
+                f"{self.docs_done} done ({self.docs_done_run} this run, {self.docs_resumed} resumed), "
+                f"{self.docs_skipped} skipped, {self.docs_failed} failed, "
+                f"{self.docs_errored_run} errored this run",
+            ),
+            (
+                "questions",
+                f"{self.oos_kept} out-of-scope kept, {self.oos_filtered} filtered, {self.in_scope} in-scope",
+            ),
+            ("LLM calls", f"{u.calls - u.cached} new + {u.cached} cached this run; {t.calls} in total"),
+            (
+                "tokens",
+                f"{u.prompt_tokens} prompt + {u.completion_tokens} completion this run; "
+                f"{t.total_tokens} in total",
+            ),
+            ("cost", cost),
+            ("time", f"{self.seconds:.1f} s"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _default_judge(config: GenerationConfig) -> Callable[[ChatModel], Detector]:
+    def factory(llm: ChatModel) -> Detector:
+        from scopeguard.detectors.judge import JudgeDetector
+
+        return JudgeDetector(
+            llm, votes=config.judge_votes, temperature=config.judge_temperature, adaptive=True
+        )
+
+    return factory
+
+
+class Generator:
+    """ELOQ's guided-hallucination generator.
+
+    ``llm`` writes the questions (a spec such as ``"local"`` or ``"openai:gpt-4o-mini"``, or a
+    :class:`ChatModel`). ``judge`` filters out answerable questions (Algorithm 1 step 10): ``"default"``
+    is :class:`~scopeguard.detectors.judge.JudgeDetector` on ``judge_llm`` (default: ``llm``); a callable
+    ``ChatModel -> Detector`` gets the recording judge LLM, so its replies are cached and booked; a
+    :class:`Detector` is used as is; ``None`` disables the filter.
+    """
+
+    def __init__(
+        self,
+        llm: str | ChatModel = "local",
+        *,
+        config: GenerationConfig | None = None,
+        judge: JudgeSpec | str = "default",
+        judge_llm: str | ChatModel | None = None,
+        concurrency: int = 4,
+        progress: bool | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}")
+        self.config = config or GenerationConfig()
+        self.llm = from_spec(llm)
+        self.judge_llm = from_spec(judge_llm) if judge_llm is not None else self.llm
+        if judge == "default":
+            judge = _default_judge(self.config)
+        elif isinstance(judge, str):
+            raise ConfigurationError(f"judge must be 'default', None, a Detector or a factory, got {judge!r}")
+        self.judge: JudgeSpec = judge if self.config.filter else None
+        self.concurrency = concurrency
+        self.progress = progress
+
+    def run(
+        self,
+        corpus: str | os.PathLike[str] | Iterable[Any] | Corpus,
+        out_dir: str | os.PathLike[str],
+        *,
+        length_rule: LengthRule | None = None,
+        max_docs: int | None = None,
+    ) -> RunSummary:
+        """Generate questions for ``corpus`` into ``out_dir`` (resuming a previous run there)."""
+        return asyncio.run(self.arun(corpus, out_dir, length_rule=length_rule, max_docs=max_docs))
+
+    def _check_settings(self, out: Path) -> None:
+        settings = {"model": self.llm.name, "judge_model": self.judge_llm.name, **self.config.model_dump()}
+        path = out / "run.json"
+        if path.is_file():
+            previous = json.loads(path.read_text(encoding="utf-8"))
+            changed = sorted(k for k in settings if k in previous and previous[k] != settings[k])
+            if changed:
+                raise ConfigurationError(
+                    f"{out} was generated with other settings "
+                    f"({', '.join(f'{k}={previous[k]!r}' for k in changed)}); "
+                    "resume with the same settings or choose a new output folder"
+                )
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(settings, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+
+    async def arun(
+        self,
+        corpus: str | os.PathLike[str] | Iterable[Any] | Corpus,
+        out_dir: str | os.PathLike[str],
+        *,
+        length_rule: LengthRule | None = None,
+        max_docs: int | None = None,
+    ) -> RunSummary:
+        started = time.perf_counter()
+        out = Path(out_dir)
+        loaded = (
+            corpus
+            if isinstance(corpus, Corpus)
+            else load_corpus(corpus, length_rule=length_rule, max_docs=max_docs)
+        )
+        self._check_settings(out)
+        store = CheckpointStore(out)
+        done = store.load_all()
+        if done:
+            store.rebuild()
+        cache = ReplyCache(out / ".cache" / "replies.jsonl")
+        gen_llm = RecordingChatModel(self.llm, cache)
+        judge_llm = RecordingChatModel(
+            self.judge_llm, cache, _occurrences=gen_llm._occurrences, _lock=gen_llm._lock
+        )
+        todo = [(i, d) for i, d in enumerate(loaded.documents) if d.id not in done]
+        resumed = len(loaded.documents) - len(todo)
+        results: list[DocumentRecord] = []
+        errored = 0
+        semaphore = asyncio.Semaphore(self.concurrency)
+        last_rebuild = time.monotonic()
+        bar = self._bar(len(todo))
+
+        async def one(order: int, doc: Document) -> None:
+            nonlocal errored, last_rebuild
+            async with semaphore:
+                ledger = UsageLedger()
+                llm = gen_llm.for_step("llm", ledger)
+                judge = self._judge_for(judge_llm.for_step("filter", ledger))
+                try:
+                    record = await generate_document(doc, llm, config=self.config, judge=judge, order=order)
+                except LLMError as exc:
+                    errored += 1
+                    logger.warning("document %s: LLM error, will retry on the next run: %s", doc.id, exc)
+                    return
+                except ScopeGuardError as exc:
+                    record = DocumentRecord(
+                        doc_id=doc.id,
+                        order=order,
+                        text=doc.text,
+                        metadata=doc.metadata,
+                        status="failed",
+                        error=str(exc),
+                        mode=self.config.mode,
+                        model=self.llm.name,
+                        usage=dict(ledger.by_step),
+                    )
+                store.save(record)
+                results.append(record)
+                if bar is not None:
+                    bar.update(1)
+                if time.monotonic() - last_rebuild > _REBUILD_EVERY_S:
+                    store.rebuild()
+                    last_rebuild = time.monotonic()
+
+        try:
+            await asyncio.gather(*(one(i, d) for i, d in todo))
+        finally:
+            if bar is not None:
+                bar.close()
+            store.rebuild()
+        return self._summary(out, loaded, store, results, resumed, errored, time.perf_counter() - started)
+
+    def _judge_for(self, llm: RecordingChatModel) -> Detector | None:
+        if self.judge is None:
+            return None
+        if isinstance(self.judge, Detector):
+            return self.judge
+        return self.judge(llm)
+
+    def _bar(self, total: int) -> Any:
+        show = self.progress if self.progress is not None else sys.stderr.isatty()
+        if not show or total == 0:
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc="generate", unit="doc")
+
+    def _summary(
+        self,
+        out: Path,
+        corpus: Corpus,
+        store: CheckpointStore,
+        results: list[DocumentRecord],
+        resumed: int,
+        errored: int,
+        seconds: float,
+    ) -> RunSummary:
+        records = list(store.load_all().values())
+        usage_run = Usage.total(r.total_usage for r in results)
+        usage_total = Usage.total(r.total_usage for r in records)
+        return RunSummary(
+            out_dir=str(out),
+            model=self.llm.name,
+            mode=self.config.mode,
+            docs_in_corpus=len(corpus.documents) + len(corpus.skipped),
+            docs_skipped=len(corpus.skipped),
+            docs_done_run=sum(r.status == "done" for r in results),
+            docs_resumed=resumed,
+            docs_failed=sum(r.status == "failed" for r in records),
+            docs_errored_run=errored,
+            docs_done=sum(r.status == "done" for r in records),
+            oos_kept=sum(r.count("out_of_scope") for r in records),
+            oos_filtered=sum(len(r.dropped) for r in records),
+            in_scope=sum(r.count("in_scope") for r in records),
+            usage_run=usage_run,
+            usage_total=usage_total,
+            cost_usd_run=estimate_cost(self.llm.name, usage_run),
+            cost_usd_total=estimate_cost(self.llm.name, usage_total),
+            seconds=seconds,
+        )

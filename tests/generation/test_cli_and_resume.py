@@ -1,0 +1,121 @@
+"""The ``scopeguard generate`` command, and resume after a real SIGKILL of a running generation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from scopeguard.cli._app import app
+from scopeguard.data import load_dataset
+from scopeguard.generation import import_eloq
+from scopeguard.llm import register_backend
+from scopeguard.testing import ScriptedChatModel
+
+from .fake_eloq import eloq_reply, make_text
+
+HELPER = Path(__file__).with_name("run_fake_generation.py")
+
+
+def _corpus(folder: Path, n: int) -> Path:
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"doc{i:02d}.txt").write_text(make_text(f"plan-{i}"), encoding="utf-8")
+    (folder / "tiny.txt").write_text("Too short to use.", encoding="utf-8")
+    return folder
+
+
+def test_cli_generate_prints_a_summary_resumes_and_exports(tmp_path: Path) -> None:
+    register_backend("fakecli", lambda arg, **_: ScriptedChatModel(eloq_reply, model="fake-cli"))
+    corpus = _corpus(tmp_path / "corpus", 2)
+    out = tmp_path / "out"
+    args = [
+        "generate",
+        str(corpus),
+        "--out",
+        str(out),
+        "--llm",
+        "fakecli",
+        "--mode",
+        "efficient",
+        "--eloq-export",
+        str(tmp_path / "eloq"),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "2 done (2 this run, 0 resumed), 1 skipped" in result.output
+    assert "8 out-of-scope kept, 2 filtered, 6 in-scope" in result.output
+    assert len(import_eloq(tmp_path / "eloq").questions) == 14
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and "0 new + 0 cached this run" in again.output
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["generate", str(tmp_path / "missing"), "--out", str(tmp_path / "o"), "--llm", "nosuchbackend"]
+    )
+    assert result.exit_code == 2 and "unknown LLM spec" in result.output
+    register_backend("fakecli2", lambda arg, **_: ScriptedChatModel(eloq_reply))
+    result = CliRunner().invoke(
+        app,
+        [
+            "generate",
+            str(tmp_path / "missing"),
+            "--out",
+            str(tmp_path / "o"),
+            "--llm",
+            "fakecli2",
+            "--mode",
+            "fast",
+        ],
+    )
+    assert result.exit_code == 2 and "--mode must be" in result.output
+    result = CliRunner().invoke(
+        app, ["generate", str(tmp_path / "missing"), "--out", str(tmp_path / "o"), "--llm", "fakecli2"]
+    )
+    assert result.exit_code == 2 and "corpus not found" in result.output
+
+
+def test_sigkill_midway_then_resume_gives_every_document_once(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "corpus", 6)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, str(HELPER), str(corpus), str(out), "0.03"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    checkpoints = out / ".checkpoints"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(checkpoints.glob("*.json"))) < 2:
+        if proc.poll() is not None:
+            raise AssertionError(f"helper exited early: {proc.stdout.read().decode() if proc.stdout else ''}")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(list(checkpoints.glob("*.json")))
+    assert 2 <= done_before < 6, "the kill should land midway"
+    cached_before = sum(1 for _ in (out / ".cache" / "replies.jsonl").open())
+    rerun = subprocess.run(
+        [sys.executable, str(HELPER), str(corpus), str(out), "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert f"6 done ({6 - done_before} this run, {done_before} resumed)" in rerun.stdout
+    ds = load_dataset(out)
+    assert sorted(ds.documents) == [f"doc{i:02d}" for i in range(6)]
+    ids = [q.id for q in ds.questions]
+    assert len(ids) == len(set(ids)) == 6 * (4 + 3)
+    assert cached_before > 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["mode"] == "faithful"

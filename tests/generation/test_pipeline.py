@@ -1,0 +1,226 @@
+"""The generator's control flow with a scripted fake LLM: steps, retries, filter, provenance, resume."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from scopeguard.data import load_dataset
+from scopeguard.detectors.judge import JudgeDetector
+from scopeguard.errors import ConfigurationError, LLMConnectionError
+from scopeguard.generation import GenerationConfig, Generator
+from scopeguard.generation.checkpoint import CheckpointStore
+from scopeguard.testing import ScriptedChatModel
+
+from .fake_eloq import eloq_reply, make_text
+
+DOCS = [
+    {"doc_id": "harbour", "text": make_text("harbour")},
+    {"doc_id": "school", "text": make_text("school")},
+]
+
+
+def _generator(script: Callable[[str], str], **config: object) -> tuple[Generator, ScriptedChatModel]:
+    llm = ScriptedChatModel(script, model="fake")
+    return Generator(llm, config=GenerationConfig(**config), concurrency=2, progress=False), llm  # type: ignore[arg-type]
+
+
+def _steps(llm: ScriptedChatModel) -> list[str]:
+    out = []
+    for c in llm.calls:
+        p = c.prompt.rstrip()
+        out.append(
+            "judge"
+            if "The answer is: Yes or No" in p
+            else "extract"
+            if p.endswith("most important facts:")
+            else "recover"
+            if p.endswith("Completed list of facts:")
+            else "remove"
+            if p.endswith("Remaining hallucinated facts:")
+            else "questions"
+        )
+    return out
+
+
+def test_faithful_mode_end_to_end(tmp_path: Path) -> None:
+    gen, llm = _generator(eloq_reply)
+    summary = gen.run(DOCS, tmp_path)
+    steps = _steps(llm)
+    # the paper's 13 generation calls per document (1 + 9 + 1 + 1 + 1), plus the judge filter
+    assert {s: steps.count(s) for s in ("extract", "recover", "remove", "questions")} == {
+        "extract": 2,
+        "recover": 18,
+        "remove": 2,
+        "questions": 4,
+    }
+    ds = load_dataset(tmp_path)
+    oos = [q for q in ds.questions if q.label == "out_of_scope"]
+    ins = [q for q in ds.questions if q.label == "in_scope"]
+    # the fake removes hallucinated fact 1 at step 8 and makes question 1 answerable: 6 - 1 - 1 = 4 kept
+    assert len(oos) == 8 and len(ins) == 6 and summary.oos_filtered == 2
+    assert [q.id for q in oos if q.doc_id == "harbour"] == [f"harbour_oos_{k}" for k in range(4)]
+    prov = oos[0].metadata["provenance"]
+    assert prov["round"] == 3 and prov["mode"] == "faithful"
+    assert f"operator {prov['claim_index'] + 1} " in prov["hallucinated_claim"]
+    assert f"operator {prov['claim_index'] + 1} " in oos[0].question  # question traced to its own claim
+    assert prov["true_claim"] == ds.documents["harbour"].metadata["claims"][prov["claim_index"]]
+    assert prov["filter"]["label"] == "out_of_scope" and prov["filter"]["votes"]
+    cache_ids = {json.loads(line)["id"] for line in (tmp_path / ".cache" / "replies.jsonl").open()}
+    for key in ("question", "claim", "remove", "filter"):
+        assert set(prov["reply_ids"][key]) <= cache_ids
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    assert [d.reason for d in record.dropped] == ["filter: answerable from the document"]
+    assert record.usage["extract"].calls == 1 and record.usage["recover"].calls == 9
+    assert summary.usage_run.calls == len(llm.calls)
+
+
+def test_efficient_mode_masks_one_subset_per_round(tmp_path: Path) -> None:
+    gen, llm = _generator(eloq_reply, mode="efficient")
+    summary = gen.run(DOCS[:1], tmp_path)
+    recover = [c.prompt for c in llm.calls if c.prompt.rstrip().endswith("Completed list of facts:")]
+    assert len(recover) == 3
+    # round r masks subset S_r = {i : i mod 3 = r - 1} (1-based fact numbers r, r + 3)
+    for r, prompt in enumerate(recover, 1):
+        assert (
+            f"{r}. (missing)" in prompt and f"{r + 3}. (missing)" in prompt and prompt.count("(missing)") == 3
+        )
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    assert sorted((h.position, h.round) for h in record.hallucinated) == [
+        (0, 1),
+        (1, 2),
+        (2, 3),
+        (3, 1),
+        (4, 2),
+        (5, 3),
+    ]
+    assert summary.oos_kept == 4 and summary.in_scope == 3
+
+
+def test_second_run_adds_nothing_and_other_settings_are_refused(tmp_path: Path) -> None:
+    gen, _ = _generator(eloq_reply)
+    first = gen.run(DOCS, tmp_path)
+    before = (tmp_path / "questions.jsonl").read_text()
+    gen2, llm2 = _generator(eloq_reply)
+    second = gen2.run(DOCS, tmp_path)
+    assert llm2.calls == [] and second.docs_done_run == 0 and second.docs_resumed == 2
+    assert (tmp_path / "questions.jsonl").read_text() == before
+    assert second.oos_kept == first.oos_kept
+    gen3, _ = _generator(eloq_reply, rounds=2)
+    with pytest.raises(ConfigurationError, match="rounds=3"):
+        gen3.run(DOCS, tmp_path)
+
+
+def test_unusable_reply_is_retried_with_a_firmer_prompt_then_accepted_leniently(tmp_path: Path) -> None:
+    def script(prompt: str) -> str:
+        if prompt.rstrip().endswith("most important facts:"):
+            if "could not be used" not in prompt:
+                return "The document is about a harbour council meeting."  # no list at all
+            return "1. The harbour plan was approved.\n2. The mayor spoke.\n3. The vote was five to two."
+        return eloq_reply(prompt)
+
+    gen, _ = _generator(script)
+    gen.run(DOCS[:1], tmp_path)
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    assert record.status == "done" and len(record.claims) == 3
+    assert [(i.step, i.reason, i.accepted) for i in record.issues[:3]] == [
+        ("extract", "no_list", False),
+        ("extract", "wrong_count", False),
+        ("extract", "accepted_lenient", True),
+    ]
+    assert all(i.reply_id for i in record.issues)
+
+
+def test_extraction_failure_marks_the_document_failed(tmp_path: Path) -> None:
+    gen, _ = _generator(
+        lambda p: "I cannot help with that." if "most important facts" in p else eloq_reply(p)
+    )
+    summary = gen.run(DOCS[:1], tmp_path)
+    assert summary.docs_failed == 1 and summary.docs_done == 0
+    assert (tmp_path / "questions.jsonl").read_text() == ""
+
+
+def _renumbered(prompt: str, extra: list[str]) -> str:
+    """What small models do: drop the (missing) lines, renumber, append their guesses (if any)."""
+    facts = [line.split(". ", 1)[1] for line in prompt.split('"""')[1].strip().splitlines()]
+    kept = [f for f in facts if f != "(missing)"]
+    items = kept + extra + [kept[-1]] * (len(facts) - len(kept) - len(extra))
+    return "\n".join(f"{i}. {f}" for i, f in enumerate(items, 1))
+
+
+def test_shifted_recovery_is_recorded_and_never_applied(tmp_path: Path) -> None:
+    def script(prompt: str) -> str:
+        if prompt.rstrip().endswith("Completed list of facts:") and "1. (missing)" in prompt:
+            return _renumbered(prompt, [])
+        return eloq_reply(prompt)
+
+    gen, _ = _generator(script, filter=False)
+    gen.run(DOCS[:1], tmp_path)
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    # near-identical fake facts make the renumbering look like copies or like a shift: both are refused
+    reasons = {i.reason for i in record.issues if i.step == "recover"}
+    assert reasons and reasons <= {"shifted", "copied", "not_recovered"}
+    assert not any(i.accepted for i in record.issues)
+    # subset {0, 3} never recovered: those claims stay true claims and are not hallucinated
+    assert sorted(h.position for h in record.hallucinated) == [1, 2, 4, 5]
+
+
+def test_renumbered_recovery_is_aligned_by_content_after_the_retry_and_recorded(tmp_path: Path) -> None:
+    def script(prompt: str) -> str:
+        if prompt.rstrip().endswith("Completed list of facts:") and "1. (missing)" in prompt:
+            return _renumbered(
+                prompt, ["The harbour museum opened in 1887.", "A tram line reached the pier."]
+            )
+        return eloq_reply(prompt)
+
+    gen, _ = _generator(script, filter=False, rounds=1)
+    gen.run(DOCS[:1], tmp_path)
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    assert [(i.reason, i.accepted) for i in record.issues] == [
+        ("shifted", False),
+        ("shifted", False),
+        ("accepted_lenient", True),
+    ]
+    by_pos = {h.position: h.text for h in record.hallucinated}
+    assert by_pos[0] == "The harbour museum opened in 1887." and by_pos[3] == "A tram line reached the pier."
+
+
+def test_unknown_filter_verdict_drops_the_question_with_a_reason(tmp_path: Path) -> None:
+    def script(prompt: str) -> str:
+        return "I am not sure." if "The answer is: Yes or No" in prompt else eloq_reply(prompt)
+
+    gen, _ = _generator(script)
+    summary = gen.run(DOCS[:1], tmp_path)
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    assert summary.oos_kept == 0 and {d.reason for d in record.dropped} == {"filter: unknown"}
+    assert all(d.filter and d.filter.votes for d in record.dropped)
+
+
+def test_custom_judge_factory_and_separate_judge_llm(tmp_path: Path) -> None:
+    judge_llm = ScriptedChatModel(lambda p: "Not in the document.\nThe answer is: Yes", model="judge-llm")
+    llm = ScriptedChatModel(eloq_reply, model="writer")
+    gen = Generator(
+        llm, judge=lambda m: JudgeDetector(m, votes=1, temperature=0.0), judge_llm=judge_llm, progress=False
+    )
+    summary = gen.run(DOCS[:1], tmp_path)
+    assert summary.oos_kept == 5 and len(judge_llm.calls) == 5
+    assert not any("The answer is: Yes or No" in c.prompt for c in llm.calls)
+
+
+def test_connection_errors_leave_the_document_for_the_next_run(tmp_path: Path) -> None:
+    def down(prompt: str) -> str:
+        if "the school plan" in prompt:
+            raise LLMConnectionError("connection refused", endpoint="http://127.0.0.1:1")
+        return eloq_reply(prompt)
+
+    gen, _ = _generator(down)
+    summary = gen.run(DOCS, tmp_path)
+    assert summary.docs_errored_run == 1 and summary.docs_done == 1
+    gen2, _ = _generator(eloq_reply)
+    summary2 = gen2.run(DOCS, tmp_path)
+    assert summary2.docs_done_run == 1 and summary2.docs_done == 2
+    ids = [q.id for q in load_dataset(tmp_path).questions]
+    assert len(ids) == len(set(ids)) and any(i.startswith("school_oos") for i in ids)
