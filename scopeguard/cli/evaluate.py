@@ -1,3 +1,100 @@
-"""CLI commands: evaluate (registered on the shared typer app)."""
+"""``scopeguard evaluate`` / ``compare``: how well does a RAG system defuse out-of-scope questions?"""
 
-from scopeguard.cli._app import app  # noqa: F401
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from scopeguard.cli._app import app, handle_errors
+from scopeguard.errors import ConfigurationError
+
+
+@app.command("evaluate")
+@handle_errors
+def evaluate_command(
+    dataset: Path = typer.Argument(..., help="Dataset folder (documents.jsonl + questions.jsonl)."),
+    out: Path = typer.Option(..., "--out", help="Run folder; re-run on the same folder to resume."),
+    rag_llm: str = typer.Option(
+        ..., "--rag-llm", help="LLM spec of the RAG system under test, e.g. local or openai:gpt-4o-mini."
+    ),
+    judge_llm: str = typer.Option("local", "--judge-llm", help="LLM spec of the defusion/refusal judge."),
+    prompt: list[str] | None = typer.Option(
+        None,
+        "--prompt",
+        help="RAG prompt: basic, two-shot or zero-shot-cot (repeatable; default: all three).",
+    ),
+    detector: str | None = typer.Option(
+        None,
+        "--detector",
+        help="Also evaluate this out-of-scope detector (registry name, e.g. fast; judge asks --rag-llm).",
+    ),
+    limit: int | None = typer.Option(
+        None, "--limit", help="Evaluate the first N questions of a label- and topic-balanced order."
+    ),
+    votes: int = typer.Option(3, "--votes", help="Judge samples per judgement (self-consistency m)."),
+    adaptive: bool = typer.Option(
+        True, "--adaptive/--no-adaptive", help="Stop voting early once the majority is settled."
+    ),
+    temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature of the judge votes."),
+    precheck: bool = typer.Option(
+        True, "--precheck/--no-precheck", help="Decide obvious refusals/answers lexically, without the judge."
+    ),
+    max_tokens: int = typer.Option(256, "--max-tokens", help="Token limit of each response and judge reply."),
+    plots: bool = typer.Option(
+        True, "--plots/--no-plots", help="Write PNG plots (needs matplotlib: the plots extra)."
+    ),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress", help="Show a progress bar on a terminal."
+    ),
+) -> None:
+    """Answer each question with each RAG prompt, judge defusion and false refusal, write the report."""
+    from scopeguard.evaluation import available_rag_prompts, evaluate
+
+    prompts = list(dict.fromkeys(prompt or available_rag_prompts()))
+    unknown = [p for p in prompts if p not in available_rag_prompts()]
+    if unknown:
+        raise ConfigurationError(
+            f"unknown --prompt {', '.join(unknown)}; valid prompts: {', '.join(available_rag_prompts())}"
+        )
+    if votes < 1:
+        raise ConfigurationError(f"--votes must be at least 1, got {votes}")
+    if limit is not None and limit < 1:
+        raise ConfigurationError(f"--limit must be at least 1, got {limit}")
+    report = evaluate(
+        dataset,
+        rag=rag_llm,
+        judge=judge_llm,
+        prompts=prompts,
+        detector=detector,
+        limit=limit,
+        votes=votes,
+        adaptive=adaptive,
+        temperature=temperature,
+        precheck=precheck,
+        max_tokens=max_tokens,
+        out=out,
+        progress=None if progress else False,
+        plots=plots,
+    )
+    typer.echo(report.summary)
+    typer.echo(f"\nReport, tables, metrics.json and plots written to {out}")
+
+
+@app.command("compare")
+@handle_errors
+def compare_command(
+    run_a: Path = typer.Argument(..., help="First run folder (A)."),
+    run_b: Path = typer.Argument(..., help="Second run folder (B)."),
+    paired: bool = typer.Option(
+        True, "--paired/--unpaired", help="Compare only the questions and prompts both runs share."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Also write the Markdown table to this file."),
+) -> None:
+    """Show two evaluation runs side by side (rates in %, delta = B - A)."""
+    from scopeguard.evaluation import compare_runs
+
+    text = compare_runs(run_a, run_b, paired=paired).markdown()
+    typer.echo(text)
+    if out is not None:
+        out.write_text(text, encoding="utf-8")

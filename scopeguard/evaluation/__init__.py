@@ -1,1 +1,72 @@
-"""scopeguard.evaluation"""
+"""Evaluate how well a RAG system handles out-of-scope questions (ELOQ Algorithm 2, Table 5).
+
+``evaluate(dataset_dir, rag="local", judge="local", out="runs/x")`` answers every question with
+each RAG prompt (or the user's pipeline), judges whether out-of-scope questions were defused and
+whether in-scope ones were falsely refused (voted LLM judgements), optionally runs a detector,
+stores every record resumably and writes Markdown/CSV tables, ``metrics.json`` and plots.
+``compare_runs(a, b)`` puts two runs side by side. ``detection_metrics`` scores detectors.
+"""
+
+from __future__ import annotations
+
+from scopeguard.evaluation.answering import (
+    RAG_PROMPTS,
+    Answerer,
+    PipelineAnswerer,
+    PromptAnswerer,
+    as_answerer,
+    available_rag_prompts,
+)
+from scopeguard.evaluation.compare import Comparison, ComparisonRow, compare_runs
+from scopeguard.evaluation.defusion import DefusionJudge, Judgement, JudgeSample
+from scopeguard.evaluation.detection import detection_metrics
+from scopeguard.evaluation.refusal import RefusalJudge, lexical_refusal
+from scopeguard.evaluation.report import (
+    EvaluationReport,
+    PromptReport,
+    RateSummary,
+    build_report,
+    markdown_report,
+    write_report,
+)
+from scopeguard.evaluation.runner import (
+    DEFAULT_PROMPTS,
+    RunResult,
+    evaluate,
+    run_evaluation,
+    select_questions,
+)
+from scopeguard.evaluation.store import DetectionRecord, ResponseRecord, RunConfig, RunStore
+
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "RAG_PROMPTS",
+    "Answerer",
+    "Comparison",
+    "ComparisonRow",
+    "DefusionJudge",
+    "DetectionRecord",
+    "EvaluationReport",
+    "JudgeSample",
+    "Judgement",
+    "PipelineAnswerer",
+    "PromptAnswerer",
+    "PromptReport",
+    "RateSummary",
+    "RefusalJudge",
+    "ResponseRecord",
+    "RunConfig",
+    "RunResult",
+    "RunStore",
+    "as_answerer",
+    "available_rag_prompts",
+    "build_report",
+    "compare_runs",
+    "detection_metrics",
+    "evaluate",
+    "lexical_refusal",
+    "markdown_report",
+    "run_evaluation",
+    "select_questions",
+    "write_report",
+]
