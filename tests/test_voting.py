@@ -1,0 +1,119 @@
+"""Self-consistency voting: majority rules, unknown votes, adaptive stopping, batching."""
+
+from __future__ import annotations
+
+import pytest
+
+from scopeguard.errors import ConfigurationError, LLMConnectionError, LLMResponseError
+from scopeguard.llm.base import BaseChatModel, Completion, Prompt
+from scopeguard.parsing import parse_final_answer
+from scopeguard.testing import ScriptedChatModel
+from scopeguard.voting import avote, vote
+
+YES, NO, JUNK = "r. The answer is: Yes.", "r. The answer is: No.", "I cannot tell."
+
+
+def _vote(replies: list[str], **kw: object):  # type: ignore[no-untyped-def]
+    llm = ScriptedChatModel(replies)
+    return vote(llm, "prompt", parse=parse_final_answer, **kw), llm  # type: ignore[arg-type]
+
+
+def test_adaptive_stops_when_two_agree() -> None:
+    result, llm = _vote([YES, YES, NO])
+    assert result.winner == "yes"
+    assert result.llm_calls == 2 and result.stopped_early
+    assert [c.n for c in llm.calls] == [2]  # both needed votes in one n-request
+    assert result.share == 1.0
+    assert result.counts == {"yes": 2}
+
+
+def test_adaptive_draws_a_third_vote_on_a_split() -> None:
+    result, llm = _vote([YES, NO, NO])
+    assert result.winner == "no"
+    assert result.llm_calls == 3
+    assert [c.n for c in llm.calls] == [2, 1]
+    assert result.share == pytest.approx(2 / 3)
+    assert [p for _, p in result.samples] == ["yes", "no", "no"]
+
+
+def test_fixed_voting_draws_all_m_in_one_request() -> None:
+    result, llm = _vote([YES, YES, NO], adaptive=False)
+    assert result.winner == "yes" and result.llm_calls == 3 and not result.stopped_early
+    assert [c.n for c in llm.calls] == [3]
+
+
+def test_unknown_votes_count_against_a_majority() -> None:
+    result, _ = _vote([YES, JUNK, YES])
+    assert result.winner == "yes" and result.counts == {"yes": 2, "unknown": 1}
+    result, _ = _vote([JUNK, JUNK, YES])
+    assert result.winner is None and result.share == 0.0  # unknown majority
+    result, _ = _vote([YES, NO, JUNK])
+    assert result.winner is None  # three-way tie
+
+
+def test_unknown_majority_stops_early_too() -> None:
+    result, _ = _vote([JUNK, JUNK, YES])
+    assert result.llm_calls == 2 and result.winner is None
+
+
+def test_even_m_tie_has_no_winner() -> None:
+    result, _ = _vote([YES, NO], m=2)
+    assert result.winner is None and result.llm_calls == 2
+
+
+def test_larger_m_plans_minimal_batches() -> None:
+    result, llm = _vote([YES, YES, NO, YES, NO], m=5)
+    assert [c.n for c in llm.calls] == [3, 1]
+    assert result.winner == "yes" and result.llm_calls == 4
+
+
+def test_backend_without_n_is_sampled_one_at_a_time() -> None:
+    llm = ScriptedChatModel([YES, NO, YES], supports_n=False)
+    result = vote(llm, "p", parse=parse_final_answer, m=3)
+    assert [c.n for c in llm.calls] == [1, 1, 1]
+    assert result.winner == "yes" and result.requests == 3
+
+
+def test_temperature_and_max_tokens_are_passed_per_call() -> None:
+    result, llm = _vote([YES, YES], temperature=0.3, max_tokens=42)
+    assert all(c.temperature == 0.3 and c.max_tokens == 42 for c in llm.calls)
+    assert result.winner == "yes"
+
+
+@pytest.mark.parametrize("m", [0, -1])
+def test_bad_m_is_a_configuration_error(m: int) -> None:
+    with pytest.raises(ConfigurationError, match="votes m"):
+        vote(ScriptedChatModel([]), "p", parse=parse_final_answer, m=m)
+
+
+def test_connection_errors_propagate() -> None:
+    llm = ScriptedChatModel([LLMConnectionError("down", endpoint="http://x")])
+    with pytest.raises(LLMConnectionError):
+        vote(llm, "p", parse=parse_final_answer)
+
+
+class _Empty(BaseChatModel):
+    model = "empty"
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        return Completion(texts=())
+
+
+def test_a_model_returning_nothing_is_a_response_error() -> None:
+    with pytest.raises(LLMResponseError):
+        vote(_Empty(), "p", parse=parse_final_answer)
+
+
+async def test_avote_matches_vote() -> None:
+    llm = ScriptedChatModel([NO, YES, NO])
+    result = await avote(llm, "p", parse=parse_final_answer)
+    assert result.winner == "no" and result.llm_calls == 3
+    assert [c.n for c in llm.calls] == [2, 1]
