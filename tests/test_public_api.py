@@ -19,6 +19,9 @@ PUBLIC_MODULES = [
     "scopeguard.evaluation",
     "scopeguard.generation",
     "scopeguard.review",
+    "scopeguard.models",
+    "scopeguard.parsing",
+    "scopeguard.voting",
 ]
 
 

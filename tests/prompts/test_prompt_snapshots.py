@@ -1,0 +1,78 @@
+"""Every shipped prompt template renders exactly as its committed snapshot.
+
+A prompt change is a behaviour change: it must show up in review as a snapshot diff. To accept a
+deliberate change, run ``SCOPEGUARD_UPDATE_SNAPSHOTS=1 python -m pytest tests/prompts`` and commit
+the files under ``tests/prompts/snapshots/``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jinja2.meta
+import pytest
+
+from scopeguard import Document
+from scopeguard.prompts import _env, available_templates, render
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+# One value per variable name used by any template (invented text only).
+POOL: dict[str, Any] = {
+    "document": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes.",
+    "documents": [
+        Document(id="ferry", text="The Kestrel carries 180 passengers."),
+        Document(id="pier", text="The pier."),
+    ],
+    "question": "Which shipyard built the Kestrel?",
+    "response": "The document does not say which shipyard built the Kestrel.",
+    "uncovered": ["shipyard", "built"],
+    "rationale": "",
+    "n": 3,
+    "firm": False,
+    "facts": ["The Kestrel carries 180 passengers.", "(missing)", "The crossing takes 35 minutes."],
+    "true_facts": ["The Kestrel carries 180 passengers.", "The crossing takes 35 minutes."],
+    "false_facts": ["The Kestrel was built in Norway.", "The Kestrel carries 180 passengers."],
+    "passage": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes.",
+    "llm_answer": "It carries 200 passengers.",
+    "retriever_answer": "180 passengers.",
+    "evidence_id": "ferry#p0",
+}
+
+
+def _variables(name: str) -> set[str]:
+    env = _env()
+    source = env.loader.get_source(env, f"{name}.j2")[0]
+    return set(jinja2.meta.find_undeclared_variables(env.parse(source)))
+
+
+@pytest.mark.parametrize("name", available_templates())
+def test_template_matches_snapshot(name: str) -> None:
+    missing = _variables(name) - set(POOL)
+    assert not missing, f"add values for {sorted(missing)} to POOL in {__file__}"
+    rendered = render(name, **{k: POOL[k] for k in _variables(name)}) + "\n"
+    path = SNAPSHOTS / f"{name}.txt"
+    if os.environ.get("SCOPEGUARD_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(rendered, encoding="utf-8")
+    assert path.is_file(), f"no snapshot for template {name!r}: run with SCOPEGUARD_UPDATE_SNAPSHOTS=1"
+    assert rendered == path.read_text(encoding="utf-8")
+
+
+def test_paper_templates_cite_their_source() -> None:
+    cited = {
+        "oos_judgement": "B.3",
+        "rag_basic": "B.6",
+        "rag_zero_shot_cot": "B.8",
+        "gen_extract_claims": "B.1",
+        "gen_recover_claims": "B.2",
+        "gen_remove_claims": "B.11",
+        "gen_oos_questions": "B.10",
+        "gen_in_scope_questions": "B.9",
+    }
+    env = _env()
+    for name, section in cited.items():
+        header = env.loader.get_source(env, f"{name}.j2")[0].split("#}")[0]
+        assert "ELOQ" in header and section in header, name
