@@ -72,7 +72,7 @@ def llama_server(local_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> 
                 "--n_ctx",
                 "4096",
                 "--n_threads",
-                "2",
+                os.environ.get("SCOPEGUARD_N_THREADS", "2"),
                 "--verbose",
                 "False",
             ],
