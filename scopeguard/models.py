@@ -22,6 +22,7 @@ The cache root is ``$SCOPEGUARD_CACHE`` (default ``~/.cache/scopeguard``); model
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -29,6 +30,7 @@ import shutil
 import tempfile
 import threading
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -337,6 +339,23 @@ _MODELS: dict[tuple[str, str], Any] = {}
 _MODELS_LOCK = threading.Lock()
 
 
+@contextlib.contextmanager
+def _quiet_weight_loading() -> Iterator[None]:
+    """Hide transformers' per-load "Loading weights" bar (library output belongs in logging)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def sentence_model(name_or_path: str = "minilm", *, device: str = "cpu") -> SentenceTransformer:
     """A ``SentenceTransformer``, loaded once per process per (model, device).
 
@@ -351,7 +370,8 @@ def sentence_model(name_or_path: str = "minilm", *, device: str = "cpu") -> Sent
         model = _MODELS.get(key)
         if model is None:
             try:
-                model = st.SentenceTransformer(resolved, device=device)
+                with _quiet_weight_loading():
+                    model = st.SentenceTransformer(resolved, device=device)
             except Exception as exc:
                 raise ModelError(
                     f"could not load the sentence-transformers model {resolved!r}: {exc}"
