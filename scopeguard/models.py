@@ -335,7 +335,7 @@ _ALIASES = {
     MPNET_HUB: mpnet_path,
     "all-mpnet-base-v2": mpnet_path,
 }
-_MODELS: dict[tuple[str, str], Any] = {}
+_MODELS: dict[tuple[str, str, bool], Any] = {}
 _MODELS_LOCK = threading.Lock()
 
 
@@ -356,25 +356,46 @@ def _quiet_weight_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def sentence_model(name_or_path: str = "minilm", *, device: str = "cpu") -> SentenceTransformer:
-    """A ``SentenceTransformer``, loaded once per process per (model, device).
+def _load_failure(model: str, exc: Exception) -> str:
+    """Why ``model`` could not be loaded, in words a user can act on."""
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if Path(model).expanduser().exists():
+        return f"the local folder could not be loaded ({type(exc).__name__}: {exc})"
+    if offline:
+        return (
+            "it is not a local folder (or an installed packaged copy) and HF_HUB_OFFLINE is set, so it "
+            "cannot be downloaded; download it where the hub is reachable, or pass a local path"
+        )
+    return (
+        "it is not a local folder and the Hugging Face hub is unreachable or does not have it "
+        f"({type(exc).__name__}: {exc})"
+    )
+
+
+def sentence_model(
+    name_or_path: str = "minilm", *, device: str = "cpu", trust_remote_code: bool = False
+) -> SentenceTransformer:
+    """A ``SentenceTransformer``, loaded once per process per (model, device, trust_remote_code).
 
     ``"minilm"``/``"mpnet"`` and their hub names map to the packaged copies when installed;
-    any other name or path is passed to ``SentenceTransformer`` unchanged.
+    any other name or path is passed to ``SentenceTransformer`` unchanged. A model that cannot be
+    had raises :class:`ModelError` saying why (missing folder, offline, hub unreachable).
     """
     st = require("sentence_transformers", extra="embeddings", feature="sentence embeddings")
     resolver = _ALIASES.get(name_or_path) or _ALIASES.get(name_or_path.lower())
     resolved = resolver() if resolver is not None else name_or_path
-    key = (resolved, device)
+    key = (resolved, device, trust_remote_code)
     with _MODELS_LOCK:
         model = _MODELS.get(key)
         if model is None:
             try:
                 with _quiet_weight_loading():
-                    model = st.SentenceTransformer(resolved, device=device)
+                    model = st.SentenceTransformer(
+                        resolved, device=device, trust_remote_code=trust_remote_code
+                    )
             except Exception as exc:
                 raise ModelError(
-                    f"could not load the sentence-transformers model {resolved!r}: {exc}"
+                    f"cannot load embedding model {name_or_path!r}: {_load_failure(resolved, exc)}"
                 ) from exc
             _MODELS[key] = model
     return model

@@ -15,16 +15,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from scopeguard._optional import require
-from scopeguard.errors import ConfigurationError, InputError, ModelError
+from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.retrieval._ranking import check_k, validate_query
 from scopeguard.retrieval.base import Hit
 from scopeguard.retrieval.embedding_cache import EmbeddingCache, text_key
@@ -35,67 +33,21 @@ __all__ = ["DenseRetriever", "SentenceEncoder", "load_sentence_transformer"]
 logger = logging.getLogger(__name__)
 
 IndexType = Literal["flat", "hnsw", "ivf"]
-_PACKAGED = {
-    "minilm",
-    "all-minilm-l6-v2",
-    "sentence-transformers/all-minilm-l6-v2",
-    "mpnet",
-    "all-mpnet-base-v2",
-    "sentence-transformers/all-mpnet-base-v2",
-}
-_LOADED: dict[tuple[str, str | None, bool], Any] = {}
-_LOCK = threading.Lock()
 _TIE_MARGIN = 16  # extra candidates fetched from FAISS so ties at the k-th place rank in document order
-
-
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def load_sentence_transformer(
     model: str, *, device: str | None = None, trust_remote_code: bool = False
 ) -> Any:
-    """Load a SentenceTransformer once per process.
+    """Load a SentenceTransformer once per process (see :func:`scopeguard.models.sentence_model`).
 
-    ``minilm`` / ``mpnet`` (and their hub names) resolve to the packaged offline copies through
-    :func:`scopeguard.models.sentence_model`; any other hub name or local path loads directly.
-    Raises :class:`ModelError` naming the model and why it could not be had (offline, unreachable).
+    ``minilm`` / ``mpnet`` (and their hub names) resolve to the packaged offline copies; any other
+    hub name or local path loads directly. Raises :class:`ModelError` naming the model and why it
+    could not be had (offline, unreachable).
     """
-    if model.lower() in _PACKAGED:
-        from scopeguard.models import sentence_model
+    from scopeguard.models import sentence_model
 
-        try:
-            return sentence_model(model, device=device or "cpu")
-        except ModelError as exc:
-            if not _offline():
-                raise
-            raise ModelError(
-                f"cannot load embedding model {model!r}: its packaged offline copy is not installed and "
-                f"HF_HUB_OFFLINE is set, so it cannot be downloaded ({exc})"
-            ) from exc
-    st = require("sentence_transformers", extra="embeddings", feature="dense retrieval")
-    key = (model, device, trust_remote_code)
-    with _LOCK:
-        if key not in _LOADED:
-            try:
-                _LOADED[key] = st.SentenceTransformer(
-                    model, device=device, trust_remote_code=trust_remote_code
-                )
-            except Exception as exc:
-                if Path(model).expanduser().exists():
-                    why = f"the local folder could not be loaded ({type(exc).__name__}: {exc})"
-                elif _offline():
-                    why = (
-                        "it is not a local folder and HF_HUB_OFFLINE is set, so it cannot be downloaded; "
-                        "download it where the hub is reachable, or pass a local path (dense:/path)"
-                    )
-                else:
-                    why = (
-                        f"it is not a local folder and the Hugging Face hub is unreachable or does not "
-                        f"have it ({type(exc).__name__}: {exc})"
-                    )
-                raise ModelError(f"cannot load embedding model {model!r}: {why}") from exc
-        return _LOADED[key]
+    return sentence_model(model, device=device or "cpu", trust_remote_code=trust_remote_code)
 
 
 class SentenceEncoder:
