@@ -53,4 +53,10 @@ def get_detector(name: str | Detector, **kwargs: Any) -> Detector:
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
-    return factory(**kwargs)  # type: ignore[operator, no-any-return]
+    try:
+        return factory(**kwargs)  # type: ignore[operator, no-any-return]
+    except TypeError as exc:
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        bad = str(exc).rsplit("argument", 1)[-1].strip()
+        raise ConfigurationError(f"detector {name!r} does not take the option {bad}") from None

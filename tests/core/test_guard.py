@@ -162,3 +162,10 @@ def test_sync_batch_keeps_order() -> None:
     guard = Guard(detector=KeywordDetector(), policy="refuse")
     verdicts = guard.batch([("Which shipyard?", [DOC]), ("How long?", [DOC])], answer=False)
     assert [v.label for v in verdicts] == ["out_of_scope", "in_scope"]  # type: ignore[union-attr]
+
+
+def test_unknown_detector_option_is_a_clear_error() -> None:
+    from scopeguard import ConfigurationError, get_detector
+
+    with pytest.raises(ConfigurationError, match="detector 'lexical' does not take the option 'llm'"):
+        get_detector("lexical", llm="local")
