@@ -69,6 +69,13 @@ def eval_detector_command(
     det = get_detector(detector, **({"model": model} if model is not None else {}))
     y_true, verdicts = run_detector(det, ds, limit=limit, progress=None if progress else False)
     metrics = detection_metrics(y_true, verdicts)
+    trained_on = _trained_on(det)
+    if trained_on and trained_on == Path(dataset).resolve().name:
+        typer.echo(
+            f"note: this detector's head was trained on {trained_on!r}: the accuracy below is training "
+            "accuracy; quote document-grouped cross-validation instead (benchmarks/detectors.py)",
+            err=True,
+        )
     if as_json:
         out = {"detector": detector, "dataset": str(dataset), **metrics}
         typer.echo(
@@ -84,3 +91,10 @@ def eval_detector_command(
 # ---------------------------------------------------------------------------------------------
 # train-detector: appended below by the learned-detectors engineer (nli / probe heads).
 # ---------------------------------------------------------------------------------------------
+
+
+def _trained_on(detector: object) -> str | None:
+    """The dataset name a detector's shipped head records as its training data, if any."""
+    head = getattr(detector, "head", None) or getattr(getattr(detector, "first", None), "head", None)
+    info = getattr(head, "info", None)
+    return str(info["trained_on"]) if isinstance(info, dict) and info.get("trained_on") else None
