@@ -146,19 +146,12 @@ def vote(
     batched = bool(getattr(llm, "supports_n", True))
     while not tally.decided():
         k = tally.next_batch()
-        if batched:
+        for size in [k] if batched else [1] * k:
             done = len(tally.samples)
             c = llm.complete(
-                prompt, n=k, temperature=temperature, max_tokens=max_tokens, seed=_seed(seed, done)
+                prompt, n=size, temperature=temperature, max_tokens=max_tokens, seed=_seed(seed, done)
             )
-            tally.add(c, k)
-        else:
-            for _ in range(k):
-                done = len(tally.samples)
-                c = llm.complete(
-                    prompt, n=1, temperature=temperature, max_tokens=max_tokens, seed=_seed(seed, done)
-                )
-                tally.add(c, 1)
+            tally.add(c, size)
     return tally.result()
 
 

@@ -9,7 +9,7 @@ from langchain_core.documents import Document as LCDocument
 
 from scopeguard import Document, Guard, Verdict
 
-__all__ = ["METADATA_KEY", "Granularity", "decide", "to_scopeguard", "verdict_metadata", "with_verdict"]
+__all__ = ["METADATA_KEY", "Granularity", "to_scopeguard", "verdict_metadata", "with_verdict"]
 
 METADATA_KEY = "scopeguard"
 """The metadata key under which the verdict is attached to each document."""
@@ -25,11 +25,6 @@ def to_scopeguard(documents: Sequence[LCDocument]) -> list[Document]:
         if d.page_content and d.page_content.strip():
             out.append(Document(text=d.page_content, id=str(d.id or i), metadata=dict(d.metadata)))
     return out
-
-
-def decide(guard: Guard, verdict: Verdict) -> tuple[bool, bool]:
-    """``(out_of_scope, failed_closed)`` for ``verdict``: the guard's own :meth:`Guard.decide`."""
-    return guard.decide(verdict)
 
 
 def no_documents_verdict(guard: Guard) -> Verdict:

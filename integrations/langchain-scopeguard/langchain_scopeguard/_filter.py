@@ -9,7 +9,6 @@ from langchain_core.documents import Document as LCDocument
 
 from langchain_scopeguard._common import (
     Granularity,
-    decide,
     no_documents_verdict,
     to_scopeguard,
     verdict_metadata,
@@ -35,7 +34,7 @@ def _apply(
     """Attach ``verdicts[i]`` to ``documents[i]``; drop the out-of-scope ones when asked."""
     out = []
     for doc, verdict in zip(documents, verdicts, strict=True):
-        oos, closed = decide(guard, verdict)
+        oos, closed = guard.decide(verdict)
         if drop and oos:
             continue
         out.append(with_verdict(doc, verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed), key))

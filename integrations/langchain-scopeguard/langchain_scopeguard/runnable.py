@@ -16,7 +16,7 @@ from langchain_core.runnables.utils import AddableDict
 from pydantic import ConfigDict, model_validator
 from typing_extensions import TypedDict
 
-from langchain_scopeguard._common import decide, no_documents_verdict, to_scopeguard
+from langchain_scopeguard._common import no_documents_verdict, to_scopeguard
 from scopeguard import Action, ConfigurationError, Guard, InputError, Verdict
 from scopeguard.policies import PolicyContext, allm_answer, llm_answer
 from scopeguard.prompts import render
@@ -151,7 +151,7 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
         question = self._question(value)
         documents = list(self.retriever.invoke(question, config))
         verdict = self._detector_step().invoke({"question": question, "documents": documents}, config)
-        oos, closed = decide(self.guard, verdict)
+        oos, closed = self.guard.decide(verdict)
         head = AddableDict(question=question, documents=documents, verdict=verdict, failed_closed=closed)
         return head, oos
 
@@ -159,7 +159,7 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
         question = self._question(value)
         documents = list(await self.retriever.ainvoke(question, config))
         verdict = await self._detector_step().ainvoke({"question": question, "documents": documents}, config)
-        oos, closed = decide(self.guard, verdict)
+        oos, closed = self.guard.decide(verdict)
         head = AddableDict(question=question, documents=documents, verdict=verdict, failed_closed=closed)
         return head, oos
 

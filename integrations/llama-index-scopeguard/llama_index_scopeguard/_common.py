@@ -12,7 +12,6 @@ from scopeguard import Document, Guard, Verdict
 __all__ = [
     "METADATA_KEY",
     "Granularity",
-    "decide",
     "no_documents_verdict",
     "to_scopeguard",
     "verdict_metadata",
@@ -37,11 +36,6 @@ def to_scopeguard(nodes: Sequence[NodeWithScore]) -> list[Document]:
         for n in nodes
         if (text := node_text(n)).strip()
     ]
-
-
-def decide(guard: Guard, verdict: Verdict) -> tuple[bool, bool]:
-    """``(out_of_scope, failed_closed)`` for ``verdict``: the guard's own :meth:`Guard.decide`."""
-    return guard.decide(verdict)
 
 
 def no_documents_verdict(guard: Guard, rationale: str = "no documents were retrieved") -> Verdict:

@@ -11,7 +11,6 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index_scopeguard._common import (
     METADATA_KEY,
     Granularity,
-    decide,
     no_documents_verdict,
     to_scopeguard,
     verdict_metadata,
@@ -58,7 +57,7 @@ class ScopeGuardPostprocessor(BaseNodePostprocessor):
     def _apply(self, nodes: Sequence[NodeWithScore], verdicts: Sequence[Verdict]) -> list[NodeWithScore]:
         out = []
         for node, verdict in zip(nodes, verdicts, strict=True):
-            oos, closed = decide(self.guard, verdict)
+            oos, closed = self.guard.decide(verdict)
             if self.drop_out_of_scope and oos:
                 continue
             meta = verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed)

@@ -13,7 +13,7 @@ from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.response_synthesizers import BaseSynthesizer, get_response_synthesizer
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_scopeguard._common import decide, no_documents_verdict, to_scopeguard
+from llama_index_scopeguard._common import no_documents_verdict, to_scopeguard
 from llama_index_scopeguard.llm import ScopeGuardLLM
 from scopeguard import Action, ConfigurationError, Guard, Verdict
 from scopeguard.policies import PolicyContext
@@ -96,7 +96,7 @@ class GuardedQueryEngine(CustomQueryEngine):
         nodes = self.retriever.retrieve(question)
         docs = to_scopeguard(nodes)
         verdict = self.guard.check(question, docs) if docs else no_documents_verdict(self.guard)
-        oos, closed = decide(self.guard, verdict)
+        oos, closed = self.guard.decide(verdict)
         if oos:
             outcome = self.guard.policy.apply(self._context(question, nodes, verdict))
             return Response(
@@ -112,7 +112,7 @@ class GuardedQueryEngine(CustomQueryEngine):
         nodes = await self.retriever.aretrieve(question)
         docs = to_scopeguard(nodes)
         verdict = await self.guard.acheck(question, docs) if docs else no_documents_verdict(self.guard)
-        oos, closed = decide(self.guard, verdict)
+        oos, closed = self.guard.decide(verdict)
         if oos:
             outcome = await self.guard.policy.aapply(self._context(question, nodes, verdict))
             return Response(
