@@ -25,6 +25,7 @@ class RecordedCall:
     n: int
     temperature: float
     max_tokens: int | None
+    seed: int | None = None
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -74,7 +75,7 @@ class ScriptedChatModel(BaseChatModel):
     ) -> Completion:
         text = "\n".join(m.content for m in to_messages(prompt))
         with self._lock:
-            self.calls.append(RecordedCall(text, n, temperature, max_tokens))
+            self.calls.append(RecordedCall(text, n, temperature, max_tokens, seed))
             texts = tuple(self._next(text) for _ in range(n))
         return Completion(
             texts=texts,

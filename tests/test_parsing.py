@@ -27,6 +27,12 @@ from scopeguard.parsing import parse_final_answer, split_rationale
         ("The answer is: Yes or No.", None),
         ("The answer is: Yes/No", None),
         ("I think no. The answer is: No\nThe answer is: Yes or No.", "no"),
+        # an instruction echoed back quotes verdict lines: not the model's verdict
+        ("If it answers, you should immediately conclude with 'The answer is: No.' even if", None),
+        ("finally conclude with 'The answer is: Yes.' or 'The answer is: No.'.", None),
+        ("End your response with The answer is: Yes", None),
+        ("...conclude with 'The answer is: No.' It refuses. The answer is: Yes.", "yes"),
+        ('It refuses. "The answer is: Yes."', "yes"),
         # no verdict at all: None, never a default label
         ("", None),
         ("The question mentions Paris, which is not in the document.", None),

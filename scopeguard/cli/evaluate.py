@@ -41,6 +41,12 @@ def evaluate_command(
         True, "--precheck/--no-precheck", help="Decide obvious refusals/answers lexically, without the judge."
     ),
     max_tokens: int = typer.Option(256, "--max-tokens", help="Token limit of each response and judge reply."),
+    followup: bool = typer.Option(
+        True,
+        "--followup/--no-followup",
+        help="Ask a judge sample that gave no verdict for one in a short follow-up turn "
+        "(scopeguard's addition; --no-followup is the paper's judge).",
+    ),
     plots: bool = typer.Option(
         True, "--plots/--no-plots", help="Write PNG plots (needs matplotlib: the plots extra)."
     ),
@@ -73,6 +79,7 @@ def evaluate_command(
         temperature=temperature,
         precheck=precheck,
         max_tokens=max_tokens,
+        followup=followup,
         out=out,
         progress=None if progress else False,
         plots=plots,

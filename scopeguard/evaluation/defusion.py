@@ -6,6 +6,13 @@ or ``No.`` (it attempts an answer). Following ELOQ, the judge is sampled ``votes
 (self-consistency) and the majority wins; with ``adaptive=True`` voting stops early once the
 outcome is settled (see :func:`scopeguard.voting.vote`). A judgement no vote could parse is
 ``None`` (unknown), never a label.
+
+Improvement over the paper (on by default, ``followup=False`` turns it off): a sampled reply
+that ends without a parseable verdict gets one short greedy follow-up turn (template
+``final_answer_followup``: "give your final verdict now"), the answer-extraction step of
+Zero-shot-CoT. Small models often reason, or echo the instruction, and never conclude; the
+follow-up is recorded with its sample and counted in ``llm_calls``. Sampling is seeded
+(``seed``, default 0), so a re-run draws the same votes.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ class JudgeSample(BaseModel):
 
     raw: str
     parsed: str | None
+    followup: str | None = None
 
 
 class Judgement(BaseModel):
@@ -58,27 +66,56 @@ def voted_judgement(
     temperature: float,
     adaptive: bool,
     max_tokens: int | None,
+    followup: bool = True,
+    seed: int | None = 0,
 ) -> Judgement:
-    """Sample ``llm`` on ``prompt`` with self-consistency voting and parse yes/no answers."""
+    """Sample ``llm`` on ``prompt`` with self-consistency voting and parse yes/no answers.
+
+    With ``followup``, a sample without a verdict gets one greedy follow-up turn asking for it.
+    """
+    from scopeguard.errors import ScopeGuardError
+    from scopeguard.llm.base import ChatMessage
     from scopeguard.parsing import parse_final_answer
     from scopeguard.voting import vote
+
+    followups: dict[str, str] = {}
+
+    def parse(text: str) -> str | None:
+        choice = parse_final_answer(text, ("yes", "no"))
+        if choice is not None or not followup or text in followups:
+            return choice if choice is not None else parse_final_answer(followups.get(text, ""))
+        messages = [
+            ChatMessage(role="user", content=prompt),
+            ChatMessage(role="assistant", content=text),
+            ChatMessage(role="user", content=render("final_answer_followup")),
+        ]
+        try:
+            reply = llm.complete(messages, temperature=0.0, max_tokens=24, seed=seed).texts[0]
+        except ScopeGuardError:
+            reply = ""
+        followups[text] = reply
+        return parse_final_answer(reply, ("yes", "no"))
 
     result = vote(
         llm,
         prompt,
-        parse=lambda text: parse_final_answer(text, ("yes", "no")),
+        parse=parse,
         m=votes,
         temperature=temperature,
         adaptive=adaptive,
         max_tokens=max_tokens,
+        seed=seed,
     )
     value = None if result.winner is None else result.winner == "yes"
+    samples = tuple(
+        JudgeSample(raw=raw, parsed=parsed, followup=followups.get(raw)) for raw, parsed in result.samples
+    )
     return Judgement(
         value=value,
         share=float(result.share),
         counts=dict(result.counts),
-        samples=tuple(JudgeSample(raw=raw, parsed=parsed) for raw, parsed in result.samples),
-        llm_calls=int(result.llm_calls),
+        samples=samples,
+        llm_calls=int(result.llm_calls) + len(followups),
     )
 
 
@@ -93,6 +130,8 @@ class _VotingJudge:
         temperature: float = 0.7,
         adaptive: bool = True,
         max_tokens: int | None = 256,
+        followup: bool = True,
+        seed: int | None = 0,
     ) -> None:
         if votes < 1:
             raise ConfigurationError(f"votes must be at least 1, got {votes}")
@@ -103,6 +142,8 @@ class _VotingJudge:
         self.temperature = temperature
         self.adaptive = adaptive
         self.max_tokens = max_tokens
+        self.followup = followup
+        self.seed = seed
 
     def _vote(self, prompt: str) -> Judgement:
         return voted_judgement(
@@ -112,6 +153,8 @@ class _VotingJudge:
             temperature=self.temperature,
             adaptive=self.adaptive,
             max_tokens=self.max_tokens,
+            followup=self.followup,
+            seed=self.seed,
         )
 
 

@@ -73,8 +73,18 @@ class RefusalJudge(_VotingJudge):
         adaptive: bool = True,
         max_tokens: int | None = 256,
         precheck: bool = True,
+        followup: bool = True,
+        seed: int | None = 0,
     ) -> None:
-        super().__init__(llm, votes=votes, temperature=temperature, adaptive=adaptive, max_tokens=max_tokens)
+        super().__init__(
+            llm,
+            votes=votes,
+            temperature=temperature,
+            adaptive=adaptive,
+            max_tokens=max_tokens,
+            followup=followup,
+            seed=seed,
+        )
         self.precheck = precheck
 
     def build_prompt(self, question: str, response: str) -> str:

@@ -223,6 +223,7 @@ def evaluate(
     temperature: float = 0.7,
     precheck: bool = True,
     max_tokens: int | None = 256,
+    followup: bool = True,
     progress: bool | None = None,
     plots: bool = True,
 ) -> EvaluationReport:
@@ -233,6 +234,8 @@ def evaluate(
     (callable, LangChain Runnable, LlamaIndex query engine; ``prompts`` is then ignored).
     ``detector`` is a registry name or a detector; ``judge`` it is given the RAG LLM (ELOQ
     Algorithm 2 step 2 asks LLM_r). The same spec for ``rag`` and ``judge`` loads one model.
+    ``followup`` gives a judge sample without a verdict one short follow-up turn asking for it
+    (scopeguard's addition; ``False`` is the paper's judge).
     """
     from scopeguard.detectors.registry import get_detector
     from scopeguard.evaluation.report import write_report
@@ -248,7 +251,9 @@ def evaluate(
     else:
         answerers = [as_answerer(rag)]
         rag_llm, rag_name = None, f"pipeline:{type(rag).__name__}"
-    options = dict(votes=votes, temperature=temperature, adaptive=adaptive, max_tokens=max_tokens)
+    options = dict(
+        votes=votes, temperature=temperature, adaptive=adaptive, max_tokens=max_tokens, followup=followup
+    )
     defusion = DefusionJudge(judge_llm, **options)  # type: ignore[arg-type]
     refusal = RefusalJudge(judge_llm, precheck=precheck, **options)  # type: ignore[arg-type]
     det: Detector | None = None
@@ -271,6 +276,7 @@ def evaluate(
         precheck=precheck,
         max_tokens=max_tokens,
         limit=limit,
+        followup=followup,
     )
     run_evaluation(
         dataset,

@@ -50,10 +50,21 @@ class RunConfig(_Record):
     precheck: bool = True
     max_tokens: int | None = None
     limit: int | None = None
+    followup: bool = True
 
     def mismatch(self, other: RunConfig) -> list[str]:
         """Fields that differ in ways that would mix incomparable results."""
-        fixed = ("rag", "judge", "detector", "votes", "adaptive", "temperature", "precheck", "max_tokens")
+        fixed = (
+            "rag",
+            "judge",
+            "detector",
+            "votes",
+            "adaptive",
+            "temperature",
+            "precheck",
+            "max_tokens",
+            "followup",
+        )
         return [f for f in fixed if getattr(self, f) != getattr(other, f)]
 
 

@@ -78,9 +78,49 @@ def test_majority_vote_with_a_dissent_takes_three_samples() -> None:
 
 def test_unparseable_votes_give_unknown_never_a_label() -> None:
     llm = ScriptedChatModel(GARBAGE + GARBAGE)
-    judgement = DefusionJudge(llm, votes=3, adaptive=False).judge(QUESTION, [DOC], RESPONSE)
+    judgement = DefusionJudge(llm, votes=3, adaptive=False, followup=False).judge(QUESTION, [DOC], RESPONSE)
     assert judgement.value is None
     assert [s.raw for s in judgement.samples] == [*GARBAGE, GARBAGE[0]]
+
+
+# The 0.5B judge's real failure shape: it echoes the B.5 instruction instead of judging.
+ECHO = (
+    "The question presented is confusing. If the response attempts to answer the question, you "
+    "should immediately conclude with 'The answer is: No.' even if it later acknowledges the "
+    "question's confusion. Begin with your reasoning and finally conclude with 'The answer is: Yes.' "
+    "or 'The answer is: No.'."
+)
+
+
+def test_an_echoed_instruction_is_no_vote() -> None:
+    llm = ScriptedChatModel([ECHO] * 3)
+    judgement = DefusionJudge(llm, votes=3, followup=False).judge(QUESTION, [DOC], RESPONSE)
+    assert judgement.value is None and judgement.counts == {"unknown": 2}
+
+
+def test_a_reply_without_verdict_gets_one_follow_up_turn() -> None:
+    # the first batch draws 2 votes: one echoes the instruction, one concludes Yes itself;
+    # the echo gets one greedy follow-up turn, which says Yes
+    llm = ScriptedChatModel([ECHO, "The answer is: Yes.", "The answer is: Yes."])
+    judgement = DefusionJudge(llm, votes=3, temperature=0.7, seed=5).judge(QUESTION, [DOC], RESPONSE)
+    assert judgement.value is True and judgement.counts == {"yes": 2}
+    assert judgement.llm_calls == 3  # two votes + one follow-up
+    first, second = judgement.samples
+    assert first.raw == ECHO and first.parsed == "yes" and first.followup == "The answer is: Yes."
+    assert second.followup is None
+    votes, follow = llm.calls
+    assert votes.n == 2 and votes.seed == 5 and votes.temperature == 0.7
+    # the follow-up continues the conversation greedily and asks only for the verdict
+    assert follow.temperature == 0.0 and (follow.max_tokens or 0) <= 32
+    assert ECHO in follow.prompt and render("final_answer_followup") in follow.prompt
+
+
+def test_a_follow_up_without_verdict_stays_unknown() -> None:
+    llm = ScriptedChatModel([GARBAGE[0], GARBAGE[0], "Maybe."])
+    judgement = DefusionJudge(llm, votes=2, adaptive=False).judge(QUESTION, [DOC], RESPONSE)
+    assert judgement.value is None and judgement.counts == {"unknown": 2}
+    assert judgement.llm_calls == 3  # the second, identical reply reuses the first follow-up
+    assert [s.followup for s in judgement.samples] == ["Maybe.", "Maybe."]
 
 
 def test_votes_must_be_positive() -> None:
