@@ -35,9 +35,8 @@ def dev_data_dir() -> Path:
 def local_gguf() -> Path:
     """The packaged Qwen2.5-Coder-0.5B GGUF, assembled and checksum-verified once."""
     pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
-    from scopeguard.models import local_gguf as resolve
-
     from scopeguard.errors import ModelError
+    from scopeguard.models import local_gguf as resolve
 
     try:
         return resolve()
