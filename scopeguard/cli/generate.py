@@ -34,6 +34,21 @@ def generate(
     judge_llm: str | None = typer.Option(
         None, "--judge-llm", help="LLM spec of the filter's judge (default: --llm)."
     ),
+    filter_with: str = typer.Option(
+        "judge",
+        "--filter-with",
+        help="The filter: judge (the paper: an LLM judge on --judge-llm) or a detector name "
+        "(fast, lexical, ...: offline; better than a judge on a very small LLM).",
+    ),
+    min_oos: int = typer.Option(
+        1,
+        "--min-oos",
+        help="Run extra sampled rounds for a document that keeps fewer out-of-scope questions "
+        "(scopeguard's addition; 0 = the paper).",
+    ),
+    extra_rounds: int = typer.Option(
+        2, "--extra-rounds", help="At most this many extra rounds per document."
+    ),
     min_words: int = typer.Option(150, "--min-words", help="Skip documents shorter than this (0: keep all)."),
     max_words: int = typer.Option(
         300, "--max-words", help="Cut documents after this many words (0: no cut)."
@@ -59,6 +74,8 @@ def generate(
             rounds=rounds,
             n_in_scope=in_scope,
             filter=filter_,
+            min_oos=min_oos,
+            extra_rounds=extra_rounds,
         )
     except ValidationError as exc:
         raise ConfigurationError(
@@ -66,7 +83,12 @@ def generate(
         ) from None
     rule = LengthRule(min_words=min_words or None, max_words=max_words or None)
     generator = Generator(
-        llm, config=config, judge_llm=judge_llm, concurrency=concurrency, progress=None if progress else False
+        llm,
+        config=config,
+        judge=filter_with,
+        judge_llm=judge_llm,
+        concurrency=concurrency,
+        progress=None if progress else False,
     )
     summary = generator.run(corpus, out, length_rule=rule, max_docs=max_docs)
     typer.echo(summary.table())

@@ -150,7 +150,8 @@ def parse_recovered(
 
     Accepted shapes: the full list of ``len(facts)`` items (kept facts must still be at their
     numbers, else the indices shifted), or exactly ``len(masked)`` items (only the guesses, mapped
-    in order). A guess that is empty, still "(missing)", or a copy of another listed fact is an error.
+    in order). A guess that is empty, still "(missing)", or a copy of another listed fact (word
+    overlap >= 0.8, so a copy with a changed word or two counts) is an error.
 
     ``lenient`` (only after a firmer retry) aligns by content instead of by number: items that match
     no kept fact are the guesses, assigned to the masked positions in order (small models often drop
@@ -178,7 +179,13 @@ def parse_recovered(
 
 
 def _parse_recovered_strict(
-    text: str, facts: Sequence[str], masked: Sequence[int], *, truncated: bool, keep_threshold: float
+    text: str,
+    facts: Sequence[str],
+    masked: Sequence[int],
+    *,
+    truncated: bool,
+    keep_threshold: float,
+    copy_threshold: float = 0.8,
 ) -> dict[int, str]:
     n = len(facts)
     items = _consecutive(parse_numbered(text, truncated=truncated), text)
@@ -197,11 +204,11 @@ def _parse_recovered_strict(
         raise ReplyParseError(
             reason, f"expected {n} facts (or the {len(masked)} missing ones), got {len(items)}", reply=text
         )
-    kept = {facts[i].lower() for i in range(n) if i not in masked_set}
+    kept = [facts[i] for i in range(n) if i not in masked_set and facts[i] != MISSING]
     for i, guess in guesses.items():
         if not guess or MISSING in guess.lower():
             raise ReplyParseError("not_recovered", f"fact {i + 1} is still missing", reply=text)
-        if guess.lower() in kept:
+        if any(similarity(guess, k) >= copy_threshold for k in kept):
             raise ReplyParseError("copied", f"fact {i + 1} copies another listed fact", reply=text)
     return guesses
 

@@ -117,9 +117,11 @@ class Generator:
 
     ``llm`` writes the questions (a spec such as ``"local"`` or ``"openai:gpt-4o-mini"``, or a
     :class:`ChatModel`). ``judge`` filters out answerable questions (Algorithm 1 step 10): ``"default"``
-    is :class:`~scopeguard.detectors.judge.JudgeDetector` on ``judge_llm`` (default: ``llm``); a callable
-    ``ChatModel -> Detector`` gets the recording judge LLM, so its replies are cached and booked; a
-    :class:`Detector` is used as is; ``None`` disables the filter.
+    (or ``"judge"``, the paper's filter) is :class:`~scopeguard.detectors.judge.JudgeDetector` on
+    ``judge_llm`` (default: ``llm``); another string names a registered detector (``"fast"``,
+    ``"lexical"``, ...: offline and free, and more accurate than a judge on a very small LLM); a
+    callable ``ChatModel -> Detector`` gets the recording judge LLM, so its replies are cached and
+    booked; a :class:`Detector` is used as is; ``None`` disables the filter.
     """
 
     def __init__(
@@ -137,10 +139,13 @@ class Generator:
         self.config = config or GenerationConfig()
         self.llm = from_spec(llm)
         self.judge_llm = from_spec(judge_llm) if judge_llm is not None else self.llm
-        if judge == "default":
+        self.filter_name = judge if isinstance(judge, str) else getattr(judge, "name", "custom")
+        if judge in ("default", "judge"):
             judge = _default_judge(self.config)
         elif isinstance(judge, str):
-            raise ConfigurationError(f"judge must be 'default', None, a Detector or a factory, got {judge!r}")
+            from scopeguard.detectors.registry import get_detector
+
+            judge = get_detector(judge)
         self.judge: JudgeSpec = judge if self.config.filter else None
         self.concurrency = concurrency
         self.progress = progress
@@ -157,7 +162,12 @@ class Generator:
         return asyncio.run(self.arun(corpus, out_dir, length_rule=length_rule, max_docs=max_docs))
 
     def _check_settings(self, out: Path) -> None:
-        settings = {"model": self.llm.name, "judge_model": self.judge_llm.name, **self.config.model_dump()}
+        settings = {
+            "model": self.llm.name,
+            "judge_model": self.judge_llm.name,
+            "filter_with": self.filter_name,
+            **self.config.model_dump(),
+        }
         path = out / "run.json"
         if path.is_file():
             previous = json.loads(path.read_text(encoding="utf-8"))

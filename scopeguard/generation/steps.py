@@ -67,6 +67,13 @@ class GenerationConfig(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0)
     seed: int | None = 0
     retries: int = Field(default=1, ge=0, le=3)
+    # scopeguard's addition, not in the paper: a document that ends with fewer than ``min_oos``
+    # kept out-of-scope questions gets up to ``extra_rounds`` more recovery rounds, sampled at
+    # ``extra_temperature`` (a greedy repeat would give the same replies), each followed by the
+    # removal, question and filter steps for the claims that round changed. 0 = the paper.
+    min_oos: int = Field(default=1, ge=0, le=20)
+    extra_rounds: int = Field(default=2, ge=0, le=10)
+    extra_temperature: float = Field(default=0.7, ge=0.0)
 
 
 def _parse_recovery(
@@ -99,15 +106,18 @@ class _DocumentRun:
         template: str,
         parse: Callable[[CachedReply, bool], T],
         max_tokens: int,
+        sampling: tuple[float, int | None] | None = None,
         **variables: object,
     ) -> tuple[T, CachedReply] | None:
-        """Call, parse strictly; on failure retry with ``firm=True``; the last retry may parse leniently."""
+        """Call, parse strictly; on failure retry with ``firm=True``; the last retry may parse leniently.
+
+        ``sampling`` overrides the configured ``(temperature, seed)``.
+        """
         view = self.llm.for_step(step)
+        temperature, seed = sampling if sampling is not None else (self.cfg.temperature, self.cfg.seed)
         for attempt in range(self.cfg.retries + 1):
             prompt = render(template, firm=attempt > 0, **variables)
-            reply = await view.acall(
-                prompt, temperature=self.cfg.temperature, max_tokens=max_tokens, seed=self.cfg.seed
-            )
+            reply = await view.acall(prompt, temperature=temperature, max_tokens=max_tokens, seed=seed)
             try:
                 return parse(reply, False), reply
             except ReplyParseError as exc:
@@ -161,12 +171,43 @@ class _DocumentRun:
             ClaimVersion(position=i, round=0, text=c, reply_id=extract_reply.id) for i, c in enumerate(claims)
         ]
         latest = list(history)
-        await self._hallucinate(claims, latest, history)
-        hallucinated = [v for v in latest if v.round > 0]
+        await self._hallucinate(claims, latest, history, range(1, cfg.rounds + 1))
         true_norm = {c.strip().lower() for c in claims}
+        hallucinated = [v for v in latest if v.round > 0]
         candidates = [i for i, h in enumerate(hallucinated) if h.text.strip().lower() not in true_norm]
         remaining, remove_id = await self._remove(claims, hallucinated, candidates)
-        questions, dropped, _ = await self._oos_questions(claims, hallucinated, remaining, remove_id)
+        questions, dropped, _ = await self._oos_questions(claims, hallucinated, remaining, remove_id, 0)
+        extra = 0
+        while len(questions) < cfg.min_oos and extra < cfg.extra_rounds:
+            extra += 1
+            rnd = cfg.rounds + extra
+            seed = None if cfg.seed is None else cfg.seed + rnd
+            await self._hallucinate(
+                claims, latest, history, range(rnd, rnd + 1), sampling=(cfg.extra_temperature, seed)
+            )
+            seen = {h.text.strip().lower() for h in hallucinated} | true_norm
+            start = len(hallucinated)
+            hallucinated += [v for v in latest if v.round == rnd]
+            new = [
+                i for i in range(start, len(hallucinated)) if hallucinated[i].text.strip().lower() not in seen
+            ]
+            kept_now, remove_id = await self._remove(claims, hallucinated, new)
+            remaining += kept_now
+            more, gone, _ = await self._oos_questions(
+                claims, hallucinated, kept_now, remove_id, len(questions)
+            )
+            questions += more
+            dropped += gone
+        if extra:
+            self.issues.append(
+                StepIssue(
+                    step="extra_rounds",
+                    reason="top_up",
+                    accepted=True,
+                    detail=f"{extra} extra round(s) for at least {cfg.min_oos} out-of-scope question(s); "
+                    f"{len(questions)} kept",
+                )
+            )
         ins = await self._in_scope()
         all_q = questions + ins
         return self._record(
@@ -181,7 +222,12 @@ class _DocumentRun:
         )
 
     async def _hallucinate(
-        self, claims: list[str], latest: list[ClaimVersion], history: list[ClaimVersion]
+        self,
+        claims: list[str],
+        latest: list[ClaimVersion],
+        history: list[ClaimVersion],
+        rounds: range,
+        sampling: tuple[float, int | None] | None = None,
     ) -> None:
         """Steps 3-7. Faithful: every round masks every subset in turn (rounds x k calls).
 
@@ -191,7 +237,7 @@ class _DocumentRun:
         """
         n, k = len(claims), min(self.cfg.n_subsets, len(claims))
         subsets = [[i for i in range(n) if i % k == j] for j in range(k)]
-        for rnd in range(1, self.cfg.rounds + 1):
+        for rnd in rounds:
             this_round = subsets if self.cfg.mode == "faithful" else [subsets[(rnd - 1) % k]]
             for subset in this_round:
                 facts = [MISSING if i in subset else latest[i].text for i in range(n)]
@@ -200,6 +246,7 @@ class _DocumentRun:
                     "gen_recover_claims",
                     functools.partial(_parse_recovery, facts=facts, masked=subset),
                     max_tokens=60 * n + 80,
+                    sampling=sampling,
                     facts=facts,
                     n=n,
                 )
@@ -247,7 +294,12 @@ class _DocumentRun:
         return [candidates[j] for j in got[0]], got[1].id
 
     async def _oos_questions(
-        self, claims: list[str], hallucinated: list[ClaimVersion], remaining: list[int], remove_id: str | None
+        self,
+        claims: list[str],
+        hallucinated: list[ClaimVersion],
+        remaining: list[int],
+        remove_id: str | None,
+        first_id: int,
     ) -> tuple[list[GeneratedQuestion], list[DroppedQuestion], str | None]:
         if not remaining:
             return [], [], None
@@ -283,7 +335,7 @@ class _DocumentRun:
                 ids["filter"] = filt.reply_ids
             kept.append(
                 GeneratedQuestion(
-                    id=f"{self.doc.id}_oos_{len(kept)}",
+                    id=f"{self.doc.id}_oos_{first_id + len(kept)}",
                     doc_id=self.doc.id,
                     question=question,
                     label="out_of_scope",

@@ -224,3 +224,73 @@ def test_connection_errors_leave_the_document_for_the_next_run(tmp_path: Path) -
     assert summary2.docs_done_run == 1 and summary2.docs_done == 2
     ids = [q.id for q in load_dataset(tmp_path).questions]
     assert len(ids) == len(set(ids)) and any(i.startswith("school_oos") for i in ids)
+
+
+def _picky_judge_script(first_pass_recoveries: int) -> Callable[[str], str]:
+    """The fake LLM, but each recovery is new text and the judge drops every first-pass question."""
+    counter = {"recover": 0}
+
+    def script(prompt: str) -> str:
+        reply = eloq_reply(prompt)
+        if prompt.rstrip().endswith("Completed list of facts:"):
+            counter["recover"] += 1
+            return reply.replace("agreed to sponsor", f"agreed (offer {counter['recover']}) to sponsor")
+        if "The answer is: Yes or No" in prompt and counter["recover"] <= first_pass_recoveries:
+            return "The document says so.\nThe answer is: No"
+        return reply
+
+    return script
+
+
+def test_a_document_left_without_questions_gets_extra_sampled_rounds(tmp_path: Path) -> None:
+    gen, llm = _generator(_picky_judge_script(9))  # defaults: min_oos=1, extra_rounds=2
+    summary = gen.run(DOCS[:1], tmp_path)
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    recover = [c for c, s in zip(llm.calls, _steps(llm), strict=True) if s == "recover"]
+    # the paper's 3 rounds x 3 subsets, then ONE extra round (3 subsets) was enough
+    assert len(recover) == 12
+    assert all(c.temperature == 0.0 and c.seed == 0 for c in recover[:9])
+    assert all(c.temperature == 0.7 and c.seed == 4 for c in recover[9:])  # sampled, seed + round
+    oos = [q for q in record.questions if q.label == "out_of_scope"]
+    assert summary.oos_kept == len(oos) == 4  # fact 1 removed, the ANSWERABLE question filtered
+    assert all(q.round == 4 for q in oos)
+    assert [q.id for q in oos] == [f"harbour_oos_{i}" for i in range(4)]
+    assert len({h.text for h in record.hallucinated}) == len(record.hallucinated)
+    assert all(record.hallucinated[i].round in (3, 4) for i in record.remaining)
+    # 5 first-pass questions + the extra round's ANSWERABLE one
+    assert len([d for d in record.dropped if d.reason == "filter: answerable from the document"]) == 6
+    top_up = [i for i in record.issues if i.step == "extra_rounds"]
+    assert len(top_up) == 1 and "1 extra round" in top_up[0].detail
+
+
+def test_min_oos_zero_is_the_paper_without_extra_rounds(tmp_path: Path) -> None:
+    gen, llm = _generator(_picky_judge_script(9), min_oos=0)
+    summary = gen.run(DOCS[:1], tmp_path)
+    assert summary.oos_kept == 0
+    assert _steps(llm).count("recover") == 9
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    assert not [i for i in record.issues if i.step == "extra_rounds"]
+
+
+def test_extra_rounds_stop_at_their_limit(tmp_path: Path) -> None:
+    gen, llm = _generator(_picky_judge_script(10**6), extra_rounds=2)
+    summary = gen.run(DOCS[:1], tmp_path)
+    assert summary.oos_kept == 0 and _steps(llm).count("recover") == 9 + 2 * 3
+
+
+def test_filter_with_a_registered_detector_instead_of_the_llm_judge(tmp_path: Path) -> None:
+    llm = ScriptedChatModel(eloq_reply, model="fake")
+    gen = Generator(llm, judge="lexical", progress=False)
+    gen.run(DOCS[:1], tmp_path)
+    assert "judge" not in _steps(llm)  # no LLM call for the filter
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    verdicts = [q.filter for q in record.questions if q.label == "out_of_scope"] + [
+        d.filter for d in record.dropped
+    ]
+    assert verdicts and all(f is not None and f.detector == "lexical" and f.llm_calls == 0 for f in verdicts)
+    assert json.loads((tmp_path / "run.json").read_text())["filter_with"] == "lexical"
+
+
+def test_unknown_filter_detector_is_a_clear_error() -> None:
+    with pytest.raises(ConfigurationError, match="no-such-detector"):
+        Generator(ScriptedChatModel([]), judge="no-such-detector")
