@@ -48,11 +48,15 @@ class Document(_Record):
 
 
 class Vote(_Record):
-    """One sample of a voting detector (for example one LLM judgement)."""
+    """One sample of a voting detector (for example one LLM judgement).
+
+    ``followup`` is the reply to the follow-up turn that asked for a verdict the sample lacked.
+    """
 
     label: Label
     rationale: str = ""
     raw: str = ""
+    followup: str | None = None
 
 
 class Verdict(_Record):

@@ -117,3 +117,35 @@ async def test_avote_matches_vote() -> None:
     result = await avote(llm, "p", parse=parse_final_answer)
     assert result.winner == "no" and result.llm_calls == 3
     assert [c.n for c in llm.calls] == [2, 1]
+
+
+def _followup(reply: str) -> str:
+    return f"prompt\n{reply}\nSo, yes or no?"
+
+
+def test_followup_turns_an_unparseable_sample_into_a_vote() -> None:
+    llm = ScriptedChatModel([JUNK, YES, YES])  # batch of 2: JUNK, YES; then JUNK's follow-up: YES
+    result = vote(llm, "prompt", parse=parse_final_answer, followup=_followup, seed=3)  # type: ignore[arg-type]
+    assert result.winner == "yes" and result.counts == {"yes": 2}
+    assert result.samples == ((JUNK, "yes"), (YES, "yes"))
+    assert result.followups == (YES, None)
+    assert result.llm_calls == 3 and result.requests == 2
+    follow = llm.calls[1]
+    assert follow.prompt == _followup(JUNK) and follow.temperature == 0.0 and follow.max_tokens == 24
+    assert follow.seed == 3
+
+
+def test_followup_without_a_verdict_stays_unknown_and_identical_replies_share_it() -> None:
+    llm = ScriptedChatModel([JUNK, JUNK, "still no idea", JUNK])
+    result = vote(llm, "prompt", parse=parse_final_answer, followup=_followup, m=3)  # type: ignore[arg-type]
+    assert result.winner is None and result.counts == {"unknown": 2}  # 2 unknown of 3: settled
+    assert result.llm_calls == 3  # two samples, one shared follow-up
+    assert result.followups == ("still no idea", "still no idea")
+
+
+async def test_avote_follows_up_like_vote() -> None:
+    replies = [JUNK, NO, NO]
+    sync = vote(ScriptedChatModel(replies), "p", parse=parse_final_answer, followup=_followup)  # type: ignore[arg-type]
+    result = await avote(ScriptedChatModel(replies), "p", parse=parse_final_answer, followup=_followup)  # type: ignore[arg-type]
+    assert result.samples == sync.samples == ((JUNK, "no"), (NO, "no"))
+    assert result.llm_calls == sync.llm_calls == 3

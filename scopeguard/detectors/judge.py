@@ -28,7 +28,7 @@ from scopeguard.llm.registry import from_spec
 from scopeguard.parsing import parse_final_answer, split_rationale
 from scopeguard.prompts import available_templates, render, render_documents
 from scopeguard.types import Document, Label, Verdict, Vote
-from scopeguard.voting import VoteResult, avote, vote
+from scopeguard.voting import VoteResult, avote, followup_conversation, vote
 
 __all__ = ["JudgeDetector"]
 
@@ -52,6 +52,8 @@ class JudgeDetector(BaseDetector):
             is the paper's; ``oos_judgement_strict`` is this library's variant.
         max_tokens: the cap on each reply (the prompt asks for reasoning first).
         seed: a base seed for reproducible sampling where the backend honours seeds.
+        followup: give a sample without a verdict one short greedy follow-up turn that asks for
+            it (scopeguard's addition, off by default: the paper's judge has none).
     """
 
     name = "judge"
@@ -66,6 +68,7 @@ class JudgeDetector(BaseDetector):
         template: str = "oos_judgement",
         max_tokens: int | None = 256,
         seed: int | None = None,
+        followup: bool = False,
     ) -> None:
         if not isinstance(votes, int) or votes < 1:
             raise ConfigurationError(f"votes must be a positive integer, got {votes!r}")
@@ -84,15 +87,17 @@ class JudgeDetector(BaseDetector):
         self.template = template
         self.max_tokens = max_tokens
         self.seed = seed
+        self.followup = followup
 
     def prompt(self, question: str, documents: Sequence[Document]) -> str:
         """The rendered judgement prompt (documents joined into the single document slot)."""
         return render(self.template, document=render_documents(documents), question=question)
 
     def _verdict(self, result: VoteResult) -> Verdict:
+        followups = result.followups or (None,) * len(result.samples)
         votes = tuple(
-            Vote(label=_LABELS[choice], rationale=split_rationale(raw), raw=raw)
-            for raw, choice in result.samples
+            Vote(label=_LABELS[choice], rationale=split_rationale(raw), raw=raw, followup=f)
+            for (raw, choice), f in zip(result.samples, followups, strict=True)
         )
         label = _LABELS[result.winner]
         yes, no = result.counts.get("yes", 0), result.counts.get("no", 0)
@@ -111,27 +116,31 @@ class JudgeDetector(BaseDetector):
         )
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        prompt = self.prompt(question, documents)
         result = vote(
             self.llm,
-            self.prompt(question, documents),
+            prompt,
             parse=_parse_yes_no,
             m=self.votes,
             temperature=self.temperature,
             adaptive=self.adaptive,
             max_tokens=self.max_tokens,
             seed=self.seed,
+            followup=followup_conversation(prompt) if self.followup else None,
         )
         return self._verdict(result)
 
     async def _adetect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        prompt = self.prompt(question, documents)
         result = await avote(
             self.llm,
-            self.prompt(question, documents),
+            prompt,
             parse=_parse_yes_no,
             m=self.votes,
             temperature=self.temperature,
             adaptive=self.adaptive,
             max_tokens=self.max_tokens,
             seed=self.seed,
+            followup=followup_conversation(prompt) if self.followup else None,
         )
         return self._verdict(result)

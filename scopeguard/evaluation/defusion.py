@@ -73,49 +73,31 @@ def voted_judgement(
 
     With ``followup``, a sample without a verdict gets one greedy follow-up turn asking for it.
     """
-    from scopeguard.errors import ScopeGuardError
-    from scopeguard.llm.base import ChatMessage
     from scopeguard.parsing import parse_final_answer
-    from scopeguard.voting import vote
-
-    followups: dict[str, str] = {}
-
-    def parse(text: str) -> str | None:
-        choice = parse_final_answer(text, ("yes", "no"))
-        if choice is not None or not followup or text in followups:
-            return choice if choice is not None else parse_final_answer(followups.get(text, ""))
-        messages = [
-            ChatMessage(role="user", content=prompt),
-            ChatMessage(role="assistant", content=text),
-            ChatMessage(role="user", content=render("final_answer_followup")),
-        ]
-        try:
-            reply = llm.complete(messages, temperature=0.0, max_tokens=24, seed=seed).texts[0]
-        except ScopeGuardError:
-            reply = ""
-        followups[text] = reply
-        return parse_final_answer(reply, ("yes", "no"))
+    from scopeguard.voting import followup_conversation, vote
 
     result = vote(
         llm,
         prompt,
-        parse=parse,
+        parse=lambda text: parse_final_answer(text, ("yes", "no")),
         m=votes,
         temperature=temperature,
         adaptive=adaptive,
         max_tokens=max_tokens,
         seed=seed,
+        followup=followup_conversation(prompt) if followup else None,
     )
     value = None if result.winner is None else result.winner == "yes"
     samples = tuple(
-        JudgeSample(raw=raw, parsed=parsed, followup=followups.get(raw)) for raw, parsed in result.samples
+        JudgeSample(raw=raw, parsed=parsed, followup=f)
+        for (raw, parsed), f in zip(result.samples, result.followups, strict=True)
     )
     return Judgement(
         value=value,
         share=float(result.share),
         counts=dict(result.counts),
         samples=samples,
-        llm_calls=int(result.llm_calls) + len(followups),
+        llm_calls=int(result.llm_calls),
     )
 
 

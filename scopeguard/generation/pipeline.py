@@ -106,7 +106,11 @@ def _default_judge(config: GenerationConfig) -> Callable[[ChatModel], Detector]:
         from scopeguard.detectors.judge import JudgeDetector
 
         return JudgeDetector(
-            llm, votes=config.judge_votes, temperature=config.judge_temperature, adaptive=True
+            llm,
+            votes=config.judge_votes,
+            temperature=config.judge_temperature,
+            adaptive=True,
+            followup=config.judge_followup,
         )
 
     return factory
@@ -139,7 +143,11 @@ class Generator:
         self.config = config or GenerationConfig()
         self.llm = from_spec(llm)
         self.judge_llm = from_spec(judge_llm) if judge_llm is not None else self.llm
-        self.filter_name = judge if isinstance(judge, str) else getattr(judge, "name", "custom")
+        self.filter_name = (
+            ("judge" if judge == "default" else judge)
+            if isinstance(judge, str)
+            else getattr(judge, "name", "custom")
+        )
         if judge in ("default", "judge"):
             judge = _default_judge(self.config)
         elif isinstance(judge, str):

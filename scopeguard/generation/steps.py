@@ -64,6 +64,9 @@ class GenerationConfig(BaseModel):
     filter: bool = True
     judge_votes: int = Field(default=3, ge=1)
     judge_temperature: float = Field(default=0.7, ge=0.0)
+    # scopeguard's addition: a judge sample without a verdict is asked once more for one
+    # (see scopeguard.voting); False is the paper's judge.
+    judge_followup: bool = True
     temperature: float = Field(default=0.0, ge=0.0)
     seed: int | None = 0
     retries: int = Field(default=1, ge=0, le=3)

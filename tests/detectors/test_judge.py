@@ -131,3 +131,19 @@ def test_strict_template_variant_keeps_the_yes_means_out_of_scope_contract() -> 
     assert DOC in prompt and "Question: Who founded Lumen?" in prompt
     assert "list the specific details the question relies on" in prompt
     assert prompt.rstrip().endswith("'The answer is: Yes.' or 'The answer is: No.'")
+
+
+def test_followup_asks_a_verdict_less_sample_once_more() -> None:
+    llm = ScriptedChatModel([JUNK, YES, "The answer is: Yes."])
+    judge = JudgeDetector(llm, votes=3, followup=True)
+    verdict = judge.detect("Who is the CEO?", [Document(id="d", text=DOC)])
+    assert verdict.label == "out_of_scope" and verdict.llm_calls == 3
+    assert [v.label for v in verdict.votes] == ["out_of_scope", "out_of_scope"]
+    assert verdict.votes[0].raw == JUNK and verdict.votes[0].followup == "The answer is: Yes."
+    assert verdict.votes[1].followup is None
+
+
+def test_no_followup_by_default_as_in_the_paper() -> None:
+    llm = ScriptedChatModel([JUNK, JUNK])
+    verdict = JudgeDetector(llm, votes=3).detect("Who is the CEO?", [Document(id="d", text=DOC)])
+    assert verdict.label == "unknown" and len(llm.calls) == 1
