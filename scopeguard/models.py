@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_GGUF",
     "available_ggufs",
     "cache_dir",
+    "is_packaged_gguf",
     "local_gguf",
     "minilm_path",
     "mpnet_path",
@@ -102,6 +103,11 @@ _GGUFS: dict[str, _PackagedGGUF] = {
 def available_ggufs() -> list[str]:
     """Short names accepted by :func:`local_gguf`."""
     return sorted(_GGUFS)
+
+
+def is_packaged_gguf(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is one of the small GGUF models this library can assemble offline."""
+    return Path(path).name in {g.filename for g in _GGUFS.values()}
 
 
 def cache_dir() -> Path:

@@ -35,10 +35,11 @@ def generate(
         None, "--judge-llm", help="LLM spec of the filter's judge (default: --llm)."
     ),
     filter_with: str = typer.Option(
-        "judge",
+        "auto",
         "--filter-with",
-        help="The filter: judge (the paper: an LLM judge on --judge-llm) or a detector name "
-        "(fast, lexical, ...: offline; better than a judge on a very small LLM).",
+        help="The filter: judge (the paper: an LLM judge on --judge-llm), a detector name (fast, "
+        "lexical, ...: offline), or auto (the judge, except with a small packaged local LLM, whose "
+        "judgement is near chance: then fast).",
     ),
     min_oos: int = typer.Option(
         1,

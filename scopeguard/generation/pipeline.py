@@ -101,6 +101,13 @@ class RunSummary(BaseModel):
         return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
+def _weak_judge(llm: ChatModel) -> bool:
+    from scopeguard.models import is_packaged_gguf
+
+    path = getattr(llm, "path", None)
+    return path is not None and is_packaged_gguf(path)
+
+
 def _default_judge(config: GenerationConfig) -> Callable[[ChatModel], Detector]:
     def factory(llm: ChatModel) -> Detector:
         from scopeguard.detectors.judge import JudgeDetector
@@ -120,10 +127,13 @@ class Generator:
     """ELOQ's guided-hallucination generator.
 
     ``llm`` writes the questions (a spec such as ``"local"`` or ``"openai:gpt-4o-mini"``, or a
-    :class:`ChatModel`). ``judge`` filters out answerable questions (Algorithm 1 step 10): ``"default"``
-    (or ``"judge"``, the paper's filter) is :class:`~scopeguard.detectors.judge.JudgeDetector` on
-    ``judge_llm`` (default: ``llm``); another string names a registered detector (``"fast"``,
-    ``"lexical"``, ...: offline and free, and more accurate than a judge on a very small LLM); a
+    :class:`ChatModel`). ``judge`` filters out answerable questions (Algorithm 1 step 10). ``"auto"``
+    (the default) is the LLM judge, except when the judge LLM is one of the small packaged GGUF
+    models, whose out-of-scope judgement is near chance on the ELOQ dev split (accuracy 0.30-0.51,
+    see ``benchmarks/judge_voting.py``): then the offline ``fast`` detector (0.90) filters instead.
+    ``"judge"`` (or ``"default"``, the paper's filter) is
+    :class:`~scopeguard.detectors.judge.JudgeDetector` on ``judge_llm`` (default: ``llm``); another
+    string names a registered detector (``"fast"``, ``"lexical"``, ...: offline and free); a
     callable ``ChatModel -> Detector`` gets the recording judge LLM, so its replies are cached and
     booked; a :class:`Detector` is used as is; ``None`` disables the filter.
     """
@@ -133,7 +143,7 @@ class Generator:
         llm: str | ChatModel = "local",
         *,
         config: GenerationConfig | None = None,
-        judge: JudgeSpec | str = "default",
+        judge: JudgeSpec | str = "auto",
         judge_llm: str | ChatModel | None = None,
         concurrency: int = 4,
         progress: bool | None = None,
@@ -143,6 +153,9 @@ class Generator:
         self.config = config or GenerationConfig()
         self.llm = from_spec(llm)
         self.judge_llm = from_spec(judge_llm) if judge_llm is not None else self.llm
+        if judge == "auto":
+            judge = "fast" if _weak_judge(self.judge_llm) else "judge"
+            logger.info("filter: %s (auto, judge LLM %s)", judge, self.judge_llm.name)
         self.filter_name = (
             ("judge" if judge == "default" else judge)
             if isinstance(judge, str)

@@ -294,3 +294,14 @@ def test_filter_with_a_registered_detector_instead_of_the_llm_judge(tmp_path: Pa
 def test_unknown_filter_detector_is_a_clear_error() -> None:
     with pytest.raises(ConfigurationError, match="no-such-detector"):
         Generator(ScriptedChatModel([]), judge="no-such-detector")
+
+
+def test_auto_filter_is_the_judge_except_on_a_small_packaged_llm(tmp_path: Path) -> None:
+    assert Generator(ScriptedChatModel(eloq_reply), progress=False).filter_name == "judge"
+    small = ScriptedChatModel(eloq_reply, model="qwen")
+    small.path = tmp_path / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # type: ignore[attr-defined]
+    gen = Generator(small, progress=False)
+    assert gen.filter_name == "fast"
+    # a strong judge LLM next to a small writer keeps the paper's judge
+    assert Generator(small, judge_llm=ScriptedChatModel([]), progress=False).filter_name == "judge"
+    assert Generator(small, judge="judge", progress=False).filter_name == "judge"
