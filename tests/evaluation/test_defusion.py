@@ -188,8 +188,9 @@ def test_real_local_judge_returns_parseable_votes(local_gguf: object) -> None:
         [DOC],
         "The document does not mention any ban on plastic cutlery, so this cannot be answered.",
     )
-    assert 2 <= judgement.llm_calls <= 3 and len(judgement.samples) == judgement.llm_calls
+    followups = sum(s.followup is not None for s in judgement.samples)
+    assert 2 <= len(judgement.samples) <= 3 and judgement.llm_calls == len(judgement.samples) + followups
     assert all(s.raw.strip() for s in judgement.samples)
-    # the judge follows the answer format at least once in three samples
-    assert any(s.parsed in ("yes", "no") for s in judgement.samples)
+    # with the follow-up turn, every sample ends in a verdict (seeded: the same run every time)
+    assert all(s.parsed in ("yes", "no") for s in judgement.samples)
     assert judgement.value is None or judgement.counts.get("yes" if judgement.value else "no", 0) >= 2
