@@ -78,6 +78,9 @@ class PromptReport(_Record):
     """Share of out-of-scope responses that open with an explicit refusal phrase (judge-free check)."""
     explicit_refusal_in: float | None = None
     """The same share for in-scope responses."""
+    judge_on_explicit_refusals: tuple[int, int] = (0, 0)
+    """Judge sanity check: (judged defused, judged) over out-of-scope responses that open with an
+    explicit refusal. A sound judge calls nearly all of them defused."""
 
 
 class EvaluationReport(_Record):
@@ -148,7 +151,21 @@ def _prompt_report(prompt: str, records: list[ResponseRecord]) -> PromptReport:
         seconds_median=float(np.median(seconds)) if seconds else None,
         explicit_refusal_oos=_explicit_refusals(records, "out_of_scope"),
         explicit_refusal_in=_explicit_refusals(records, "in_scope"),
+        judge_on_explicit_refusals=_judge_on_explicit_refusals(records),
     )
+
+
+def _judge_on_explicit_refusals(records: list[ResponseRecord]) -> tuple[int, int]:
+    values = [
+        r.defusion.value
+        for r in records
+        if r.label == "out_of_scope"
+        and r.error is None
+        and r.defusion is not None
+        and r.defusion.value is not None
+        and lexical_refusal(r.response or "") is True
+    ]
+    return sum(v is True for v in values), len(values)
 
 
 def _explicit_refusals(records: list[ResponseRecord], label: str) -> float | None:
@@ -233,6 +250,14 @@ def report_from_records(
     return report.model_copy(update={"summary": _summary_text(report, topic_means)})
 
 
+def _judge_sanity(counts: tuple[int, int]) -> str:
+    agreed, n = counts
+    if not n:
+        return ""
+    text = f" The judge called {agreed} of the {n} judged explicit refusals defused"
+    return text + (": treat its defusion rate with caution." if agreed < 0.8 * n else ".")
+
+
 def _summary_text(report: EvaluationReport, topic_means: dict[str, float]) -> str:
     lines = [
         f"Evaluation of {report.config.rag} (judge: {report.config.judge}, votes: {report.config.votes})."
@@ -245,6 +270,7 @@ def _summary_text(report: EvaluationReport, topic_means: dict[str, float]) -> st
             f"unknown={f.unknown}, errors={f.errors}; lexical pre-check decided {p.lexical_decisions}). "
             f"Judge-free check: {_pct(p.explicit_refusal_oos)}% of out-of-scope and "
             f"{_pct(p.explicit_refusal_in)}% of in-scope responses open with an explicit refusal."
+            + _judge_sanity(p.judge_on_explicit_refusals)
         )
     if report.best_prompt:
         best = report.prompt(report.best_prompt)

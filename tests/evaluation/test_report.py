@@ -168,3 +168,18 @@ def test_judge_free_explicit_refusal_share(tmp_path: Path) -> None:
     assert p.defusion.rate is None and p.defusion.unknown == 2  # the judge could not decide either
     assert p.explicit_refusal_oos == 0.5 and p.explicit_refusal_in == 0.0
     assert "50.00% of out-of-scope" in build_report(store).summary
+
+
+def test_judge_sanity_check_on_explicit_refusals(tmp_path: Path) -> None:
+    refusal = "The document does not mention a sponsor, so this cannot be answered."
+    store = _make_run(tmp_path / "r", {"basic": {"sport": [True]}})
+    for i, value in enumerate([True, False, False]):
+        store.append_response(
+            _rec(f"sport_oos_{i + 1}", "sport", "out_of_scope", "basic", value).model_copy(
+                update={"response": refusal}
+            )
+        )
+    report = build_report(store)
+    # "some response" (judged defused) is no explicit refusal; the three refusals were judged 1 yes / 2 no
+    assert report.prompt("basic").judge_on_explicit_refusals == (1, 3)
+    assert "The judge called 1 of the 3 judged explicit refusals defused: treat" in report.summary
