@@ -82,6 +82,22 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "corpus not found" in result.output
 
 
+def test_cli_filter_and_top_up_options_reach_the_run(tmp_path: Path) -> None:
+    register_backend("fakecli3", lambda arg, **_: ScriptedChatModel(eloq_reply, model="fake-cli"))
+    corpus = _corpus(tmp_path / "corpus", 1)
+    out = tmp_path / "out"
+    base = ["generate", str(corpus), "--out", str(out), "--llm", "fakecli3"]
+    result = CliRunner().invoke(app, [*base, "--filter-with", "lexical", "--min-oos", "0"])
+    assert result.exit_code == 0, result.output
+    settings = json.loads((out / "run.json").read_text())
+    assert settings["filter_with"] == "lexical" and settings["min_oos"] == 0
+    # resuming with another filter mixes incomparable questions: refused in one line
+    again = CliRunner().invoke(app, [*base, "--filter-with", "judge", "--min-oos", "0"])
+    assert again.exit_code == 2 and "filter_with='lexical'" in again.output
+    bad = CliRunner().invoke(app, [*base[:3], str(tmp_path / "o2"), *base[4:], "--filter-with", "nope"])
+    assert bad.exit_code == 2 and "nope" in bad.output
+
+
 def test_sigkill_midway_then_resume_gives_every_document_once(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path / "corpus", 6)
     out = tmp_path / "out"
