@@ -24,6 +24,7 @@ __all__ = [
     "NumberedItem",
     "ReplyParseError",
     "parse_claims",
+    "parse_guesses",
     "parse_numbered",
     "parse_question_list",
     "parse_questions_by_number",
@@ -211,6 +212,47 @@ def _parse_recovered_strict(
         if any(similarity(guess, k) >= copy_threshold for k in kept):
             raise ReplyParseError("copied", f"fact {i + 1} copies another listed fact", reply=text)
     return guesses
+
+
+def parse_guesses(
+    text: str,
+    facts: Sequence[str],
+    masked: Sequence[int],
+    *,
+    truncated: bool = False,
+    copy_threshold: float = 0.8,
+) -> tuple[dict[int, str], list[int]]:
+    """Guesses for the ``masked`` positions (0-based) from a reply that lists only the guesses.
+
+    Items must carry the numbers of the missing facts (1-based, any order), or be exactly
+    ``len(masked)`` items numbered 1..k, mapped in order. A guess that is empty, still
+    "(missing)", or a copy of a listed fact (word overlap >= ``copy_threshold``) is left out and its
+    position returned in the second value; the claim there keeps its previous version. Raises
+    :class:`ReplyParseError` when no usable guess remains or the numbers match neither shape.
+    """
+    items = parse_numbered(text, truncated=truncated)
+    wanted = sorted(masked)
+    numbers = [it.number for it in items]
+    if items and sorted(numbers) == [i + 1 for i in wanted]:
+        raw = {it.number - 1: it.text for it in items}
+    elif numbers == list(range(1, len(wanted) + 1)):
+        raw = {i: it.text for i, it in zip(wanted, items, strict=True)}
+    else:
+        reason = "truncated" if truncated else ("no_list" if not items else "bad_numbering")
+        raise ReplyParseError(
+            reason, f"expected guesses numbered {[i + 1 for i in wanted]}, got {numbers}", reply=text
+        )
+    kept = [f for i, f in enumerate(facts) if i not in set(masked) and f != MISSING]
+    guesses: dict[int, str] = {}
+    rejected: list[int] = []
+    for i, guess in sorted(raw.items()):
+        if not guess or MISSING in guess.lower() or any(similarity(guess, k) >= copy_threshold for k in kept):
+            rejected.append(i)
+        else:
+            guesses[i] = guess
+    if not guesses:
+        raise ReplyParseError("not_recovered", "every guess is missing or copies a listed fact", reply=text)
+    return guesses, rejected
 
 
 def parse_remaining(

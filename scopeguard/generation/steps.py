@@ -36,6 +36,7 @@ from scopeguard.generation.parsers import (
     MISSING,
     ReplyParseError,
     parse_claims,
+    parse_guesses,
     parse_question_list,
     parse_questions_by_number,
     parse_recovered,
@@ -77,6 +78,9 @@ class GenerationConfig(BaseModel):
     min_oos: int = Field(default=1, ge=0, le=20)
     extra_rounds: int = Field(default=2, ge=0, le=10)
     extra_temperature: float = Field(default=0.7, ge=0.0)
+    # scopeguard's addition: when the paper's recovery prompt gives no usable reply (after its
+    # retry), ask once more for the guesses alone (template gen_recover_guesses). False = the paper.
+    recover_fallback: bool = True
 
 
 def _parse_recovery(
@@ -253,8 +257,43 @@ class _DocumentRun:
                     facts=facts,
                     n=n,
                 )
+                if got is None and self.cfg.recover_fallback:
+                    got = await self._recover_guesses(facts, subset, sampling)
                 if got is not None:
                     self._apply(got[0], rnd, got[1].id, latest, history)
+
+    async def _recover_guesses(
+        self, facts: list[str], subset: list[int], sampling: tuple[float, int | None] | None
+    ) -> tuple[dict[int, str], CachedReply] | None:
+        """The fallback: only the guesses, each under its number; copies are left out (recorded)."""
+
+        def parse(reply: CachedReply, _lenient: bool) -> tuple[dict[int, str], list[int]]:
+            return parse_guesses(reply.text, facts, subset, truncated=reply.truncated)
+
+        got = await self.ask(
+            "recover_guesses",
+            "gen_recover_guesses",
+            parse,
+            max_tokens=60 * len(subset) + 40,
+            sampling=sampling,
+            facts=facts,
+            n=len(facts),
+            missing=[i + 1 for i in subset],
+        )
+        if got is None:
+            return None
+        (guesses, rejected), reply = got
+        if rejected:
+            self.issues.append(
+                StepIssue(
+                    step="recover_guesses",
+                    reason="copied",
+                    reply_id=reply.id,
+                    accepted=True,
+                    detail=f"guesses for facts {[i + 1 for i in rejected]} copy a listed fact: left out",
+                )
+            )
+        return guesses, reply
 
     @staticmethod
     def _apply(

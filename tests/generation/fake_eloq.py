@@ -38,6 +38,12 @@ def eloq_reply(prompt: str, *, answerable_word: str = "ANSWERABLE") -> str:
             for i, f in enumerate(facts, 1)
         ]
         return "\n".join(out)
+    if "Write only your guesses" in prompt:
+        numbers = re.findall(r"^(\d+)\. <your guess for fact \d+>$", prompt, re.MULTILINE)
+        return "\n".join(
+            f"{m}. A regional ferry operator {m} agreed to sponsor the plan in {2020 + int(m)}."
+            for m in numbers
+        )
     if prompt.rstrip().endswith("Remaining hallucinated facts:"):
         facts = _last_block(prompt, "hallucinated facts:\n")
         return "\n".join(f"{i}. {f}" for i, f in enumerate(facts, 1) if i != 1)

@@ -9,6 +9,7 @@ from scopeguard.generation.parsers import (
     MISSING,
     ReplyParseError,
     parse_claims,
+    parse_guesses,
     parse_numbered,
     parse_question_list,
     parse_questions_by_number,
@@ -179,3 +180,51 @@ def test_recovery_lenient_aligns_by_content_after_a_retry() -> None:
     copies_only = f"1. {FACTS[0]}\n2. {FACTS[0]}\n3. {FACTS[2]}\n4. {FACTS[2]}"
     with pytest.raises(ReplyParseError, match="not_recovered"):
         parse_recovered(copies_only, facts, [1, 3], lenient=True)
+
+
+# Guesses-only replies (the fallback prompt): the small model's real shapes, numbered by the
+# missing facts, numbered from 1, with a preamble, with a copy of a listed fact.
+SIX = [f"Fact {i} about the Alderby harbour plan and its {w}." for i, w in enumerate("abcdef", 1)]
+
+
+def test_guesses_numbered_by_the_missing_facts() -> None:
+    facts = [MISSING if i in (0, 3) else f for i, f in enumerate(SIX)]
+    reply = "Here are my guesses:\n4. A tram line reached the pier.\n1. The museum opened in 1887."
+    guesses, rejected = parse_guesses(reply, facts, [0, 3])
+    assert guesses == {0: "The museum opened in 1887.", 3: "A tram line reached the pier."}
+    assert rejected == []
+
+
+def test_guesses_numbered_from_one_map_in_order() -> None:
+    facts = [MISSING if i in (1, 4) else f for i, f in enumerate(SIX)]
+    guesses, _ = parse_guesses("1. The pier is 300 m long.\n2. Ferries run hourly.", facts, [1, 4])
+    assert guesses == {1: "The pier is 300 m long.", 4: "Ferries run hourly."}
+
+
+def test_a_copied_guess_is_left_out_and_reported() -> None:
+    facts = [MISSING if i in (0, 3) else f for i, f in enumerate(SIX)]
+    reply = f"1. The museum opened in 1887.\n4. {SIX[1]}"  # fact 4's guess copies fact 2
+    guesses, rejected = parse_guesses(reply, facts, [0, 3])
+    assert guesses == {0: "The museum opened in 1887."} and rejected == [3]
+
+
+def test_guesses_that_are_all_copies_or_missing_are_an_error() -> None:
+    facts = [MISSING if i in (0, 3) else f for i, f in enumerate(SIX)]
+    with pytest.raises(ReplyParseError) as err:
+        parse_guesses(f"1. (missing)\n4. {SIX[2]}", facts, [0, 3])
+    assert err.value.reason == "not_recovered"
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("I cannot guess these facts.", "no_list"),
+        ("2. A guess.\n5. Another guess.", "bad_numbering"),  # numbers of kept facts
+        ("1. A guess.\n2. Another.\n3. A third.", "bad_numbering"),  # too many
+    ],
+)
+def test_guesses_with_other_numbers_are_never_reindexed(reply: str, reason: str) -> None:
+    facts = [MISSING if i in (0, 3) else f for i, f in enumerate(SIX)]
+    with pytest.raises(ReplyParseError) as err:
+        parse_guesses(reply, facts, [0, 3])
+    assert err.value.reason == reason

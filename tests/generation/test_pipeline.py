@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -157,7 +158,7 @@ def test_shifted_recovery_is_recorded_and_never_applied(tmp_path: Path) -> None:
             return _renumbered(prompt, [])
         return eloq_reply(prompt)
 
-    gen, _ = _generator(script, filter=False)
+    gen, _ = _generator(script, filter=False, recover_fallback=False)
     gen.run(DOCS[:1], tmp_path)
     record = CheckpointStore(tmp_path).load_all()["harbour"]
     # near-identical fake facts make the renumbering look like copies or like a shift: both are refused
@@ -305,3 +306,38 @@ def test_auto_filter_is_the_judge_except_on_a_small_packaged_llm(tmp_path: Path)
     # a strong judge LLM next to a small writer keeps the paper's judge
     assert Generator(small, judge_llm=ScriptedChatModel([]), progress=False).filter_name == "judge"
     assert Generator(small, judge="judge", progress=False).filter_name == "judge"
+
+
+def _echoing_recovery(prompt: str) -> str:
+    """A small model's failure: the paper's recovery prompt gets "(missing)" copied back."""
+    if prompt.rstrip().endswith("Completed list of facts:"):
+        facts = re.findall(r"^(\d+)\. (.+)$", prompt.split('"""')[1], re.MULTILINE)
+        return "\n".join(f"{i}. {f}" for i, f in facts)
+    if "Write only your guesses" in prompt:
+        numbers = re.findall(r"^(\d+)\. <your guess for fact \d+>$", prompt, re.MULTILINE)
+        return "\n".join(
+            f"{m}. A night ferry {m} was planned for the harbour in {2030 + int(m)}." for m in numbers
+        )
+    return eloq_reply(prompt)
+
+
+def test_unusable_paper_recoveries_fall_back_to_guesses_alone(tmp_path: Path) -> None:
+    gen, llm = _generator(_echoing_recovery)
+    summary = gen.run(DOCS[:1], tmp_path)
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    guesses_calls = [c for c in llm.calls if "Write only your guesses" in c.prompt]
+    assert len(guesses_calls) == 9  # one per (round, subset): the paper's prompt failed twice each time
+    assert all("(missing)" in c.prompt for c in guesses_calls)
+    assert {(i.step, i.reason) for i in record.issues} >= {("recover", "not_recovered")}
+    assert record.usage["recover_guesses"].calls == 9
+    assert {h.text for h in record.hallucinated} == {
+        f"A night ferry {m} was planned for the harbour in {2030 + m}." for m in range(1, 7)
+    }
+    assert summary.oos_kept >= 1
+
+
+def test_recover_fallback_off_is_the_paper(tmp_path: Path) -> None:
+    gen, llm = _generator(_echoing_recovery, recover_fallback=False, min_oos=0)
+    summary = gen.run(DOCS[:1], tmp_path)
+    assert not any("Write only your guesses" in c.prompt for c in llm.calls)
+    assert summary.oos_kept == 0
