@@ -33,6 +33,7 @@ POOL: dict[str, Any] = {
     "n": 3,
     "firm": False,
     "facts": ["The Kestrel carries 180 passengers.", "(missing)", "The crossing takes 35 minutes."],
+    "missing": [2],
     "true_facts": ["The Kestrel carries 180 passengers.", "The crossing takes 35 minutes."],
     "false_facts": ["The Kestrel was built in Norway.", "The Kestrel carries 180 passengers."],
     "passage": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes.",
