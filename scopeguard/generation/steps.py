@@ -106,6 +106,7 @@ class _DocumentRun:
         self.ledger = llm.ledger
         self.llm = llm
         self.issues: list[StepIssue] = []
+        self._seen_questions: set[str] = set()
 
     async def ask(
         self,
@@ -360,6 +361,8 @@ class _DocumentRun:
         kept: list[GeneratedQuestion] = []
         dropped: list[DroppedQuestion] = []
         for j, question in sorted(by_fact.items()):
+            if not self._unique("oos_questions", [question], reply.id):
+                continue
             h = hallucinated[remaining[j]]
             filt = await self._filter(question)
             if filt is not None and filt.label != "out_of_scope":
@@ -428,6 +431,7 @@ class _DocumentRun:
         if got is None:
             return []
         questions, reply = got
+        unique = self._unique("in_scope_questions", questions, reply.id)
         return [
             GeneratedQuestion(
                 id=f"{self.doc.id}_ins_{k}",
@@ -437,8 +441,22 @@ class _DocumentRun:
                 words=_words(q),
                 reply_ids={"question": (reply.id,)},
             )
-            for k, q in enumerate(questions)
+            for k, q in enumerate(unique)
         ]
+
+    def _unique(self, step: str, questions: list[str], reply_id: str) -> list[str]:
+        """``questions`` without repeats of a question this document already has (recorded)."""
+        out: list[str] = []
+        for q in questions:
+            key = " ".join(q.lower().split())
+            if key in self._seen_questions:
+                self.issues.append(
+                    StepIssue(step=step, reason="duplicate", reply_id=reply_id, accepted=True, detail=q)
+                )
+                continue
+            self._seen_questions.add(key)
+            out.append(q)
+        return out
 
 
 async def generate_document(

@@ -228,14 +228,15 @@ def test_connection_errors_leave_the_document_for_the_next_run(tmp_path: Path) -
 
 
 def _picky_judge_script(first_pass_recoveries: int) -> Callable[[str], str]:
-    """The fake LLM, but each recovery is new text and the judge drops every first-pass question."""
+    """The fake LLM, but each recovery is new text (so new questions) and the judge drops every
+    first-pass question."""
     counter = {"recover": 0}
 
     def script(prompt: str) -> str:
         reply = eloq_reply(prompt)
         if prompt.rstrip().endswith("Completed list of facts:"):
             counter["recover"] += 1
-            return reply.replace("agreed to sponsor", f"agreed (offer {counter['recover']}) to sponsor")
+            return reply.replace("operator ", f"operator {counter['recover']}0")  # new text, new question
         if "The answer is: Yes or No" in prompt and counter["recover"] <= first_pass_recoveries:
             return "The document says so.\nThe answer is: No"
         return reply
@@ -341,3 +342,24 @@ def test_recover_fallback_off_is_the_paper(tmp_path: Path) -> None:
     summary = gen.run(DOCS[:1], tmp_path)
     assert not any("Write only your guesses" in c.prompt for c in llm.calls)
     assert summary.oos_kept == 0
+
+
+def test_repeated_questions_are_dropped_and_recorded(tmp_path: Path) -> None:
+    def script(prompt: str) -> str:
+        if "questions that the document directly answers" in prompt:
+            return (
+                "1. Which plan did the council approve?\n"
+                "2. which plan did the council  approve?\n"
+                "3. Who voted?"
+            )
+        return eloq_reply(prompt)
+
+    gen, _ = _generator(script)
+    gen.run(DOCS[:1], tmp_path)
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    ins = [q for q in record.questions if q.label == "in_scope"]
+    assert [q.question for q in ins] == ["Which plan did the council approve?", "Who voted?"]
+    assert [q.id for q in ins] == ["harbour_ins_0", "harbour_ins_1"]
+    assert [(i.step, i.reason) for i in record.issues if i.reason == "duplicate"] == [
+        ("in_scope_questions", "duplicate")
+    ]
