@@ -221,6 +221,7 @@ def parse_guesses(
     *,
     truncated: bool = False,
     copy_threshold: float = 0.8,
+    lenient: bool = False,
 ) -> tuple[dict[int, str], list[int]]:
     """Guesses for the ``masked`` positions (0-based) from a reply that lists only the guesses.
 
@@ -229,6 +230,10 @@ def parse_guesses(
     "(missing)", or a copy of a listed fact (word overlap >= ``copy_threshold``) is left out and its
     position returned in the second value; the claim there keeps its previous version. Raises
     :class:`ReplyParseError` when no usable guess remains or the numbers match neither shape.
+
+    ``lenient`` (only after a firmer retry) also takes, from a reply with other numbers, the items
+    whose number is a missing fact's (first occurrence); items under other numbers are ignored,
+    never moved to another position.
     """
     items = parse_numbered(text, truncated=truncated)
     wanted = sorted(masked)
@@ -237,6 +242,11 @@ def parse_guesses(
         raw = {it.number - 1: it.text for it in items}
     elif numbers == list(range(1, len(wanted) + 1)):
         raw = {i: it.text for i, it in zip(wanted, items, strict=True)}
+    elif lenient and any(it.number - 1 in wanted for it in items):
+        raw = {}
+        for it in items:
+            if it.number - 1 in wanted:
+                raw.setdefault(it.number - 1, it.text)
     else:
         reason = "truncated" if truncated else ("no_list" if not items else "bad_numbering")
         raise ReplyParseError(
@@ -244,12 +254,13 @@ def parse_guesses(
         )
     kept = [f for i, f in enumerate(facts) if i not in set(masked) and f != MISSING]
     guesses: dict[int, str] = {}
-    rejected: list[int] = []
+    rejected: list[int] = [i for i in wanted if i not in raw]
     for i, guess in sorted(raw.items()):
         if not guess or MISSING in guess.lower() or any(similarity(guess, k) >= copy_threshold for k in kept):
             rejected.append(i)
         else:
             guesses[i] = guess
+    rejected.sort()
     if not guesses:
         raise ReplyParseError("not_recovered", "every guess is missing or copies a listed fact", reply=text)
     return guesses, rejected

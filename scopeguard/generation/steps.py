@@ -268,8 +268,8 @@ class _DocumentRun:
     ) -> tuple[dict[int, str], CachedReply] | None:
         """The fallback: only the guesses, each under its number; copies are left out (recorded)."""
 
-        def parse(reply: CachedReply, _lenient: bool) -> tuple[dict[int, str], list[int]]:
-            return parse_guesses(reply.text, facts, subset, truncated=reply.truncated)
+        def parse(reply: CachedReply, lenient: bool) -> tuple[dict[int, str], list[int]]:
+            return parse_guesses(reply.text, facts, subset, truncated=reply.truncated, lenient=lenient)
 
         got = await self.ask(
             "recover_guesses",
@@ -288,10 +288,11 @@ class _DocumentRun:
             self.issues.append(
                 StepIssue(
                     step="recover_guesses",
-                    reason="copied",
+                    reason="partial",
                     reply_id=reply.id,
                     accepted=True,
-                    detail=f"guesses for facts {[i + 1 for i in rejected]} copy a listed fact: left out",
+                    detail=f"no new guess for facts {[i + 1 for i in rejected]} (missing or a copy): "
+                    "those claims keep their previous version",
                 )
             )
         return guesses, reply

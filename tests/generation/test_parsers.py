@@ -228,3 +228,14 @@ def test_guesses_with_other_numbers_are_never_reindexed(reply: str, reason: str)
     with pytest.raises(ReplyParseError) as err:
         parse_guesses(reply, facts, [0, 3])
     assert err.value.reason == reason
+
+
+def test_lenient_guesses_keep_only_items_under_a_missing_number() -> None:
+    facts = [MISSING if i in (0, 3) else f for i, f in enumerate(SIX)]
+    reply = "1. The museum opened in 1887.\n5. A tram line reached the pier."  # 5 is no missing fact
+    with pytest.raises(ReplyParseError):
+        parse_guesses(reply, facts, [0, 3])
+    guesses, rejected = parse_guesses(reply, facts, [0, 3], lenient=True)
+    assert guesses == {0: "The museum opened in 1887."} and rejected == [3]  # fact 4 got no guess
+    with pytest.raises(ReplyParseError):
+        parse_guesses("2. A guess.\n5. Another guess.", facts, [0, 3], lenient=True)
