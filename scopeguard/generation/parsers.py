@@ -227,7 +227,8 @@ def parse_guesses(
 
     Items must carry the numbers of the missing facts (1-based, any order), or be exactly
     ``len(masked)`` items numbered 1..k, mapped in order. A guess that is empty, still
-    "(missing)", or a copy of a listed fact (word overlap >= ``copy_threshold``) is left out and its
+    "(missing)", or a copy of a listed fact or of an earlier guess (word overlap >= ``copy_threshold``)
+    is left out and its
     position returned in the second value; the claim there keeps its previous version. Raises
     :class:`ReplyParseError` when no usable guess remains or the numbers match neither shape.
 
@@ -256,7 +257,12 @@ def parse_guesses(
     guesses: dict[int, str] = {}
     rejected: list[int] = [i for i in wanted if i not in raw]
     for i, guess in sorted(raw.items()):
-        if not guess or MISSING in guess.lower() or any(similarity(guess, k) >= copy_threshold for k in kept):
+        earlier = [*kept, *guesses.values()]  # a guess repeating another guess is a copy too
+        if (
+            not guess
+            or MISSING in guess.lower()
+            or any(similarity(guess, k) >= copy_threshold for k in earlier)
+        ):
             rejected.append(i)
         else:
             guesses[i] = guess

@@ -239,3 +239,10 @@ def test_lenient_guesses_keep_only_items_under_a_missing_number() -> None:
     assert guesses == {0: "The museum opened in 1887."} and rejected == [3]  # fact 4 got no guess
     with pytest.raises(ReplyParseError):
         parse_guesses("2. A guess.\n5. Another guess.", facts, [0, 3], lenient=True)
+
+
+def test_a_guess_repeating_another_guess_is_left_out() -> None:
+    facts = [MISSING if i in (0, 3, 4) else f for i, f in enumerate(SIX)]
+    reply = "1. He showed up for us.\n4. He showed up for us.\n5. The pier opened in 1901."
+    guesses, rejected = parse_guesses(reply, facts, [0, 3, 4])
+    assert guesses == {0: "He showed up for us.", 4: "The pier opened in 1901."} and rejected == [3]
