@@ -79,6 +79,12 @@ def main() -> None:
                 "judge_llm_calls": p.judge_llm_calls,
                 "lexical_decisions": p.lexical_decisions,
                 "seconds_per_step_median": p.seconds_median,
+                "defusion_topic_std": d.topic_std,
+                "defusion_min_topic": d.min_topic,
+                "defusion_max_topic": d.max_topic,
+                "explicit_refusal_oos": p.explicit_refusal_oos,
+                "explicit_refusal_in_scope": p.explicit_refusal_in,
+                "judge_defused_of_explicit_refusals": list(p.judge_on_explicit_refusals),
             }
         )
     print(report.summary)
