@@ -20,6 +20,7 @@ What this implementation adds over the reference:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError
@@ -94,10 +95,9 @@ class JudgeDetector(BaseDetector):
         return render(self.template, document=render_documents(documents), question=question)
 
     def _verdict(self, result: VoteResult) -> Verdict:
-        followups = result.followups or (None,) * len(result.samples)
         votes = tuple(
             Vote(label=_LABELS[choice], rationale=split_rationale(raw), raw=raw, followup=f)
-            for (raw, choice), f in zip(result.samples, followups, strict=True)
+            for (raw, choice), f in zip(result.samples, result.followups, strict=True)
         )
         label = _LABELS[result.winner]
         yes, no = result.counts.get("yes", 0), result.counts.get("no", 0)
@@ -115,32 +115,22 @@ class JudgeDetector(BaseDetector):
             llm_calls=result.llm_calls,
         )
 
-    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+    def _vote_args(self, question: str, documents: Sequence[Document]) -> dict[str, Any]:
         prompt = self.prompt(question, documents)
-        result = vote(
-            self.llm,
-            prompt,
-            parse=_parse_yes_no,
-            m=self.votes,
-            temperature=self.temperature,
-            adaptive=self.adaptive,
-            max_tokens=self.max_tokens,
-            seed=self.seed,
-            followup=followup_conversation(prompt) if self.followup else None,
-        )
-        return self._verdict(result)
+        return {
+            "llm": self.llm,
+            "prompt": prompt,
+            "parse": _parse_yes_no,
+            "m": self.votes,
+            "temperature": self.temperature,
+            "adaptive": self.adaptive,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "followup": followup_conversation(prompt) if self.followup else None,
+        }
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        return self._verdict(vote(**self._vote_args(question, documents)))
 
     async def _adetect(self, question: str, documents: Sequence[Document]) -> Verdict:
-        prompt = self.prompt(question, documents)
-        result = await avote(
-            self.llm,
-            prompt,
-            parse=_parse_yes_no,
-            m=self.votes,
-            temperature=self.temperature,
-            adaptive=self.adaptive,
-            max_tokens=self.max_tokens,
-            seed=self.seed,
-            followup=followup_conversation(prompt) if self.followup else None,
-        )
-        return self._verdict(result)
+        return self._verdict(await avote(**self._vote_args(question, documents)))

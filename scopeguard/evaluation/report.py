@@ -155,13 +155,15 @@ def _prompt_report(prompt: str, records: list[ResponseRecord]) -> PromptReport:
     )
 
 
+def _answered(records: list[ResponseRecord], label: str) -> list[ResponseRecord]:
+    return [r for r in records if r.label == label and r.error is None and r.response is not None]
+
+
 def _judge_on_explicit_refusals(records: list[ResponseRecord]) -> tuple[int, int]:
     values = [
         r.defusion.value
-        for r in records
-        if r.label == "out_of_scope"
-        and r.error is None
-        and r.defusion is not None
+        for r in _answered(records, "out_of_scope")
+        if r.defusion is not None
         and r.defusion.value is not None
         and lexical_refusal(r.response or "") is True
     ]
@@ -170,9 +172,7 @@ def _judge_on_explicit_refusals(records: list[ResponseRecord]) -> tuple[int, int
 
 def _explicit_refusals(records: list[ResponseRecord], label: str) -> float | None:
     """A judge-free cross-check: the share of responses the lexical pre-check calls a refusal."""
-    responses = [
-        r.response for r in records if r.label == label and r.error is None and r.response is not None
-    ]
+    responses = [r.response or "" for r in _answered(records, label)]
     if not responses:
         return None
     return sum(lexical_refusal(text) is True for text in responses) / len(responses)

@@ -138,6 +138,11 @@ def similarity(a: str, b: str) -> float:
     return len(wa & wb) / len(wa | wb)
 
 
+def _unusable_guess(guess: str, others: Sequence[str], threshold: float) -> bool:
+    """Empty, still "(missing)", or a copy (word overlap >= ``threshold``) of one of ``others``."""
+    return not guess or MISSING in guess.lower() or any(similarity(guess, o) >= threshold for o in others)
+
+
 def parse_recovered(
     text: str,
     facts: Sequence[str],
@@ -168,7 +173,7 @@ def parse_recovered(
     kept = [facts[i] for i in range(len(facts)) if i not in set(masked) and facts[i] != MISSING]
     new: list[str] = []
     for it in parse_numbered(text, truncated=truncated):
-        if MISSING in it.text.lower() or any(similarity(it.text, k) >= keep_threshold for k in kept):
+        if _unusable_guess(it.text, kept, keep_threshold):
             continue
         if all(similarity(it.text, other) < 0.8 for other in new):
             new.append(it.text)
@@ -209,7 +214,7 @@ def _parse_recovered_strict(
     for i, guess in guesses.items():
         if not guess or MISSING in guess.lower():
             raise ReplyParseError("not_recovered", f"fact {i + 1} is still missing", reply=text)
-        if any(similarity(guess, k) >= copy_threshold for k in kept):
+        if _unusable_guess(guess, kept, copy_threshold):
             raise ReplyParseError("copied", f"fact {i + 1} copies another listed fact", reply=text)
     return guesses
 
@@ -258,11 +263,7 @@ def parse_guesses(
     rejected: list[int] = [i for i in wanted if i not in raw]
     for i, guess in sorted(raw.items()):
         earlier = [*kept, *guesses.values()]  # a guess repeating another guess is a copy too
-        if (
-            not guess
-            or MISSING in guess.lower()
-            or any(similarity(guess, k) >= copy_threshold for k in earlier)
-        ):
+        if _unusable_guess(guess, earlier, copy_threshold):
             rejected.append(i)
         else:
             guesses[i] = guess

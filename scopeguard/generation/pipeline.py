@@ -156,12 +156,10 @@ class Generator:
         if judge == "auto":
             judge = "fast" if _weak_judge(self.judge_llm) else "judge"
             logger.info("filter: %s (auto, judge LLM %s)", judge, self.judge_llm.name)
-        self.filter_name = (
-            ("judge" if judge == "default" else judge)
-            if isinstance(judge, str)
-            else getattr(judge, "name", "custom")
-        )
-        if judge in ("default", "judge"):
+        elif judge == "default":
+            judge = "judge"
+        self.filter_name = judge if isinstance(judge, str) else getattr(judge, "name", "custom")
+        if judge == "judge":
             judge = _default_judge(self.config)
         elif isinstance(judge, str):
             from scopeguard.detectors.registry import get_detector
