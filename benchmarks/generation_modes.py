@@ -32,7 +32,15 @@ RESULT = Path(__file__).resolve().parent / "results" / "generation_modes.json"
 
 def _mode_row(mode: str, out: Path, doc_ids: list[str]) -> dict[str, object]:
     records = [r for r in CheckpointStore(out).load_all().values() if r.doc_id in doc_ids]
-    gen_steps = ("extract", "recover", "recover_guesses", "remove", "oos_questions", "in_scope_questions")
+    gen_steps = (
+        "extract",
+        "recover",
+        "recover_guesses",
+        "remove",
+        "oos_questions",
+        "oos_questions_each",
+        "in_scope_questions",
+    )
     gen_calls = [sum(r.usage[s].calls for s in gen_steps if s in r.usage) for r in records]
     filter_calls = [r.usage["filter"].calls if "filter" in r.usage else 0 for r in records]
     tokens = [r.total_usage.total_tokens for r in records]

@@ -50,6 +50,12 @@ def generate(
     extra_rounds: int = typer.Option(
         2, "--extra-rounds", help="At most this many extra rounds per document."
     ),
+    paper: bool = typer.Option(
+        False,
+        "--paper",
+        help="The paper's method only: no extra rounds, no recovery or question fallbacks, no judge "
+        "follow-up, and (unless --filter-with says otherwise) the LLM-judge filter.",
+    ),
     min_words: int = typer.Option(150, "--min-words", help="Skip documents shorter than this (0: keep all)."),
     max_words: int = typer.Option(
         300, "--max-words", help="Cut documents after this many words (0: no cut)."
@@ -69,15 +75,18 @@ def generate(
     if mode not in ("faithful", "efficient"):
         raise ConfigurationError(f"--mode must be 'faithful' or 'efficient', got {mode!r}")
     try:
-        config = GenerationConfig(
-            mode=mode,  # type: ignore[arg-type]
-            n_claims=claims,
-            rounds=rounds,
-            n_in_scope=in_scope,
-            filter=filter_,
-            min_oos=min_oos,
-            extra_rounds=extra_rounds,
-        )
+        settings: dict[str, object] = {
+            "mode": mode,
+            "n_claims": claims,
+            "rounds": rounds,
+            "n_in_scope": in_scope,
+            "filter": filter_,
+            "extra_rounds": extra_rounds,
+        }
+        if paper:
+            config = GenerationConfig.paper(**settings)
+        else:
+            config = GenerationConfig(min_oos=min_oos, **settings)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigurationError(
             f"invalid option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}"
@@ -86,7 +95,7 @@ def generate(
     generator = Generator(
         llm,
         config=config,
-        judge=filter_with,
+        judge="judge" if paper and filter_with == "auto" else filter_with,
         judge_llm=judge_llm,
         concurrency=concurrency,
         progress=None if progress else False,

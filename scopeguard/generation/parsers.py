@@ -310,24 +310,37 @@ def _as_question(text: str) -> str:
     return _clean(q)
 
 
-def parse_questions_by_number(text: str, n_facts: int, *, truncated: bool = False) -> dict[int, str]:
+def parse_questions_by_number(
+    text: str, n_facts: int, *, truncated: bool = False, lenient: bool = False
+) -> dict[int, str]:
     """Questions keyed by the 0-based index of their fact (facts without a question are omitted).
 
     Numbers must lie in 1..n_facts and not repeat; every item must be a question (ends with "?").
+
+    ``lenient`` (only after a firmer retry) keeps the items that satisfy those rules under their own
+    numbers and ignores the rest: items numbered past ``n_facts`` (small models repeat the one
+    question they were asked for down a list), a second item under a number, and items that are
+    not questions. An item is never moved to another number. It still fails when nothing is left.
     """
     items = parse_numbered(text, truncated=truncated)
     if not items:
         raise ReplyParseError("no_list", "the reply has no numbered questions", reply=text)
     out: dict[int, str] = {}
     for it in items:
-        if not 1 <= it.number <= n_facts:
-            raise ReplyParseError("bad_numbering", f"number {it.number} is not in 1..{n_facts}", reply=text)
-        if it.number - 1 in out:
-            raise ReplyParseError("bad_numbering", f"two questions numbered {it.number}", reply=text)
         q = _as_question(it.text)
-        if not q.endswith("?"):
-            raise ReplyParseError("not_a_question", f"item {it.number} is not a question", reply=text)
-        out[it.number - 1] = q
+        if not 1 <= it.number <= n_facts:
+            error = ReplyParseError("bad_numbering", f"number {it.number} is not in 1..{n_facts}", reply=text)
+        elif it.number - 1 in out:
+            error = ReplyParseError("bad_numbering", f"two questions numbered {it.number}", reply=text)
+        elif not q.endswith("?"):
+            error = ReplyParseError("not_a_question", f"item {it.number} is not a question", reply=text)
+        else:
+            out[it.number - 1] = q
+            continue
+        if not lenient:
+            raise error
+    if not out:
+        raise ReplyParseError("no_question", f"no question numbered 1..{n_facts}", reply=text)
     return out
 
 

@@ -81,6 +81,25 @@ class GenerationConfig(BaseModel):
     # scopeguard's addition: when the paper's recovery prompt gives no usable reply (after its
     # retry), ask once more for the guesses alone (template gen_recover_guesses). False = the paper.
     recover_fallback: bool = True
+    # scopeguard's addition: hallucinated facts whose question was lost in the batched question
+    # step (an unusable reply, or the same question written for several facts) are asked for one
+    # at a time, with the paper's prompt and a one-fact list. Facts the model chose to omit stay
+    # omitted, as the paper's prompt allows. False = the paper.
+    question_fallback: bool = True
+
+    @classmethod
+    def paper(cls, **settings: object) -> GenerationConfig:
+        """The paper's Algorithm 1 with every scopeguard addition off (``settings`` override).
+
+        Pair it with ``Generator(judge="judge")`` for the paper's LLM-judge filter.
+        """
+        additions: dict[str, object] = {
+            "judge_followup": False,
+            "min_oos": 0,
+            "recover_fallback": False,
+            "question_fallback": False,
+        }
+        return cls(**{**additions, **settings})  # type: ignore[arg-type]
 
 
 def _parse_recovery(
@@ -184,7 +203,7 @@ class _DocumentRun:
         hallucinated = [v for v in latest if v.round > 0]
         candidates = [i for i, h in enumerate(hallucinated) if h.text.strip().lower() not in true_norm]
         remaining, remove_id = await self._remove(claims, hallucinated, candidates)
-        questions, dropped, _ = await self._oos_questions(claims, hallucinated, remaining, remove_id, 0)
+        questions, dropped = await self._oos_questions(claims, hallucinated, remaining, remove_id, 0)
         extra = 0
         while len(questions) < cfg.min_oos and extra < cfg.extra_rounds:
             extra += 1
@@ -201,9 +220,7 @@ class _DocumentRun:
             ]
             kept_now, remove_id = await self._remove(claims, hallucinated, new)
             remaining += kept_now
-            more, gone, _ = await self._oos_questions(
-                claims, hallucinated, kept_now, remove_id, len(questions)
-            )
+            more, gone = await self._oos_questions(claims, hallucinated, kept_now, remove_id, len(questions))
             questions += more
             dropped += gone
         if extra:
@@ -344,26 +361,14 @@ class _DocumentRun:
         remaining: list[int],
         remove_id: str | None,
         first_id: int,
-    ) -> tuple[list[GeneratedQuestion], list[DroppedQuestion], str | None]:
+    ) -> tuple[list[GeneratedQuestion], list[DroppedQuestion]]:
         if not remaining:
-            return [], [], None
+            return [], []
         facts = [hallucinated[i].text for i in remaining]
-        got = await self.ask(
-            "oos_questions",
-            "gen_oos_questions",
-            lambda r, _l: parse_questions_by_number(r.text, len(facts), truncated=r.truncated),
-            max_tokens=50 * len(facts) + 60,
-            document=self.doc.text,
-            facts=facts,
-        )
-        if got is None:
-            return [], [], None
-        by_fact, reply = got
+        written = await self._write_questions(facts)
         kept: list[GeneratedQuestion] = []
         dropped: list[DroppedQuestion] = []
-        for j, question in sorted(by_fact.items()):
-            if not self._unique("oos_questions", [question], reply.id):
-                continue
+        for j, question, reply_id in written:
             h = hallucinated[remaining[j]]
             filt = await self._filter(question)
             if filt is not None and filt.label != "out_of_scope":
@@ -374,7 +379,7 @@ class _DocumentRun:
                     DroppedQuestion(question=question, claim_index=h.position, reason=reason, filter=filt)
                 )
                 continue
-            ids: dict[str, tuple[str, ...]] = {"question": (reply.id,), "claim": (h.reply_id or "",)}
+            ids: dict[str, tuple[str, ...]] = {"question": (reply_id,), "claim": (h.reply_id or "",)}
             if remove_id:
                 ids["remove"] = (remove_id,)
             if filt is not None:
@@ -394,7 +399,51 @@ class _DocumentRun:
                     filter=filt,
                 )
             )
-        return kept, dropped, reply.id
+        return kept, dropped
+
+    async def _write_questions(self, facts: list[str]) -> list[tuple[int, str, str]]:
+        """Step 9: ``(fact index, question, reply id)`` for the facts that got a new question.
+
+        One call for all ``facts`` (the paper); with ``question_fallback``, the facts whose question
+        was lost (no usable reply, or a repeat of another question) are asked for one by one.
+        """
+
+        def parse(n: int) -> Callable[[CachedReply, bool], dict[int, str]]:
+            return lambda r, lenient: parse_questions_by_number(
+                r.text, n, truncated=r.truncated, lenient=lenient
+            )
+
+        got = await self.ask(
+            "oos_questions",
+            "gen_oos_questions",
+            parse(len(facts)),
+            max_tokens=50 * len(facts) + 60,
+            document=self.doc.text,
+            facts=facts,
+        )
+        written: list[tuple[int, str, str]] = []
+        lost = list(range(len(facts))) if got is None else []
+        if got is not None:
+            by_fact, reply = got
+            for j, question in sorted(by_fact.items()):
+                if self._unique("oos_questions", [question], reply.id):
+                    written.append((j, question, reply.id))
+                else:
+                    lost.append(j)
+        if not self.cfg.question_fallback or len(facts) == 1:
+            return written  # a one-fact list was already asked for alone
+        for j in lost:
+            one = await self.ask(
+                "oos_questions_each",
+                "gen_oos_questions",
+                parse(1),
+                max_tokens=110,
+                document=self.doc.text,
+                facts=[facts[j]],
+            )
+            if one is not None and self._unique("oos_questions_each", [one[0][0]], one[1].id):
+                written.append((j, one[0][0], one[1].id))
+        return sorted(written)
 
     async def _filter(self, question: str) -> FilterRecord | None:
         if not self.cfg.filter or self.judge is None:

@@ -98,6 +98,20 @@ def test_cli_filter_and_top_up_options_reach_the_run(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "nope" in bad.output
 
 
+def test_cli_paper_switches_every_addition_off(tmp_path: Path) -> None:
+    register_backend("fakecli4", lambda arg, **_: ScriptedChatModel(eloq_reply, model="fake-cli"))
+    corpus = _corpus(tmp_path / "corpus", 1)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["generate", str(corpus), "--out", str(out), "--llm", "fakecli4", "--paper"]
+    )
+    assert result.exit_code == 0, result.output
+    settings = json.loads((out / "run.json").read_text())
+    assert settings["filter_with"] == "judge" and settings["min_oos"] == 0
+    assert not any(settings[k] for k in ("recover_fallback", "question_fallback", "judge_followup"))
+    assert settings["n_claims"] == 6 and settings["rounds"] == 3  # the paper's numbers are untouched
+
+
 def test_sigkill_midway_then_resume_gives_every_document_once(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path / "corpus", 6)
     out = tmp_path / "out"

@@ -153,6 +153,20 @@ def test_questions_by_number_allow_omissions_but_not_junk() -> None:
         parse_questions_by_number("5. Why did it happen?", 3)
 
 
+def test_questions_by_number_lenient_keeps_numbered_questions_and_never_moves_one() -> None:
+    # A shape seen from the 0.5B model: asked about one fact, it repeats the question down a list.
+    repeated = "\n".join(f"{k}. Why did the ferry company stop the night crossing?" for k in range(1, 5))
+    with pytest.raises(ReplyParseError, match="bad_numbering"):
+        parse_questions_by_number(repeated, 1)
+    assert parse_questions_by_number(repeated, 1, lenient=True) == {
+        0: "Why did the ferry company stop the night crossing?"
+    }
+    mixed = "1. The council chose a grant.\n2. Who paid for the new pier?\n2. Who built it?\n7. Why?"
+    assert parse_questions_by_number(mixed, 2, lenient=True) == {1: "Who paid for the new pier?"}
+    with pytest.raises(ReplyParseError, match="no_question"):
+        parse_questions_by_number("1. The council chose a grant.\n4. Why?", 2, lenient=True)
+
+
 def test_question_list_strips_labels_and_quotes() -> None:
     reply = '1. Question: "What budget did the council approve for the harbour?"\n2. **Who is the mayor?**'
     assert parse_question_list(reply, 2) == [

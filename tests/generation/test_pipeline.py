@@ -363,3 +363,35 @@ def test_repeated_questions_are_dropped_and_recorded(tmp_path: Path) -> None:
     assert [(i.step, i.reason) for i in record.issues if i.reason == "duplicate"] == [
         ("in_scope_questions", "duplicate")
     ]
+
+
+def _one_question_for_all(prompt: str) -> str:
+    """A small model's failure: asked about several facts, it writes the first fact's question for all."""
+    if "hallucinated facts:" in prompt and prompt.rstrip().endswith("Questions:"):
+        numbers = re.findall(r"operator (\d+)", prompt.split("hallucinated facts:")[1])
+        return "\n".join(
+            f"{k}. Why did regional ferry operator {numbers[0]} decide to sponsor the harbour plan that year?"
+            for k in range(1, len(numbers) + 1)
+        )
+    return eloq_reply(prompt)
+
+
+def test_questions_lost_to_repeats_are_asked_for_one_fact_at_a_time(tmp_path: Path) -> None:
+    gen, _ = _generator(_one_question_for_all, rounds=1, min_oos=0, filter=False)
+    gen.run(DOCS[:1], tmp_path)
+    record = CheckpointStore(tmp_path).load_all()["harbour"]
+    oos = [q for q in record.questions if q.label == "out_of_scope"]
+    # step 8 keeps five of the six hallucinated facts; the batch reply covers one, four are asked alone
+    assert record.usage["oos_questions"].calls == 1 and record.usage["oos_questions_each"].calls == 4
+    assert sorted(q.claim_index for q in oos) == [1, 2, 3, 4, 5]
+    for q in oos:  # each question is traced to its own claim and the reply that wrote it
+        assert f"operator {q.claim_index + 1} " in q.question
+        assert f"operator {q.claim_index + 1} " in q.hallucinated_claim
+    assert len({q.reply_ids["question"] for q in oos}) == 5
+    assert [i.reason for i in record.issues if i.step == "oos_questions"] == ["duplicate"] * 4
+
+    gen, _ = _generator(_one_question_for_all, rounds=1, min_oos=0, filter=False, question_fallback=False)
+    gen.run(DOCS[:1], tmp_path / "paper")
+    record = CheckpointStore(tmp_path / "paper").load_all()["harbour"]
+    assert len([q for q in record.questions if q.label == "out_of_scope"]) == 1
+    assert "oos_questions_each" not in record.usage

@@ -56,7 +56,9 @@ def test_real_local_model_generates_valid_files_and_resumes(local_gguf: Path, tm
                 assert q.question.endswith("?")
                 if q.label == "out_of_scope":
                     prov = q.metadata["provenance"]
-                    assert prov["hallucinated_claim"] and prov["filter"]["votes"]
+                    # auto filter: the fast detector for the small packaged model (no LLM votes)
+                    assert prov["hallucinated_claim"] and prov["filter"]["label"] == "out_of_scope"
+                    assert prov["filter"]["detector"] == "fast"
     again = Generator(llm, config=config, concurrency=1, progress=False).run(
         [{"doc_id": "marrow", "text": DOCUMENT}], tmp_path, length_rule=rule
     )
