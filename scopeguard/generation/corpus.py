@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scopeguard._sentences import sentence_spans
 from scopeguard.data import read_jsonl
 from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.types import Document
 
 __all__ = ["Corpus", "LengthRule", "SkippedDocument", "load_corpus", "to_document", "truncate_words"]
 
-_SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+|\n\s*\n")
 _TEXT_SUFFIXES = (".txt", ".md")
 _ID_KEYS = ("doc_id", "id", "_id", "id_")
 _TEXT_KEYS = ("text", "page_content", "content", "document")
@@ -47,9 +46,9 @@ def truncate_words(text: str, max_words: int) -> str:
     """
     if _words(text) <= max_words:
         return text.strip()
-    for m in _SENTENCE_END.finditer(text):
-        if _words(text[: m.end()]) > max_words:
-            return text[: m.end()].strip()
+    for _, end in sentence_spans(text):
+        if _words(text[:end]) > max_words:
+            return text[:end].strip()
     return text.strip()
 
 

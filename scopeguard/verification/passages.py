@@ -6,56 +6,14 @@ MS MARCO passages are a few sentences long; long news documents are split into w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 
+from scopeguard._sentences import split_sentences
 from scopeguard.data import Dataset
 from scopeguard.errors import ConfigurationError
 from scopeguard.types import Document
 
 __all__ = ["dataset_passages", "iter_passages", "split_passages", "split_sentences"]
-
-# A sentence ends at . ! or ? (optionally followed by a closing quote/bracket) before whitespace
-# and an upper-case letter, digit or quote; common abbreviations do not end a sentence.
-_ABBREVIATIONS = (
-    "mr",
-    "mrs",
-    "ms",
-    "dr",
-    "prof",
-    "sr",
-    "jr",
-    "st",
-    "no",
-    "vs",
-    "inc",
-    "ltd",
-    "co",
-    "rs",
-    "u.s",
-)
-_BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]?\s+(?=[\"'“‘(\[]?[A-Z0-9])")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split ``text`` into sentences (a light rule-based splitter; paragraphs always split)."""
-    sentences: list[str] = []
-    for paragraph in re.split(r"\n\s*\n|\n", text):
-        paragraph = paragraph.strip()
-        if not paragraph:
-            continue
-        start = 0
-        for m in _BOUNDARY_RE.finditer(paragraph):
-            head = paragraph[start : m.start()].rstrip()
-            last_word = head.rsplit(maxsplit=1)[-1].rstrip(".").lower() if head else ""
-            if last_word in _ABBREVIATIONS or re.fullmatch(r"[a-z]", last_word):
-                continue
-            sentences.append(paragraph[start : m.end()].strip())
-            start = m.end()
-        tail = paragraph[start:].strip()
-        if tail:
-            sentences.append(tail)
-    return sentences
 
 
 def split_passages(document: Document, *, sentences: int = 3, stride: int | None = None) -> list[Document]:

@@ -27,6 +27,14 @@ def test_truncate_keeps_whole_sentences_until_the_count_exceeds_the_limit() -> N
     assert truncate_words("short text.", 300) == "short text."
 
 
+def test_truncate_never_cuts_after_an_abbreviation_or_an_initial() -> None:
+    text = "Nine words fill this opening sentence of the story. " + (
+        "The grant was signed by Dr. Ada Fenwick of the U.S. Forest Service and J. Ortiz in May. Then more."
+    )
+    # the limit is crossed inside the second sentence: the cut lands at its real end
+    assert truncate_words(text, 12) == text[: text.index(" Then")]
+
+
 def test_length_rule_skips_short_documents_and_can_be_changed() -> None:
     assert LengthRule().apply("too short")[0] is None
     assert "too short" in LengthRule().apply("too short")[1]

@@ -1,0 +1,53 @@
+"""The one rule-based sentence splitter of the generator and the verifier.
+
+A sentence ends at ``.``, ``!`` or ``?`` (optionally followed by closing quotes or brackets) before
+whitespace and an upper-case letter, digit or opening quote; common abbreviations ("Dr.", "U.S.")
+and single initials ("J. Smith") do not end one; a line break always does.
+
+The fast detector keeps its own splitter in :mod:`scopeguard.detectors._text`: it is part of the
+feature definition its shipped head was trained on (it also splits list items and cuts long
+sentences into windows), so it changes only with a retrained head.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["sentence_spans", "split_sentences"]
+
+_ABBREVIATIONS = frozenset(
+    ("mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "no", "vs", "inc", "ltd", "co", "rs", "u.s")
+)
+_BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])")
+_LINE_RE = re.compile(r"[^\n]+")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` character offsets of the sentences of ``text``, stripped of whitespace."""
+    spans: list[tuple[int, int]] = []
+    for line in _LINE_RE.finditer(text):
+        offset, body = line.start(), line.group(0)
+        start = 0
+        for m in _BOUNDARY_RE.finditer(body):
+            head = body[start : m.start()].rstrip()
+            last_word = head.rsplit(maxsplit=1)[-1].rstrip(".").lower() if head else ""
+            if last_word in _ABBREVIATIONS or re.fullmatch(r"[a-z]", last_word):
+                continue
+            spans.append(_strip(text, offset + start, offset + m.end()))
+            start = m.end()
+        if body[start:].strip():
+            spans.append(_strip(text, offset + start, offset + len(body)))
+    return [s for s in spans if s[0] < s[1]]
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` (see :func:`sentence_spans`)."""
+    return [text[a:b] for a, b in sentence_spans(text)]
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
