@@ -69,6 +69,17 @@ def _clean(text: str) -> str:
     return re.sub(r"\s+", " ", text)
 
 
+_LABEL = re.compile(
+    r"^(?:\*\*|__)?(?:missing\s+)?(?:fact|claim|guess|question)\s*#?\s*(\d{1,3})\s*[:.)\-]\s*", re.I
+)
+
+
+def _strip_label(text: str, number: int) -> str:
+    """``"1. Fact 1: The ..."`` -> ``"The ..."``: a label repeating the item's own number is no content."""
+    m = _LABEL.match(text.strip())
+    return text.strip()[m.end() :] if m and int(m.group(1)) == number else text
+
+
 def parse_numbered(text: str, *, truncated: bool = False) -> list[NumberedItem]:
     """All numbered items of ``text`` in order.
 
@@ -81,7 +92,8 @@ def parse_numbered(text: str, *, truncated: bool = False) -> list[NumberedItem]:
     for line in text.splitlines():
         m = _ITEM.match(line)
         if m and m.group(2).strip():
-            items.append(NumberedItem(int(m.group(1)), _clean(m.group(2))))
+            number = int(m.group(1))
+            items.append(NumberedItem(number, _clean(_strip_label(m.group(2), number))))
             open_item = True
         elif not line.strip():
             open_item = False

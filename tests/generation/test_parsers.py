@@ -260,3 +260,14 @@ def test_a_guess_repeating_another_guess_is_left_out() -> None:
     reply = "1. He showed up for us.\n4. He showed up for us.\n5. The pier opened in 1901."
     guesses, rejected = parse_guesses(reply, facts, [0, 3, 4])
     assert guesses == {0: "He showed up for us.", 4: "The pier opened in 1901."} and rejected == [3]
+
+
+def test_a_label_repeating_the_item_number_is_stripped() -> None:
+    reply = (
+        "1. Fact 1: The pier reopened in May.\n4. **Fact 4:** A toll was added.\n5. Fact 2: Kept as written."
+    )
+    assert [it.text for it in parse_numbered(reply)] == [
+        "The pier reopened in May.",
+        "A toll was added.",
+        "Fact 2: Kept as written.",  # another number's label is left alone: never guess what was meant
+    ]
