@@ -17,7 +17,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from scopeguard.generation.accounting import Usage
 from scopeguard.llm.base import ChatModel, Completion, Prompt, to_messages
@@ -46,38 +46,70 @@ class CachedReply:
 
 
 class ReplyCache:
-    """Replies by key, persisted to ``path`` (a JSONL log); ``path=None`` keeps them in memory only."""
+    """Replies by key, persisted to ``path`` (a JSONL log); ``path=None`` keeps them in memory only.
+
+    With a path, memory holds only each key's byte offset in the log and a hit reads its line back,
+    so a run over many thousands of documents does not keep every reply in memory. A torn last
+    line (a killed write) is skipped with a warning and never glued to the next entry.
+    """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
-        self._entries: dict[str, dict[str, Any]] = {}
+        self._entries: dict[str, dict[str, Any]] = {}  # path=None only
+        self._offsets: dict[str, int] = {}
+        self._reader: BinaryIO | None = None
+        self._needs_newline = False
         if self.path is not None and self.path.is_file():
-            with self.path.open(encoding="utf-8") as fh:
+            offset = 0
+            with self.path.open("rb") as fh:
                 for line in fh:
                     try:
-                        entry = json.loads(line)
-                        self._entries[entry["key"]] = entry
-                    except (json.JSONDecodeError, KeyError, TypeError):
+                        self._offsets[json.loads(line)["key"]] = offset
+                    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
                         logger.warning("reply cache %s: ignoring a torn or invalid line", self.path)
+                    offset += len(line)
+                    self._needs_newline = not line.endswith(b"\n")
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._offsets) if self.path is not None else len(self._entries)
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            return self._entries.get(key)
+            if self.path is None:
+                return self._entries.get(key)
+            offset = self._offsets.get(key)
+            if offset is None:
+                return None
+            if self._reader is None:
+                self._reader = self.path.open("rb")
+            self._reader.seek(offset)
+            entry: dict[str, Any] = json.loads(self._reader.readline())
+            return entry
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         entry = {"key": key, **entry}
         with self._lock:
-            self._entries[key] = entry
-            if self.path is not None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
-                    fh.flush()
-                    os.fsync(fh.fileno())
+            if self.path is None:
+                self._entries[key] = entry
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+            with self.path.open("ab") as fh:
+                if self._needs_newline:  # end a torn line first, so this entry stays readable
+                    fh.write(b"\n")
+                    self._needs_newline = False
+                offset = fh.seek(0, os.SEEK_END)
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._offsets[key] = offset
+
+    def close(self) -> None:
+        with self._lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
 
 @dataclass

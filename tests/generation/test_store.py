@@ -33,6 +33,25 @@ def test_cache_replays_by_occurrence_and_survives_a_torn_line(tmp_path: Path) ->
     # other sampling settings are another key
     with pytest.raises(Exception, match="ran out"):
         replay.call("same prompt", temperature=0.0)
+    # a reply written after the torn line is not glued to it: a later run still finds it
+    more = RecordingChatModel(ScriptedChatModel(["third"]), ReplyCache(path), UsageLedger(), step="s")
+    assert more.call("another prompt").text == "third"
+    cache = ReplyCache(path)
+    assert len(cache) == 3
+    again = RecordingChatModel(ScriptedChatModel([]), cache, UsageLedger(), step="s")
+    assert again.call("another prompt").text == "third" and again.call("same prompt", temperature=0.7).cached
+    cache.close()
+
+
+def test_cache_keeps_offsets_not_replies_in_memory(tmp_path: Path) -> None:
+    cache = ReplyCache(tmp_path / "replies.jsonl")
+    for i in range(50):
+        cache.put(f"k{i}", {"texts": [f"reply {i} " + "x" * 200]})
+    assert cache.get("k7") == {"key": "k7", "texts": ["reply 7 " + "x" * 200]}
+    assert cache.get("missing") is None and not cache._entries and len(cache) == 50
+    memory = ReplyCache()  # no path: in memory only
+    memory.put("a", {"texts": ["A"]})
+    assert memory.get("a") == {"key": "a", "texts": ["A"]} and len(memory) == 1
 
 
 def test_usage_and_cost_estimate() -> None:
