@@ -14,12 +14,13 @@ their checkpoints, so the figures stay those of the original run).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import time
 from pathlib import Path
+
+from _report import report
 
 from scopeguard.data import load_dataset
 from scopeguard.generation import GenerationConfig, Generator
@@ -99,10 +100,6 @@ def main() -> None:
         filter_with = gen.filter_name
         gen.run(docs, args.work / mode)
         rows.append(_mode_row(mode, args.work / mode, doc_ids))
-    cols = list(rows[0])
-    print(" | ".join(cols))
-    for row in rows:
-        print(" | ".join(str(row[c]) for c in cols))
     result = {
         "benchmark": "generation_modes",
         "llm": args.llm,
@@ -116,11 +113,8 @@ def main() -> None:
         f"{args.judge_votes} adaptive vote(s), fast = the offline fast detector (what auto picks for a "
         "packaged local LLM); seconds are those of the run that generated each document",
         "wall_seconds": round(time.time() - started, 1),
-        "rows": rows,
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=1), encoding="utf-8")
-    print(f"wrote {RESULT}")
+    report(rows, result, RESULT)
 
 
 if __name__ == "__main__":

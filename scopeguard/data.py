@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -126,7 +126,7 @@ def load_dataset(directory: str | os.PathLike[str]) -> Dataset:
     return Dataset(documents=documents, questions=tuple(questions))
 
 
-def atomic_write_jsonl(path: str | os.PathLike[str], rows: list[dict[str, Any]]) -> None:
+def atomic_write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> None:
     """Write rows to ``path`` atomically (temp file + rename), so a kill never leaves half a file."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

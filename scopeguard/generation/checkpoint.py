@@ -12,12 +12,13 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE, atomic_write_jsonl
+from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE
 from scopeguard.errors import DatasetError
 from scopeguard.generation.accounting import Usage
 
@@ -179,28 +180,52 @@ class CheckpointStore:
         os.replace(tmp, path)
         return path
 
+    def _read(self, path: Path) -> DocumentRecord:
+        try:
+            return DocumentRecord.model_validate_json(path.read_text(encoding="utf-8"))
+        except (ValidationError, json.JSONDecodeError, ValueError) as exc:
+            raise DatasetError(
+                f"corrupt checkpoint ({str(exc).splitlines()[0]}); delete it to redo", path=str(path)
+            ) from None
+
+    def _paths(self) -> list[Path]:
+        return sorted(self.dir.glob("*.json")) if self.dir.is_dir() else []
+
+    def iter_records(self) -> Iterator[DocumentRecord]:
+        """Every checkpoint, one at a time (a corrupt file is an error naming it)."""
+        for path in self._paths():
+            yield self._read(path)
+
     def load_all(self) -> dict[str, DocumentRecord]:
-        """Every readable checkpoint by document id (a corrupt file is an error naming it)."""
-        out: dict[str, DocumentRecord] = {}
-        if not self.dir.is_dir():
-            return out
-        for path in sorted(self.dir.glob("*.json")):
-            try:
-                record = DocumentRecord.model_validate_json(path.read_text(encoding="utf-8"))
-            except (ValidationError, json.JSONDecodeError, ValueError) as exc:
-                raise DatasetError(
-                    f"corrupt checkpoint ({str(exc).splitlines()[0]}); delete it to redo", path=str(path)
-                ) from None
-            out[record.doc_id] = record
-        return out
+        """Every checkpoint by document id, all in memory (see :meth:`iter_records`)."""
+        return {r.doc_id: r for r in self.iter_records()}
 
     def rebuild(self) -> tuple[int, int]:
-        """Rewrite documents.jsonl and questions.jsonl from the checkpoints; returns (docs, questions)."""
-        records = sorted(
-            (r for r in self.load_all().values() if r.status == "done"), key=lambda r: (r.order, r.doc_id)
-        )
-        docs = [r.to_document_row() for r in records]
-        questions = [q.to_row(mode=r.mode, model=r.model) for r in records for q in r.questions]
-        atomic_write_jsonl(self.out_dir / DOCUMENTS_FILE, docs)
-        atomic_write_jsonl(self.out_dir / QUESTIONS_FILE, questions)
-        return len(docs), len(questions)
+        """Rewrite documents.jsonl and questions.jsonl from the checkpoints; returns (docs, questions).
+
+        Streams: one checkpoint in memory at a time (two passes: the output order, then the rows).
+        """
+        order: list[tuple[int, str, Path]] = []
+        for path in self._paths():
+            r = self._read(path)
+            if r.status == "done":
+                order.append((r.order, r.doc_id, path))
+        order.sort()
+        docs_path, questions_path = self.out_dir / DOCUMENTS_FILE, self.out_dir / QUESTIONS_FILE
+        docs_tmp = docs_path.with_suffix(".jsonl.tmp")
+        questions_tmp = questions_path.with_suffix(".jsonl.tmp")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        n_questions = 0
+        with docs_tmp.open("w", encoding="utf-8") as dfh, questions_tmp.open("w", encoding="utf-8") as qfh:
+            for _, _, path in order:
+                r = self._read(path)
+                dfh.write(json.dumps(r.to_document_row(), ensure_ascii=False) + "\n")
+                for q in r.questions:
+                    qfh.write(json.dumps(q.to_row(mode=r.mode, model=r.model), ensure_ascii=False) + "\n")
+                    n_questions += 1
+            for fh in (dfh, qfh):
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(docs_tmp, docs_path)  # each file is replaced atomically, documents first
+        os.replace(questions_tmp, questions_path)
+        return len(order), n_questions

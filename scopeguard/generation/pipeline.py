@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -219,7 +220,7 @@ class Generator:
         )
         self._check_settings(out)
         store = CheckpointStore(out)
-        done = store.load_all()
+        done = {r.doc_id for r in store.iter_records()}  # ids only: records stay on disk
         if done:
             store.rebuild()
         cache = ReplyCache(out / ".cache" / "replies.jsonl")
@@ -229,7 +230,7 @@ class Generator:
         )
         todo = [(i, d) for i, d in enumerate(loaded.documents) if d.id not in done]
         resumed = len(loaded.documents) - len(todo)
-        results: list[DocumentRecord] = []
+        results: list[tuple[str, Usage]] = []  # (status, usage) of this run's documents
         errored = 0
         semaphore = asyncio.Semaphore(self.concurrency)
         last_rebuild = time.monotonic()
@@ -260,7 +261,7 @@ class Generator:
                         usage=dict(ledger.by_step),
                     )
                 store.save(record)
-                results.append(record)
+                results.append((record.status, record.total_usage))
                 if bar is not None:
                     bar.update(1)
                 if time.monotonic() - last_rebuild > _REBUILD_EVERY_S:
@@ -272,6 +273,7 @@ class Generator:
         finally:
             if bar is not None:
                 bar.close()
+            cache.close()
             store.rebuild()
         return self._summary(out, loaded, store, results, resumed, errored, time.perf_counter() - started)
 
@@ -295,28 +297,32 @@ class Generator:
         out: Path,
         corpus: Corpus,
         store: CheckpointStore,
-        results: list[DocumentRecord],
+        results: list[tuple[str, Usage]],
         resumed: int,
         errored: int,
         seconds: float,
     ) -> RunSummary:
-        records = list(store.load_all().values())
-        usage_run = Usage.total(r.total_usage for r in results)
-        usage_total = Usage.total(r.total_usage for r in records)
+        usage_run = Usage.total(u for _, u in results)
+        usage_total, status, questions = Usage(), Counter[str](), Counter[str]()
+        for r in store.iter_records():  # one record in memory at a time
+            usage_total += r.total_usage
+            status[r.status] += 1
+            questions.update(q.label for q in r.questions)
+            questions["dropped"] += len(r.dropped)
         return RunSummary(
             out_dir=str(out),
             model=self.llm.name,
             mode=self.config.mode,
             docs_in_corpus=len(corpus.documents) + len(corpus.skipped),
             docs_skipped=len(corpus.skipped),
-            docs_done_run=sum(r.status == "done" for r in results),
+            docs_done_run=sum(st == "done" for st, _ in results),
             docs_resumed=resumed,
-            docs_failed=sum(r.status == "failed" for r in records),
+            docs_failed=status["failed"],
             docs_errored_run=errored,
-            docs_done=sum(r.status == "done" for r in records),
-            oos_kept=sum(r.count("out_of_scope") for r in records),
-            oos_filtered=sum(len(r.dropped) for r in records),
-            in_scope=sum(r.count("in_scope") for r in records),
+            docs_done=status["done"],
+            oos_kept=questions["out_of_scope"],
+            oos_filtered=questions["dropped"],
+            in_scope=questions["in_scope"],
             usage_run=usage_run,
             usage_total=usage_total,
             cost_usd_run=estimate_cost(self.llm.name, usage_run),
