@@ -11,6 +11,10 @@ For each question (a seeded shuffle of the dataset, so ``--limit`` takes a mixed
   by default its verdicts are computed by replaying the fixed run's samples through the same
   :func:`scopeguard.voting.vote` (its latency = the time of the samples it used). ``--live-adaptive``
   runs it against the model instead.
+* ``followup``: adaptive m=3 with ``JudgeDetector(followup=True)``: a sample without a verdict gets one
+  greedy follow-up turn asking for it (scopeguard's addition, off in the paper's judge). The samples are
+  replayed from the fixed run like ``adaptive``; only the follow-up turns run against the model
+  (``--no-followup`` skips this row).
 
 Per-question results are appended to a JSONL cache (default ``runs/judge_voting/<template>.jsonl``,
 outside version control because replies may quote the documents), so a killed run loses nothing
@@ -34,14 +38,14 @@ from scopeguard.data import LabeledQuestion, load_dataset
 from scopeguard.detectors.judge import JudgeDetector
 from scopeguard.evaluation.detection import detection_metrics
 from scopeguard.llm import from_spec
-from scopeguard.llm.base import BaseChatModel, ChatModel, Completion, Prompt
+from scopeguard.llm.base import BaseChatModel, ChatModel, Completion, Prompt, to_messages
 from scopeguard.testing import ScriptedChatModel
 from scopeguard.types import Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "eloq-gold-dev"
 RESULTS = ROOT / "benchmarks" / "results"
-MODES = ("greedy", "fixed", "adaptive")
+MODES = ("greedy", "fixed", "adaptive", "followup")
 
 
 class TimedModel(BaseChatModel):
@@ -67,6 +71,32 @@ class TimedModel(BaseChatModel):
         return out
 
 
+class ReplayThenLive(BaseChatModel):
+    """Serves single-turn prompts (the judge's samples) from ``raws`` in order and sends
+    conversations (the follow-up turns) to ``live``, timing them."""
+
+    def __init__(self, raws: list[str], live: TimedModel) -> None:
+        self.queue, self.live, self.model = list(raws), live, live.name
+        self.followup_s: list[float] = []
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        if len(to_messages(prompt)) > 1:
+            self.live.sample_s = []
+            out = self.live.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+            self.followup_s.extend(self.live.sample_s)
+            return out
+        texts = tuple(self.queue.pop(0) for _ in range(n))
+        return Completion(texts=texts, model=self.model)
+
+
 def _judge(llm: ChatModel, mode: str, args: argparse.Namespace) -> JudgeDetector:
     if mode == "greedy":
         return JudgeDetector(
@@ -76,10 +106,11 @@ def _judge(llm: ChatModel, mode: str, args: argparse.Namespace) -> JudgeDetector
         llm,
         votes=3,
         temperature=0.7,
-        adaptive=mode == "adaptive",
+        adaptive=mode in ("adaptive", "followup"),
         template=args.template,
         max_tokens=args.max_tokens,
         seed=args.seed,
+        followup=mode == "followup",
     )
 
 
@@ -100,6 +131,17 @@ def _replay_adaptive(q: LabeledQuestion, fixed: dict[str, Any], args: argparse.N
     used = fixed["sample_s"][: verdict.llm_calls]
     verdict = verdict.model_copy(update={"latency_ms": 1000.0 * sum(used)})
     return _record(q, "adaptive", verdict, used)
+
+
+def _replay_followup(
+    q: LabeledQuestion, fixed: dict[str, Any], live: TimedModel, doc: Any, args: argparse.Namespace
+) -> dict[str, Any]:
+    raws = [v["raw"] for v in fixed["verdict"]["votes"]]
+    hybrid = ReplayThenLive(raws, live)
+    verdict = _judge(hybrid, "followup", args).detect(q.question, [doc])
+    used = fixed["sample_s"][: len(raws) - len(hybrid.queue)] + hybrid.followup_s
+    verdict = verdict.model_copy(update={"latency_ms": 1000.0 * sum(used)})
+    return _record(q, "followup", verdict, used)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -136,8 +178,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 done[(q.id, mode)] = rec
             if not args.greedy_only and not args.live_adaptive and (q.id, "adaptive") not in done:
                 done[(q.id, "adaptive")] = _replay_adaptive(q, done[(q.id, "fixed")], args)
+            if args.followup and not args.greedy_only and (q.id, "followup") not in done:
+                rec = _replay_followup(q, done[(q.id, "fixed")], llm, doc, args)
+                fh.write(json.dumps(rec) + "\n")
+                fh.flush()
+                done[(q.id, "followup")] = rec
     table: dict[str, dict[str, float]] = {}
-    for mode in ("greedy",) if args.greedy_only else MODES:
+    for mode in ("greedy",) if args.greedy_only else MODES[: 4 if args.followup else 3]:
         recs = [done[(q.id, mode)] for q in questions]
         verdicts = [Verdict.model_validate(r["verdict"]) for r in recs]
         m = detection_metrics([r["label"] for r in recs], verdicts)
@@ -171,6 +218,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0, help="llama.cpp threads for local models (0 = default)")
     p.add_argument("--live-adaptive", action="store_true")
     p.add_argument("--greedy-only", action="store_true", help="only the single greedy judgement")
+    p.add_argument(
+        "--no-followup", dest="followup", action="store_false", help="skip the adaptive + follow-up row"
+    )
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     if not (args.data / "questions.jsonl").is_file():
