@@ -62,6 +62,10 @@ class RunSummary(BaseModel):
     oos_kept: int
     oos_filtered: int
     in_scope: int
+    # finished documents with both kinds of question, and those missing one (their checkpoints say why)
+    docs_with_both: int = 0
+    docs_without_oos: int = 0
+    docs_without_in_scope: int = 0
     usage_run: Usage
     usage_total: Usage
     cost_usd_run: float | None
@@ -88,6 +92,12 @@ class RunSummary(BaseModel):
             (
                 "questions",
                 f"{self.oos_kept} out-of-scope kept, {self.oos_filtered} filtered, {self.in_scope} in-scope",
+            ),
+            (
+                "coverage",
+                f"{self.docs_with_both} of {self.docs_done} done documents have both kinds "
+                f"({self.docs_without_oos} without an out-of-scope question, "
+                f"{self.docs_without_in_scope} without an in-scope one)",
             ),
             ("LLM calls", f"{u.calls - u.cached} new + {u.cached} cached this run; {t.calls} in total"),
             (
@@ -309,6 +319,11 @@ class Generator:
             status[r.status] += 1
             questions.update(q.label for q in r.questions)
             questions["dropped"] += len(r.dropped)
+            if r.status == "done":
+                has_oos, has_ins = r.count("out_of_scope") > 0, r.count("in_scope") > 0
+                questions["docs_with_both"] += has_oos and has_ins
+                questions["docs_without_oos"] += not has_oos
+                questions["docs_without_in_scope"] += not has_ins
         return RunSummary(
             out_dir=str(out),
             model=self.llm.name,
@@ -323,6 +338,9 @@ class Generator:
             oos_kept=questions["out_of_scope"],
             oos_filtered=questions["dropped"],
             in_scope=questions["in_scope"],
+            docs_with_both=questions["docs_with_both"],
+            docs_without_oos=questions["docs_without_oos"],
+            docs_without_in_scope=questions["docs_without_in_scope"],
             usage_run=usage_run,
             usage_total=usage_total,
             cost_usd_run=estimate_cost(self.llm.name, usage_run),

@@ -51,6 +51,7 @@ def test_cli_generate_prints_a_summary_resumes_and_exports(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     assert "2 done (2 this run, 0 resumed), 1 skipped" in result.output
     assert "8 out-of-scope kept, 2 filtered, 6 in-scope" in result.output
+    assert "2 of 2 done documents have both kinds (0 without an out-of-scope question" in result.output
     assert len(import_eloq(tmp_path / "eloq").questions) == 14
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and "0 new + 0 cached this run" in again.output

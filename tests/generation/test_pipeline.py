@@ -342,6 +342,8 @@ def test_recover_fallback_off_is_the_paper(tmp_path: Path) -> None:
     summary = gen.run(DOCS[:1], tmp_path)
     assert not any("Write only your guesses" in c.prompt for c in llm.calls)
     assert summary.oos_kept == 0
+    assert (summary.docs_with_both, summary.docs_without_oos, summary.docs_without_in_scope) == (0, 1, 0)
+    assert "0 of 1 done documents have both kinds (1 without an out-of-scope question" in summary.table()
 
 
 def test_repeated_questions_are_dropped_and_recorded(tmp_path: Path) -> None:
