@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -126,17 +127,29 @@ def load_dataset(directory: str | os.PathLike[str]) -> Dataset:
     return Dataset(documents=documents, questions=tuple(questions))
 
 
-def atomic_write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> None:
-    """Write rows to ``path`` atomically (temp file + rename), so a kill never leaves half a file."""
+@contextmanager
+def jsonl_writer(path: str | os.PathLike[str]) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """``with jsonl_writer(p) as write: write(row)``: rows go to a temp file that replaces ``p`` only
+    when the block ends without an error, so a kill never leaves half a file."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(p.suffix + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
-        for row in rows:
+
+        def write(row: dict[str, Any]) -> None:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+        yield write
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, p)
+
+
+def atomic_write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> None:
+    """Write rows to ``path`` atomically (see :func:`jsonl_writer`)."""
+    with jsonl_writer(path) as write:
+        for row in rows:
+            write(row)
 
 
 def save_dataset(dataset: Dataset, directory: str | os.PathLike[str]) -> Path:

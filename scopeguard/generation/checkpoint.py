@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE
+from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE, jsonl_writer
 from scopeguard.errors import DatasetError
 from scopeguard.generation.accounting import Usage
 
@@ -211,21 +211,15 @@ class CheckpointStore:
             if r.status == "done":
                 order.append((r.order, r.doc_id, path))
         order.sort()
-        docs_path, questions_path = self.out_dir / DOCUMENTS_FILE, self.out_dir / QUESTIONS_FILE
-        docs_tmp = docs_path.with_suffix(".jsonl.tmp")
-        questions_tmp = questions_path.with_suffix(".jsonl.tmp")
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         n_questions = 0
-        with docs_tmp.open("w", encoding="utf-8") as dfh, questions_tmp.open("w", encoding="utf-8") as qfh:
+        with (
+            jsonl_writer(self.out_dir / DOCUMENTS_FILE) as write_doc,
+            jsonl_writer(self.out_dir / QUESTIONS_FILE) as write_question,
+        ):
             for _, _, path in order:
                 r = self._read(path)
-                dfh.write(json.dumps(r.to_document_row(), ensure_ascii=False) + "\n")
+                write_doc(r.to_document_row())
                 for q in r.questions:
-                    qfh.write(json.dumps(q.to_row(mode=r.mode, model=r.model), ensure_ascii=False) + "\n")
+                    write_question(q.to_row(mode=r.mode, model=r.model))
                     n_questions += 1
-            for fh in (dfh, qfh):
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(docs_tmp, docs_path)  # each file is replaced atomically, documents first
-        os.replace(questions_tmp, questions_path)
         return len(order), n_questions
