@@ -230,7 +230,8 @@ class Generator:
         )
         self._check_settings(out)
         store = CheckpointStore(out)
-        done = {r.doc_id for r in store.iter_records()}  # ids only: records stay on disk
+        # a document is done when its checkpoint exists (the rebuild below reads and checks them all)
+        done = {d.id for d in loaded.documents if store.path_for(d.id).is_file()}
         if done:
             store.rebuild()
         cache = ReplyCache(out / ".cache" / "replies.jsonl")
@@ -313,17 +314,17 @@ class Generator:
         seconds: float,
     ) -> RunSummary:
         usage_run = Usage.total(u for _, u in results)
-        usage_total, status, questions = Usage(), Counter[str](), Counter[str]()
+        usage_total, n = Usage(), Counter[str]()
         for r in store.iter_records():  # one record in memory at a time
             usage_total += r.total_usage
-            status[r.status] += 1
-            questions.update(q.label for q in r.questions)
-            questions["dropped"] += len(r.dropped)
+            n[r.status] += 1
+            n.update(q.label for q in r.questions)
+            n["dropped"] += len(r.dropped)
             if r.status == "done":
                 has_oos, has_ins = r.count("out_of_scope") > 0, r.count("in_scope") > 0
-                questions["docs_with_both"] += has_oos and has_ins
-                questions["docs_without_oos"] += not has_oos
-                questions["docs_without_in_scope"] += not has_ins
+                n["docs_with_both"] += has_oos and has_ins
+                n["docs_without_oos"] += not has_oos
+                n["docs_without_in_scope"] += not has_ins
         return RunSummary(
             out_dir=str(out),
             model=self.llm.name,
@@ -332,15 +333,15 @@ class Generator:
             docs_skipped=len(corpus.skipped),
             docs_done_run=sum(st == "done" for st, _ in results),
             docs_resumed=resumed,
-            docs_failed=status["failed"],
+            docs_failed=n["failed"],
             docs_errored_run=errored,
-            docs_done=status["done"],
-            oos_kept=questions["out_of_scope"],
-            oos_filtered=questions["dropped"],
-            in_scope=questions["in_scope"],
-            docs_with_both=questions["docs_with_both"],
-            docs_without_oos=questions["docs_without_oos"],
-            docs_without_in_scope=questions["docs_without_in_scope"],
+            docs_done=n["done"],
+            oos_kept=n["out_of_scope"],
+            oos_filtered=n["dropped"],
+            in_scope=n["in_scope"],
+            docs_with_both=n["docs_with_both"],
+            docs_without_oos=n["docs_without_oos"],
+            docs_without_in_scope=n["docs_without_in_scope"],
             usage_run=usage_run,
             usage_total=usage_total,
             cost_usd_run=estimate_cost(self.llm.name, usage_run),
