@@ -72,12 +72,16 @@ class TimedModel(BaseChatModel):
 
 
 class ReplayThenLive(BaseChatModel):
-    """Serves single-turn prompts (the judge's samples) from ``raws`` in order and sends
-    conversations (the follow-up turns) to ``live``, timing them."""
+    """Serves single-turn prompts (the judge's samples) from ``raws`` through a scripted model and
+    sends conversations (the follow-up turns) to ``live``, timing them."""
 
     def __init__(self, raws: list[str], live: TimedModel) -> None:
-        self.queue, self.live, self.model = list(raws), live, live.name
+        self.replay, self.live, self.model = ScriptedChatModel(raws), live, live.name
         self.followup_s: list[float] = []
+
+    @property
+    def samples_used(self) -> int:
+        return sum(call.n for call in self.replay.calls)
 
     def complete(
         self,
@@ -88,13 +92,11 @@ class ReplayThenLive(BaseChatModel):
         max_tokens: int | None = None,
         seed: int | None = None,
     ) -> Completion:
-        if len(to_messages(prompt)) > 1:
-            self.live.sample_s = []
-            out = self.live.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-            self.followup_s.extend(self.live.sample_s)
-            return out
-        texts = tuple(self.queue.pop(0) for _ in range(n))
-        return Completion(texts=texts, model=self.model)
+        model = self.replay if len(to_messages(prompt)) == 1 else self.live
+        self.live.sample_s = []
+        out = model.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        self.followup_s.extend(self.live.sample_s)
+        return out
 
 
 def _judge(llm: ChatModel, mode: str, args: argparse.Namespace) -> JudgeDetector:
@@ -139,7 +141,7 @@ def _replay_followup(
     raws = [v["raw"] for v in fixed["verdict"]["votes"]]
     hybrid = ReplayThenLive(raws, live)
     verdict = _judge(hybrid, "followup", args).detect(q.question, [doc])
-    used = fixed["sample_s"][: len(raws) - len(hybrid.queue)] + hybrid.followup_s
+    used = fixed["sample_s"][: hybrid.samples_used] + hybrid.followup_s
     verdict = verdict.model_copy(update={"latency_ms": 1000.0 * sum(used)})
     return _record(q, "followup", verdict, used)
 

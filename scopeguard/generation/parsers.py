@@ -76,8 +76,9 @@ _LABEL = re.compile(
 
 def _strip_label(text: str, number: int) -> str:
     """``"1. Fact 1: The ..."`` -> ``"The ..."``: a label repeating the item's own number is no content."""
-    m = _LABEL.match(text.strip())
-    return text.strip()[m.end() :] if m and int(m.group(1)) == number else text
+    text = text.strip()
+    m = _LABEL.match(text)
+    return text[m.end() :] if m and int(m.group(1)) == number else text
 
 
 def parse_numbered(text: str, *, truncated: bool = False) -> list[NumberedItem]:

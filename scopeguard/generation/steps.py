@@ -422,8 +422,10 @@ class _DocumentRun:
             facts=facts,
         )
         written: list[tuple[int, str, str]] = []
-        lost = list(range(len(facts))) if got is None else []
-        if got is not None:
+        lost: list[int] = []
+        if got is None:
+            lost = list(range(len(facts)))
+        else:
             by_fact, reply = got
             for j, question in sorted(by_fact.items()):
                 if self._unique("oos_questions", [question], reply.id):
