@@ -10,8 +10,10 @@ Hierarchy::
     │   └── DocumentTooLongError    a document does not fit the model's window
     ├── ModelError                  model weights missing, checksum mismatch, corrupt head
     ├── LLMError                    an LLM call failed
-    │   ├── LLMConnectionError      endpoint unreachable / refused / timed out
-    │   └── LLMResponseError        a reply could not be parsed into what was asked
+    │   ├── LLMConnectionError      endpoint unreachable / refused
+    │   │   └── LLMTimeoutError     endpoint timed out, or the call's deadline ran out
+    │   └── LLMResponseError        a malformed reply (not JSON, no choices or content), or one
+    │                               that could not be parsed into what was asked
     └── DetectionError              a detector could not produce a verdict
 """
 
@@ -26,6 +28,7 @@ __all__ = [
     "LLMConnectionError",
     "LLMError",
     "LLMResponseError",
+    "LLMTimeoutError",
     "MissingDependencyError",
     "ModelError",
     "ScopeGuardError",
@@ -92,8 +95,18 @@ class LLMConnectionError(LLMError):
         super().__init__(message)
 
 
+class LLMTimeoutError(LLMConnectionError):
+    """The LLM endpoint did not answer in time: every attempt timed out, or the deadline of the
+    call (``deadline`` seconds, all retries and waits included) ran out."""
+
+    def __init__(self, message: str, *, endpoint: str | None = None, deadline: float | None = None) -> None:
+        self.deadline = deadline
+        super().__init__(message, endpoint=endpoint)
+
+
 class LLMResponseError(LLMError):
-    """An LLM reply could not be parsed into the expected structure."""
+    """An LLM reply was malformed (not a chat completion, no choices, no content) or could not be
+    parsed into the expected structure. ``reply`` holds (the start of) the offending reply."""
 
     def __init__(self, message: str, *, reply: str | None = None) -> None:
         self.reply = reply

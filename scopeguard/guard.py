@@ -4,25 +4,43 @@
 >>> result = guard.answer("Who won?", ["...retrieved text..."])
 >>> result.action, result.response
 
-When the detector fails (endpoint down, unparseable reply, any
+When the detector fails (endpoint down, malformed or unparseable reply, deadline exceeded: any
 :class:`~scopeguard.errors.ScopeGuardError`) or returns ``unknown``, ``on_error`` decides:
 ``"fail_closed"`` (default) treats the question as out of scope and marks the result
 ``failed_closed=True``; ``"fail_open"`` answers; ``"raise"`` re-raises.
+
+When the answering step fails (the answering LLM, the policy's LLM or the ``answer_check``
+raises a ScopeGuardError other than a ConfigurationError) the result is a refusal with
+``failed_closed=True`` and the error in ``result.metadata["error"]`` (the step in
+``metadata["error_stage"]``), unless ``on_error="raise"``. A batch never loses its other
+results to one failing item.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 from scopeguard.detectors.base import Detector
 from scopeguard.detectors.registry import get_detector
-from scopeguard.errors import ConfigurationError, ScopeGuardError
+from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError
 from scopeguard.llm.base import ChatModel
+from scopeguard.llm.deadline import current as current_budget
+from scopeguard.llm.deadline import deadline as deadline_block
+from scopeguard.llm.deadline import validate_seconds
 from scopeguard.llm.registry import from_spec
-from scopeguard.policies import Policy, PolicyContext, Responder, allm_answer, get_policy, llm_answer
+from scopeguard.policies import (
+    Policy,
+    PolicyContext,
+    PolicyOutcome,
+    RefusePolicy,
+    Responder,
+    allm_answer,
+    get_policy,
+    llm_answer,
+)
 from scopeguard.types import Action, Document, GuardResult, Verdict, as_documents, validate_question
 
 __all__ = ["AnswerCheck", "Guard", "OnError"]
@@ -31,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 OnError = Literal["fail_closed", "fail_open", "raise"]
 Docs = str | Document | Iterable[str | Document]
+T = TypeVar("T")
+_GRACE_S = 1.0  # the async hard stop comes this long after the deadline, behind the backends' own
 
 
 @runtime_checkable
@@ -49,15 +69,23 @@ class Guard:
 
     Args:
         detector: a detector name from the registry (``"default"``, ``"fast"``, ``"judge"``,
-            ...) or a :class:`~scopeguard.detectors.Detector`.
+            ...) or a :class:`~scopeguard.detectors.Detector`. A detector built by name whose
+            factory takes an ``llm`` keyword (``"judge"``, ...) gets the guard's ``llm``; pass a
+            detector instance to give it another LLM.
         policy: ``"refuse"``, ``"clarify"``, ``"defuse"``, ``"flag"``, a Policy, or a callable
             ``(question, documents, verdict) -> str``.
-        llm: the answering LLM (a ChatModel or a spec string such as ``"local"``); needed by
-            :meth:`answer` unless a ``responder`` is given, and by the ``defuse`` policy.
+        llm: the guard's LLM (a ChatModel or a spec string such as ``"local"`` or
+            ``"openai:gpt-4o-mini"``): it answers in-scope questions (unless a ``responder`` is
+            given), serves the ``defuse`` policy and judges for a detector built by name.
         answer_template: the RAG prompt used to answer in-scope questions.
-        on_error: what a detector failure or an ``unknown`` verdict leads to.
+        on_error: what a detector failure or an ``unknown`` verdict leads to (a failed answering
+            step always fails closed, except with ``"raise"``).
         concurrency: the bound for :meth:`batch` / :meth:`abatch`.
         answer_check: an optional :class:`AnswerCheck` run on every result after generation.
+        deadline: seconds for one :meth:`check` / :meth:`answer` (per item in a batch): every LLM
+            call, retry and wait inside shares it (see :mod:`scopeguard.llm.deadline`); when it
+            runs out the step fails with :class:`~scopeguard.errors.LLMTimeoutError`, which
+            ``on_error`` handles like any failure. ``None``: no deadline.
     """
 
     def __init__(
@@ -70,6 +98,7 @@ class Guard:
         on_error: OnError = "fail_closed",
         concurrency: int = 4,
         answer_check: AnswerCheck | None = None,
+        deadline: float | None = None,
     ) -> None:
         if on_error not in ("fail_closed", "fail_open", "raise"):
             raise ConfigurationError(
@@ -77,13 +106,24 @@ class Guard:
             )
         if concurrency < 1:
             raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
-        self.detector: Detector = get_detector(detector)
-        self.policy: Policy = get_policy(policy)
+        self.deadline = validate_seconds(deadline)
         self.llm: ChatModel | None = from_spec(llm) if llm is not None else None
+        self.detector: Detector = self._build_detector(detector)
+        self.policy: Policy = get_policy(policy)
         self.answer_template = answer_template
         self.on_error: OnError = on_error
         self.concurrency = concurrency
         self.answer_check = answer_check
+
+    def _build_detector(self, detector: str | Detector) -> Detector:
+        """The detector; one built by name gets the guard's LLM when its factory takes ``llm``."""
+        if isinstance(detector, str) and self.llm is not None:
+            try:
+                return get_detector(detector, llm=self.llm)
+            except ConfigurationError as exc:
+                if "option 'llm'" not in str(exc):  # the registry's "does not take the option 'llm'"
+                    raise
+        return get_detector(detector)
 
     # -- detection -------------------------------------------------------------------------
     def _on_failure(self, exc: ScopeGuardError) -> Verdict:
@@ -95,6 +135,10 @@ class Guard:
     def check(self, question: str, documents: Docs) -> Verdict:
         """The detector's verdict; failures follow ``on_error`` (an ``unknown`` verdict with ``error``)."""
         q, docs = validate_question(question), as_documents(documents)
+        with deadline_block(self.deadline):
+            return self._check(q, docs)
+
+    def _check(self, q: str, docs: Sequence[Document]) -> Verdict:
         try:
             return self.detector.detect(q, docs)
         except ScopeGuardError as exc:
@@ -102,8 +146,12 @@ class Guard:
 
     async def acheck(self, question: str, documents: Docs) -> Verdict:
         q, docs = validate_question(question), as_documents(documents)
+        with deadline_block(self.deadline):
+            return await self._acheck(q, docs)
+
+    async def _acheck(self, q: str, docs: Sequence[Document]) -> Verdict:
         try:
-            return await self.detector.adetect(q, docs)
+            return await _bounded(self.detector.adetect(q, docs), "the detector")
         except ScopeGuardError as exc:
             return self._on_failure(exc)
 
@@ -122,6 +170,39 @@ class Guard:
         return verdict.label == "out_of_scope", False
 
     # -- answering -------------------------------------------------------------------------
+    def _failed_step(self, exc: ScopeGuardError, stage: str, result: GuardResult) -> GuardResult:
+        """``result`` turned into a refusal after the ``stage`` step failed (or ``exc`` re-raised)."""
+        if self.on_error == "raise" or isinstance(exc, ConfigurationError):
+            raise exc
+        logger.warning("the %s step failed, refusing: %s", stage, exc)
+        refuse = self.policy if isinstance(self.policy, RefusePolicy) else RefusePolicy()
+        outcome = refuse.apply(PolicyContext(result.question, result.documents, result.verdict))
+        return result.model_copy(
+            update={
+                "action": outcome.action,
+                "response": outcome.response,
+                "failed_closed": True,
+                "metadata": {**result.metadata, "error": str(exc), "error_stage": stage},
+            }
+        )
+
+    def _respond(
+        self, q: str, docs: Sequence[Document], verdict: Verdict, oos: bool, responder: Responder | None
+    ) -> PolicyOutcome:
+        if oos:
+            return self.policy.apply(PolicyContext(q, docs, verdict, self.llm, responder))
+        text = responder(q, docs) if responder else llm_answer(self.llm, q, docs, self.answer_template)
+        return PolicyOutcome(Action.ANSWERED, text)
+
+    async def _arespond(
+        self, q: str, docs: Sequence[Document], verdict: Verdict, oos: bool, responder: Responder | None
+    ) -> PolicyOutcome:
+        if oos:
+            return await self.policy.aapply(PolicyContext(q, docs, verdict, self.llm, responder))
+        if responder is not None:
+            return PolicyOutcome(Action.ANSWERED, await asyncio.to_thread(responder, q, docs))
+        return PolicyOutcome(Action.ANSWERED, await allm_answer(self.llm, q, docs, self.answer_template))
+
     def answer(self, question: str, documents: Docs, *, responder: Responder | None = None) -> GuardResult:
         """Check, then answer (in scope) or apply the policy (out of scope).
 
@@ -129,66 +210,105 @@ class Guard:
         answers (for example a user's RAG chain).
         """
         q, docs = validate_question(question), as_documents(documents)
-        verdict = self.check(q, docs)
-        oos, closed = self.decide(verdict)
-        if oos:
-            outcome = self.policy.apply(PolicyContext(q, docs, verdict, self.llm, responder))
-            action, response = outcome.action, outcome.response
-        else:
-            action = Action.ANSWERED
-            response = (
-                responder(q, docs) if responder else llm_answer(self.llm, q, docs, self.answer_template)
+        with deadline_block(self.deadline):
+            verdict = self._check(q, docs)
+            oos, closed = self.decide(verdict)
+            result = GuardResult(
+                question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
             )
-        result = GuardResult(
-            question=q,
-            verdict=verdict,
-            action=action,
-            response=response,
-            documents=docs,
-            failed_closed=closed,
-        )
-        return self.answer_check.check(result) if self.answer_check is not None else result
+            try:
+                outcome = self._respond(q, docs, verdict, oos, responder)
+                result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
+            except ScopeGuardError as exc:
+                return self._failed_step(exc, "policy" if oos else "answer", result)
+            if self.answer_check is None:
+                return result
+            try:
+                return self.answer_check.check(result)
+            except ScopeGuardError as exc:
+                return self._failed_step(exc, "answer_check", result)
 
     async def aanswer(
         self, question: str, documents: Docs, *, responder: Responder | None = None
     ) -> GuardResult:
         q, docs = validate_question(question), as_documents(documents)
-        verdict = await self.acheck(q, docs)
-        oos, closed = self.decide(verdict)
-        if oos:
-            outcome = await self.policy.aapply(PolicyContext(q, docs, verdict, self.llm, responder))
-            action, response = outcome.action, outcome.response
-        else:
-            action = Action.ANSWERED
-            if responder is not None:
-                response = await asyncio.to_thread(responder, q, docs)
-            else:
-                response = await allm_answer(self.llm, q, docs, self.answer_template)
-        result = GuardResult(
-            question=q,
-            verdict=verdict,
-            action=action,
-            response=response,
-            documents=docs,
-            failed_closed=closed,
-        )
-        return await self.answer_check.acheck(result) if self.answer_check is not None else result
+        with deadline_block(self.deadline):
+            verdict = await self._acheck(q, docs)
+            oos, closed = self.decide(verdict)
+            result = GuardResult(
+                question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
+            )
+            try:
+                outcome = await _bounded(self._arespond(q, docs, verdict, oos, responder), "the answer")
+                result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
+            except ScopeGuardError as exc:
+                return self._failed_step(exc, "policy" if oos else "answer", result)
+            if self.answer_check is None:
+                return result
+            try:
+                return await _bounded(self.answer_check.acheck(result), "the answer check")
+            except ScopeGuardError as exc:
+                return self._failed_step(exc, "answer_check", result)
 
     # -- batches ---------------------------------------------------------------------------
+    def _failed_item(
+        self, question: object, documents: Docs, exc: ScopeGuardError, answer: bool
+    ) -> GuardResult | Verdict:
+        """The record of a batch item that raised before a verdict (for example an empty question)."""
+        logger.warning("batch item %r failed: %s", question, exc)
+        verdict = Verdict(label="unknown", detector=getattr(self.detector, "name", ""), error=str(exc))
+        if not answer:
+            return verdict
+        try:
+            docs: tuple[Document, ...] = as_documents(documents)
+        except ScopeGuardError:
+            docs = ()
+        result = GuardResult(question=str(question), verdict=verdict, action=Action.REFUSED, documents=docs)
+        return self._failed_step(exc, "input", result)
+
     async def abatch(
         self, items: Iterable[tuple[str, Docs]], *, answer: bool = True, concurrency: int | None = None
     ) -> list[GuardResult | Verdict]:
-        """Run many (question, documents) pairs concurrently, at most ``concurrency`` at once."""
+        """Run many (question, documents) pairs concurrently, at most ``concurrency`` at once.
+
+        One failing item never costs the others their results: an item that raises a
+        ScopeGuardError (an empty question, ...) gets a failed-closed record with the error.
+        With ``on_error="raise"`` (or on a ConfigurationError) the first error is raised once
+        every item has finished.
+        """
         sem = asyncio.Semaphore(concurrency or self.concurrency)
 
         async def one(q: str, d: Docs) -> GuardResult | Verdict:
             async with sem:
-                return await (self.aanswer(q, d) if answer else self.acheck(q, d))
+                try:
+                    return await (self.aanswer(q, d) if answer else self.acheck(q, d))
+                except ScopeGuardError as exc:
+                    if self.on_error == "raise" or isinstance(exc, ConfigurationError):
+                        raise
+                    return self._failed_item(q, d, exc, answer)
 
-        return list(await asyncio.gather(*(one(q, d) for q, d in items)))
+        results: list[GuardResult | Verdict] = []
+        for outcome in await asyncio.gather(*(one(q, d) for q, d in items), return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            results.append(outcome)
+        return results
 
     def batch(
         self, items: Iterable[tuple[str, Docs]], *, answer: bool = True, concurrency: int | None = None
     ) -> list[GuardResult | Verdict]:
         """Sync wrapper of :meth:`abatch` (must not be called from a running event loop)."""
         return asyncio.run(self.abatch(items, answer=answer, concurrency=concurrency))
+
+
+async def _bounded(step: Awaitable[T], what: str) -> T:
+    """Await ``step``, cut off shortly after the deadline in force (backends usually stop first)."""
+    budget = current_budget()
+    if budget is None:
+        return await step
+    try:
+        return await asyncio.wait_for(step, max(budget.remaining(), 0.0) + _GRACE_S)
+    except asyncio.TimeoutError:
+        raise LLMTimeoutError(
+            f"{what} ran past the deadline of {budget.seconds:g}s", deadline=budget.seconds
+        ) from None

@@ -8,12 +8,23 @@ from the sync one (in a worker thread) for backends that have no native async cl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["BaseChatModel", "ChatMessage", "ChatModel", "Completion", "Prompt", "to_messages"]
+from scopeguard.errors import ConfigurationError
+
+__all__ = [
+    "BaseChatModel",
+    "ChatMessage",
+    "ChatModel",
+    "Completion",
+    "Prompt",
+    "split_spec_options",
+    "to_messages",
+]
 
 
 class ChatMessage(BaseModel):
@@ -48,6 +59,43 @@ def to_messages(prompt: Prompt) -> list[ChatMessage]:
     if isinstance(prompt, str):
         return [ChatMessage(role="user", content=prompt)]
     return list(prompt)
+
+
+def split_spec_options(
+    arg: str, options: Mapping[str, Callable[[str], Any]], *, backend: str
+) -> tuple[str, dict[str, Any]]:
+    """Split ``"NAME?key=value&key=value"`` into ``NAME`` and the converted options.
+
+    ``options`` maps each valid key to its converter (``float``, ``int``, ``str``). A key not in
+    ``options``, a repeated key or a value the converter rejects raises ConfigurationError.
+    """
+    name, sep, query = arg.partition("?")
+    if not sep:
+        return name, {}
+    valid = ", ".join(sorted(options))
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise ConfigurationError(
+            f"cannot read the options {query!r} of the {backend!r} spec: write them as "
+            f"'{backend}:NAME?key=value&key=value' (valid keys: {valid})"
+        ) from None
+    out: dict[str, Any] = {}
+    for key, raw in pairs:
+        if key not in options:
+            raise ConfigurationError(
+                f"unknown option {key!r} in the {backend!r} spec; valid options: {valid}"
+            )
+        if key in out:
+            raise ConfigurationError(f"the option {key!r} is given twice in the {backend!r} spec")
+        try:
+            out[key] = options[key](raw)
+        except ValueError:
+            kind = getattr(options[key], "__name__", "value")
+            raise ConfigurationError(
+                f"the option {key}={raw!r} of the {backend!r} spec is not a valid {kind}"
+            ) from None
+    return name, out
 
 
 @runtime_checkable

@@ -12,6 +12,14 @@
 * Prompts go through the model's chat template (``create_chat_completion``). A prompt that
   does not fit ``n_ctx`` raises :class:`~scopeguard.errors.DocumentTooLongError` (counted with
   the model's tokenizer); ``max_tokens`` is clamped to the room left in the window.
+* Any other failure of llama.cpp, or a reply without a choice, is an
+  :class:`~scopeguard.errors.LLMError` (:class:`~scopeguard.errors.LLMResponseError` for a
+  malformed reply) naming the model file.
+* An ambient deadline (:func:`scopeguard.llm.deadline.deadline`, ``Guard(deadline=...)``) is
+  checked while waiting for the model and before each sample (a running generation is not
+  interrupted); past it :class:`~scopeguard.errors.LLMTimeoutError` is raised.
+* Spec options follow a ``?``: ``local:smollm2?n_ctx=8192&n_threads=2`` (``n_ctx``,
+  ``n_threads``, ``n_gpu_layers``, ``max_tokens``).
 """
 
 from __future__ import annotations
@@ -20,13 +28,30 @@ import logging
 import os
 import random
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from scopeguard._optional import require
-from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
-from scopeguard.llm.base import BaseChatModel, ChatMessage, Completion, Prompt, to_messages
+from scopeguard.errors import (
+    ConfigurationError,
+    DocumentTooLongError,
+    LLMError,
+    LLMResponseError,
+    LLMTimeoutError,
+    ModelError,
+)
+from scopeguard.llm.base import (
+    BaseChatModel,
+    ChatMessage,
+    Completion,
+    Prompt,
+    split_spec_options,
+    to_messages,
+)
+from scopeguard.llm.deadline import check_deadline, current
 from scopeguard.models import DEFAULT_GGUF, local_gguf
 
 __all__ = ["LlamaCppChatModel", "clear_model_cache", "from_spec_arg"]
@@ -152,6 +177,22 @@ class LlamaCppChatModel(BaseChatModel):
         with loaded.lock:
             return _count_tokens(loaded.llama, to_messages(prompt))
 
+    @staticmethod
+    @contextmanager
+    def _locked(loaded: _Loaded, where: str) -> Iterator[None]:
+        """Hold the model's lock; give up waiting for it when the ambient deadline runs out."""
+        budget = current()
+        if budget is None:
+            loaded.lock.acquire()
+        elif not loaded.lock.acquire(timeout=max(budget.remaining(), 0.0)):
+            raise LLMTimeoutError(
+                f"{where} was busy past the deadline of {budget.seconds:g}s", deadline=budget.seconds
+            )
+        try:
+            yield
+        finally:
+            loaded.lock.release()
+
     def _budget(self, llama: Any, messages: list[ChatMessage], max_tokens: int | None) -> int:
         n_prompt = _count_tokens(llama, messages)
         room = self.n_ctx - n_prompt
@@ -181,14 +222,16 @@ class LlamaCppChatModel(BaseChatModel):
             raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
         messages = to_messages(prompt)
         payload = [m.model_dump() for m in messages]
+        where = f"llama.cpp ({self.path.name})"
         loaded = self._loaded()
         base = seed if seed is not None else random.randrange(2**31 - n)
         texts: list[str] = []
         reasons: list[str] = []
         prompt_tokens = completion_tokens = 0
-        with loaded.lock:  # tokenising and generating both touch the shared llama.cpp context
+        with self._locked(loaded, where):  # tokenising and generating both touch the shared context
             budget = self._budget(loaded.llama, messages, max_tokens)
             for i in range(n):
+                check_deadline(f"{where}: the generation", endpoint=str(self.path))
                 try:
                     out = loaded.llama.create_chat_completion(
                         messages=payload, temperature=temperature, max_tokens=budget, seed=base + i
@@ -200,15 +243,14 @@ class LlamaCppChatModel(BaseChatModel):
                             n_tokens=_count_tokens(loaded.llama, messages),
                             limit=self.n_ctx,
                         ) from exc
-                    raise LLMError(f"llama.cpp generation failed: {exc}") from exc
-                except RuntimeError as exc:
-                    raise LLMError(f"llama.cpp generation failed: {exc}") from exc
-                choice = out["choices"][0]
-                texts.append(choice["message"].get("content") or "")
-                reasons.append(choice.get("finish_reason") or "")
-                usage = out.get("usage") or {}
-                prompt_tokens += int(usage.get("prompt_tokens", 0))
-                completion_tokens += int(usage.get("completion_tokens", 0))
+                    raise LLMError(f"{where} generation failed: {exc}") from exc
+                except Exception as exc:  # llama.cpp has no error hierarchy of its own
+                    raise LLMError(f"{where} generation failed: {type(exc).__name__}: {exc}") from exc
+                text, reason, used = _read_reply(out, where)
+                texts.append(text)
+                reasons.append(reason)
+                prompt_tokens += used[0]
+                completion_tokens += used[1]
         return Completion(
             texts=tuple(texts),
             model=self.model,
@@ -219,6 +261,36 @@ class LlamaCppChatModel(BaseChatModel):
         )
 
 
+def _read_reply(out: Any, where: str) -> tuple[str, str, tuple[int, int]]:
+    """``(text, finish_reason, (prompt_tokens, completion_tokens))`` of one llama.cpp reply."""
+    try:
+        choice = out["choices"][0]
+        content = choice["message"].get("content")
+        reason = choice.get("finish_reason") or ""
+        usage = out.get("usage") or {}
+        used = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise LLMResponseError(
+            f"{where} returned a malformed reply ({type(exc).__name__}: {exc})", reply=repr(out)[:300]
+        ) from exc
+    if content is not None and not isinstance(content, str):
+        raise LLMResponseError(f"{where} returned non-text content", reply=repr(content)[:300])
+    return content or "", str(reason), used
+
+
+_SPEC_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "n_ctx": int,
+    "n_threads": int,
+    "n_gpu_layers": int,
+    "max_tokens": int,
+}
+
+
 def from_spec_arg(arg: str, **kwargs: Any) -> LlamaCppChatModel:
-    """``local`` / ``local:NAME_OR_PATH`` -> :class:`LlamaCppChatModel`."""
-    return LlamaCppChatModel(arg.strip() or DEFAULT_GGUF, **kwargs)
+    """``local`` / ``local:NAME_OR_PATH[?option=value&...]`` -> :class:`LlamaCppChatModel`.
+
+    Options: ``n_ctx``, ``n_threads``, ``n_gpu_layers``, ``max_tokens`` (keyword arguments
+    override them), e.g. ``local:smollm2?n_ctx=8192``.
+    """
+    name, options = split_spec_options(arg, _SPEC_OPTIONS, backend="local")
+    return LlamaCppChatModel(name.strip() or DEFAULT_GGUF, **{**options, **kwargs})

@@ -1,16 +1,29 @@
 """OpenAI-compatible chat backend (OpenAI, Azure, vLLM, Ollama, llama.cpp server, Together...).
 
 ``from_spec("openai:gpt-4o-mini")`` reads ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; any server
-speaking the OpenAI chat API works by setting the base URL (a base URL needs no key).
+speaking the OpenAI chat API works by setting the base URL (a base URL needs no key). Options
+follow a ``?``: ``openai:gpt-4o-mini?deadline=20&timeout=10`` (see :func:`from_spec_arg`).
 
 * Retries with exponential backoff and jitter (tenacity) on 408/409/429/5xx and timeouts; a
-  refused connection is retried only ``connect_attempts`` times (default 2) so a server that is
-  down is reported fast. After the last attempt an unreachable endpoint raises
+  ``Retry-After`` header (seconds or an HTTP date) sets the wait instead. A refused connection
+  is retried only ``connect_attempts`` times (default 2) so a server that is down is reported
+  fast. After the last attempt an unreachable endpoint raises
   :class:`~scopeguard.errors.LLMConnectionError` naming the URL.
+* Bounded time: a deadline (``deadline=`` here, or an ambient one from
+  :func:`scopeguard.llm.deadline.deadline` / ``Guard(deadline=...)``) caps each request's timeout
+  and stops retrying when the next wait would not fit; then
+  :class:`~scopeguard.errors.LLMTimeoutError` is raised.
+* Every failure is a :class:`~scopeguard.errors.ScopeGuardError` naming the endpoint: transport
+  errors are ``LLMConnectionError``; a reply that is not a chat completion (not JSON, an HTML
+  page, ``{"object": "error"}``, no ``choices``, a choice without text) is
+  :class:`~scopeguard.errors.LLMResponseError`. The API key, anything like ``sk-...`` and
+  ``Bearer ...`` are redacted from messages and log lines (a server may echo them).
 * ``n`` samples go in one request; when the server ignores ``n`` (returns fewer choices) the
   missing samples are requested one at a time. ``n`` is a per-call argument: nothing sticks
   to the client between calls.
-* ``complete`` uses the sync SDK client, ``acomplete`` the async one (one per event loop).
+* ``complete`` uses the sync SDK client, ``acomplete`` the async one (one per event loop); both
+  go through :meth:`OpenAIChatModel.chat_completion` / ``achat_completion``, which serve any
+  other single request (for example one asking for log-probabilities).
 """
 
 from __future__ import annotations
@@ -18,9 +31,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -32,27 +45,42 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMConnectionError, LLMError
-from scopeguard.llm.base import BaseChatModel, Completion, Prompt, to_messages
+from scopeguard.errors import (
+    ConfigurationError,
+    LLMError,
+    LLMTimeoutError,
+    ScopeGuardError,
+)
+from scopeguard.llm._openai_replies import (
+    is_connect_error,
+    merge,
+    redact,
+    retry_after,
+    retryable,
+    translate,
+    validate,
+)
+from scopeguard.llm.base import BaseChatModel, Completion, Prompt, split_spec_options, to_messages
+from scopeguard.llm.deadline import current as current_budget
+from scopeguard.llm.deadline import deadline, validate_seconds
 
 __all__ = ["OpenAIChatModel", "from_spec_arg"]
 
 logger = logging.getLogger(__name__)
 _NO_KEY = "sk-no-key-required"
-_RETRY_STATUS = {408, 409, 429}
-_CTX_RE = re.compile(r"(\d+)\D{0,40}?exceed\w*\D{0,40}?context\D{0,40}?(\d+)", re.IGNORECASE | re.DOTALL)
+_MIN_REQUEST_S = 0.1  # with less of the deadline left, another attempt is pointless
+_MAX_RETRY_AFTER_S = 60.0  # without a deadline, a longer Retry-After fails at once
+_GRACE_S = 0.5  # the async hard stop comes this long after the deadline, behind the request timeout
 
 
-def _is_connect_error(exc: BaseException) -> bool:
-    return isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError)
+@dataclass
+class _Call:
+    """The state of one logical request's retries (nothing of it sticks to the client)."""
 
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in _RETRY_STATUS or exc.status_code >= 500
-    return False
+    attempts: int = 0
+    gave_up: str = ""  # "deadline" or "retry-after" when the retries stopped before the attempt cap
+    waits: dict[int, float] = field(default_factory=dict)  # attempt number -> planned wait
+    asked: float | None = None  # the last Retry-After the server sent
 
 
 class OpenAIChatModel(BaseChatModel):
@@ -62,15 +90,20 @@ class OpenAIChatModel(BaseChatModel):
         model: the model name the server expects.
         base_url: the API root (``http://127.0.0.1:8080/v1``); ``None`` = api.openai.com.
         api_key: the key; may be omitted when ``base_url`` is given.
-        timeout: seconds per request.
+        timeout: seconds per request (capped by what is left of the deadline).
+        deadline: seconds for one whole call (:meth:`complete`, :meth:`chat_completion`...),
+            every retry and wait included; ``None``: only the ambient deadline, if any
+            (:func:`scopeguard.llm.deadline.deadline`, ``Guard(deadline=...)``). Past it the call
+            raises :class:`~scopeguard.errors.LLMTimeoutError`.
         max_attempts: attempts for rate limits, 5xx and timeouts.
         connect_attempts: attempts when the connection is refused / DNS fails.
         backoff: the first retry wait in seconds (doubles, with jitter, up to ``max_backoff``).
+            A ``Retry-After`` header on the error replaces the backoff.
         max_tokens: the reply cap used when a call passes ``max_tokens=None`` (``None``: the
             server's default).
         extra_body: extra JSON fields sent with every request (server-specific options).
         client, async_client: prebuilt SDK clients (for example ``openai.AzureOpenAI``); when
-            given, ``base_url``/``api_key``/``timeout`` are ignored. Set their ``max_retries=0``.
+            given, ``base_url``/``api_key`` are ignored. Set their ``max_retries=0``.
     """
 
     supports_n = True
@@ -82,6 +115,7 @@ class OpenAIChatModel(BaseChatModel):
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
+        deadline: float | None = None,
         max_attempts: int = 4,
         connect_attempts: int = 2,
         backoff: float = 0.5,
@@ -96,13 +130,15 @@ class OpenAIChatModel(BaseChatModel):
         if max_attempts < 1 or connect_attempts < 1:
             raise ConfigurationError("max_attempts and connect_attempts must be >= 1")
         self.model = model
-        self.timeout = timeout
+        self.timeout = validate_seconds(timeout, "timeout") or 60.0
+        self.deadline = validate_seconds(deadline)
         self.max_attempts = max_attempts
         self.connect_attempts = connect_attempts
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
+        self._api_key = api_key
         self._client_kwargs: dict[str, Any] = {
             "api_key": api_key or _NO_KEY,
             "base_url": base_url,
@@ -115,61 +151,149 @@ class OpenAIChatModel(BaseChatModel):
             weakref.WeakKeyDictionary()
         )
         self.base_url = str(self._client.base_url).rstrip("/")
+        self._backoff = wait_exponential_jitter(initial=self.backoff, max=self.max_backoff)
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
-    # -- retry plumbing -------------------------------------------------------------------
-    def _stop(self, state: RetryCallState) -> bool:
-        exc = state.outcome.exception() if state.outcome else None
-        limit = self.connect_attempts if exc is not None and _is_connect_error(exc) else self.max_attempts
-        return state.attempt_number >= limit
+    @property
+    def _secret(self) -> str | None:
+        key = self._api_key or getattr(self._client, "api_key", None)
+        return key if isinstance(key, str) else None
 
-    def _retry_kwargs(self) -> dict[str, Any]:
+    def _redact(self, text: str) -> str:
+        return redact(text, self._secret)
+
+    # -- retry plumbing -------------------------------------------------------------------
+    def _wait(self, call: _Call, state: RetryCallState) -> float:
+        """The wait before the next attempt (the server's Retry-After, else backoff), planned once."""
+        if state.attempt_number not in call.waits:
+            exc = state.outcome.exception() if state.outcome else None
+            call.asked = retry_after(exc) if exc is not None else None
+            call.waits[state.attempt_number] = call.asked if call.asked is not None else self._backoff(state)
+        return call.waits[state.attempt_number]
+
+    def _stop(self, call: _Call, state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        limit = self.connect_attempts if exc is not None and is_connect_error(exc) else self.max_attempts
+        if state.attempt_number >= limit:
+            return True
+        wait, budget = self._wait(call, state), current_budget()
+        if budget is not None and budget.remaining() - wait < _MIN_REQUEST_S:
+            call.gave_up = "deadline"
+        elif budget is None and call.asked is not None and call.asked > _MAX_RETRY_AFTER_S:
+            call.gave_up = "retry-after"
+        return bool(call.gave_up)
+
+    def _retry_kwargs(self, call: _Call) -> dict[str, Any]:
         return {
-            "stop": self._stop,
-            "wait": wait_exponential_jitter(initial=self.backoff, max=self.max_backoff),
-            "retry": retry_if_exception(_retryable),
+            "stop": lambda s: self._stop(call, s),
+            "wait": lambda s: self._wait(call, s),
+            "retry": retry_if_exception(retryable),
             "reraise": True,
             "before_sleep": lambda s: logger.info(
-                "retrying %s after %s (attempt %d)",
+                "retrying %s in %.2fs after %s (attempt %d)",
                 self.base_url,
-                s.outcome.exception() if s.outcome else "?",
+                self._wait(call, s),
+                self._redact(str(s.outcome.exception() if s.outcome else "?")),
                 s.attempt_number,
             ),
         }
 
-    def _translate(self, exc: Exception) -> Exception:
-        url = self.base_url
-        if isinstance(exc, openai.APITimeoutError):
-            return LLMConnectionError(
-                f"the LLM endpoint {url} timed out (timeout {self.timeout}s, {self.max_attempts} attempts)",
-                endpoint=url,
+    def _attempt_timeout(self, call: _Call, timeout: float) -> float:
+        """This attempt's request timeout: ``timeout`` capped by the deadline (spent: raise)."""
+        budget = current_budget()
+        left = None if budget is None else budget.remaining()
+        if budget is not None and left is not None and left < _MIN_REQUEST_S:
+            raise self._deadline_error(budget.seconds, call, None)
+        call.attempts += 1
+        return timeout if left is None else min(timeout, left)
+
+    def _deadline_error(self, seconds: float, call: _Call, exc: BaseException | None) -> LLMTimeoutError:
+        last = f"; last error: {self._redact(str(exc))}" if exc is not None else ""
+        url, tried = self.base_url, f"{call.attempts} attempts{last}"
+        if call.asked is not None and call.gave_up == "deadline":
+            message = (
+                f"the LLM endpoint {url} asked to retry after {call.asked:g}s, which does not fit "
+                f"the deadline of {seconds:g}s ({tried})"
             )
-        if isinstance(exc, openai.APIConnectionError):
-            return LLMConnectionError(
-                f"cannot reach the LLM endpoint {url} ({exc}; {self.connect_attempts} attempts). "
-                "Is the server running and the base URL right?",
-                endpoint=url,
+        else:
+            message = f"the LLM endpoint {url} did not answer within the deadline of {seconds:g}s ({tried})"
+        return LLMTimeoutError(message, endpoint=url, deadline=seconds)
+
+    def _translate(self, exc: Exception, call: _Call) -> ScopeGuardError:
+        url, said = self.base_url, self._redact(str(exc))
+        budget = current_budget()
+        if call.gave_up == "deadline" and budget is not None:
+            return self._deadline_error(budget.seconds, call, exc)
+        if call.gave_up == "retry-after":
+            return LLMError(
+                f"the LLM endpoint {url} asked to retry after {call.asked:g}s, more than the "
+                f"{_MAX_RETRY_AFTER_S:g}s scopeguard waits without a deadline ({said})"
             )
-        if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-            return LLMError(f"the LLM endpoint {url} refused the credentials: set OPENAI_API_KEY ({exc})")
-        if isinstance(exc, openai.NotFoundError):
-            return LLMError(f"the LLM endpoint {url} does not know the model {self.model!r} ({exc})")
-        if isinstance(exc, openai.APIStatusError):
-            match = _CTX_RE.search(str(exc)) if exc.status_code == 400 else None
-            if match:
-                n_tokens, limit = int(match.group(1)), int(match.group(2))
-                return DocumentTooLongError(
-                    f"the prompt ({n_tokens} tokens) does not fit the context window of {self.model!r} "
-                    f"({limit} tokens): shorten or split the documents",
-                    n_tokens=n_tokens,
-                    limit=limit,
-                )
-            return LLMError(f"the LLM endpoint {url} answered HTTP {exc.status_code}: {exc}")
-        return exc
+        return translate(
+            exc, url=url, model=self.model, timeout=self.timeout, attempts=call.attempts, said=said
+        )
+
+    def _cause(self, exc: Exception) -> Exception | None:
+        """The SDK's error, to chain to ours, unless its message holds a secret."""
+        return exc if self._redact(str(exc)) == str(exc) else None
 
     # -- requests -------------------------------------------------------------------------
+    def _request(self, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        request = {"model": self.model, **params}
+        if self.extra_body and "extra_body" not in request:
+            request["extra_body"] = self.extra_body
+        timeout = request.pop("timeout", None)
+        return request, float(timeout) if isinstance(timeout, int | float) else self.timeout
+
+    def chat_completion(self, params: dict[str, Any]) -> Any:
+        """One logical request: ``params`` are the SDK's ``chat.completions.create`` arguments
+        (``model`` defaults to this model's; ``timeout`` caps each attempt). Runs through the
+        retries, the deadline and the error translation, and returns the SDK response, checked to
+        have a non-empty ``choices`` list of messages. Every failure is a ScopeGuardError."""
+        request, timeout = self._request(params)
+        call = _Call()
+        with deadline(self.deadline):
+            try:
+                for attempt in Retrying(**self._retry_kwargs(call)):
+                    with attempt:
+                        reply = self._client.chat.completions.create(
+                            **request, timeout=self._attempt_timeout(call, timeout)
+                        )
+            except ScopeGuardError:
+                raise
+            except Exception as exc:
+                raise self._translate(exc, call) from self._cause(exc)
+            return validate(reply, self.base_url, self._secret)
+
+    async def achat_completion(self, params: dict[str, Any]) -> Any:
+        """Async twin of :meth:`chat_completion` (the async SDK client, one per event loop)."""
+        request, timeout = self._request(params)
+        call, client = _Call(), self._aclient()
+
+        async def attempts() -> Any:
+            async for attempt in AsyncRetrying(**self._retry_kwargs(call)):
+                with attempt:
+                    return await client.chat.completions.create(
+                        **request, timeout=self._attempt_timeout(call, timeout)
+                    )
+            raise AssertionError("unreachable")  # pragma: no cover
+
+        with deadline(self.deadline) as budget:
+            try:
+                if budget is None:
+                    reply = await attempts()
+                else:  # a hard stop, in case a server trickles bytes past the request timeout
+                    reply = await asyncio.wait_for(attempts(), max(budget.remaining(), 0) + _GRACE_S)
+            except ScopeGuardError:
+                raise
+            except asyncio.TimeoutError:
+                raise self._deadline_error(budget.seconds if budget else 0.0, call, None) from None
+            except Exception as exc:
+                raise self._translate(exc, call) from self._cause(exc)
+            return validate(reply, self.base_url, self._secret)
+
     def _params(
         self, prompt: Prompt, n: int, temperature: float, max_tokens: int | None, seed: int | None
     ) -> dict[str, Any]:
@@ -186,8 +310,6 @@ class OpenAIChatModel(BaseChatModel):
             params["max_tokens"] = max_tokens
         if seed is not None:
             params["seed"] = seed
-        if self.extra_body:
-            params["extra_body"] = self.extra_body
         return params
 
     @staticmethod
@@ -197,46 +319,12 @@ class OpenAIChatModel(BaseChatModel):
         if temperature < 0:
             raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
 
-    def _merge(self, responses: list[Any], n: int) -> Completion:
-        texts: list[str] = []
-        reasons: list[str] = []
-        prompt_tokens = completion_tokens = 0
-        for resp in responses:
-            for choice in sorted(resp.choices, key=lambda c: c.index):
-                texts.append(choice.message.content or "")
-                reasons.append(choice.finish_reason or "")
-            if resp.usage is not None:
-                prompt_tokens += resp.usage.prompt_tokens or 0
-                completion_tokens += resp.usage.completion_tokens or 0
-        return Completion(
-            texts=tuple(texts[:n]),
-            model=(responses[0].model if responses else "") or self.model,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            requests=len(responses),
-            finish_reasons=tuple(reasons[:n]),
-        )
-
-    def _call(self, params: dict[str, Any]) -> Any:
-        try:
-            for attempt in Retrying(**self._retry_kwargs()):
-                with attempt:
-                    return self._client.chat.completions.create(**params)
-        except Exception as exc:
-            raise self._translate(exc) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _acall(self, client: Any, params: dict[str, Any]) -> Any:
-        try:
-            async for attempt in AsyncRetrying(**self._retry_kwargs()):
-                with attempt:
-                    return await client.chat.completions.create(**params)
-        except Exception as exc:
-            raise self._translate(exc) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _count(self, responses: list[Any]) -> int:
+    @staticmethod
+    def _count(responses: list[Any]) -> int:
         return sum(len(r.choices) for r in responses)
+
+    def _merge(self, responses: list[Any], n: int) -> Completion:
+        return merge(responses, n, self.model, self.base_url, self._secret)
 
     def complete(
         self,
@@ -248,40 +336,12 @@ class OpenAIChatModel(BaseChatModel):
         seed: int | None = None,
     ) -> Completion:
         self._check_args(n, temperature)
-        first = self._call(self._params(prompt, n, temperature, max_tokens, seed))
-
-        def one(i: int) -> Any:
-            return self._call(self._one(prompt, temperature, max_tokens, seed, i))
-
-        return self._merge(self._fill([first], n, one), n)
-
-    def _one(
-        self, prompt: Prompt, temperature: float, max_tokens: int | None, seed: int | None, i: int
-    ) -> dict[str, Any]:
-        return self._params(prompt, 1, temperature, max_tokens, None if seed is None else seed + i)
-
-    def _fill(self, responses: list[Any], n: int, one: Callable[[int], Any]) -> list[Any]:
-        """Request the samples a server that ignores ``n`` did not return, one at a time."""
-        got = self._count(responses)
-        if 0 < got < n:
-            logger.debug(
-                "%s returned %d of %d samples; requesting the rest one by one", self.base_url, got, n
-            )
-        while 0 < got < n:
-            responses.append(one(got))
-            got = self._count(responses)
-        if got == 0:
-            raise LLMError(f"the LLM endpoint {self.base_url} returned no choices")
-        return responses
-
-    async def _afill(self, responses: list[Any], n: int, one: Callable[[int], Awaitable[Any]]) -> list[Any]:
-        got = self._count(responses)
-        while 0 < got < n:
-            responses.append(await one(got))
-            got = self._count(responses)
-        if got == 0:
-            raise LLMError(f"the LLM endpoint {self.base_url} returned no choices")
-        return responses
+        with deadline(self.deadline):  # one budget for the first request and the fill-ups
+            responses = [self.chat_completion(self._params(prompt, n, temperature, max_tokens, seed))]
+            while (got := self._count(responses)) < n:  # a server that ignores n: one at a time
+                one = self._params(prompt, 1, temperature, max_tokens, None if seed is None else seed + got)
+                responses.append(self.chat_completion(one))
+            return self._merge(responses, n)
 
     def _aclient(self) -> Any:
         if self._async_client is not None:
@@ -303,28 +363,48 @@ class OpenAIChatModel(BaseChatModel):
         seed: int | None = None,
     ) -> Completion:
         self._check_args(n, temperature)
-        client = self._aclient()
-        responses = [await self._acall(client, self._params(prompt, n, temperature, max_tokens, seed))]
+        with deadline(self.deadline):
+            responses = [await self.achat_completion(self._params(prompt, n, temperature, max_tokens, seed))]
+            while (got := self._count(responses)) < n:
+                one = self._params(prompt, 1, temperature, max_tokens, None if seed is None else seed + got)
+                responses.append(await self.achat_completion(one))
+            return self._merge(responses, n)
 
-        def one(i: int) -> Awaitable[Any]:
-            return self._acall(client, self._one(prompt, temperature, max_tokens, seed, i))
 
-        return self._merge(await self._afill(responses, n, one), n)
+_SPEC_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "base_url": str,
+    "deadline": float,
+    "timeout": float,
+    "max_attempts": int,
+    "connect_attempts": int,
+    "backoff": float,
+    "max_backoff": float,
+    "max_tokens": int,
+}
 
 
 def from_spec_arg(arg: str, **kwargs: Any) -> OpenAIChatModel:
-    """``openai:MODEL``: honours ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (kwargs override)."""
-    model = arg.strip() or os.environ.get("OPENAI_MODEL", "")
+    """``openai:MODEL[?option=value&...]``: honours ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``.
+
+    Options (URL-query style): ``deadline``, ``timeout``, ``max_attempts``, ``connect_attempts``,
+    ``backoff``, ``max_backoff``, ``max_tokens`` and ``base_url``, e.g.
+    ``openai:gpt-4o-mini?deadline=20&timeout=10``. The key is never read from the spec (it would
+    show in shell history and process lists). Keyword arguments override options, options
+    override the environment.
+    """
+    name, options = split_spec_options(arg, _SPEC_OPTIONS, backend="openai")
+    options.update(kwargs)
+    model = name.strip() or os.environ.get("OPENAI_MODEL", "")
     if not model:
         raise ConfigurationError(
             "the spec 'openai:MODEL' needs a model name, for example 'openai:gpt-4o-mini' "
             "(or set OPENAI_MODEL)"
         )
-    base_url = kwargs.pop("base_url", None) or os.environ.get("OPENAI_BASE_URL") or None
-    api_key = kwargs.pop("api_key", None) or os.environ.get("OPENAI_API_KEY") or None
-    if api_key is None and base_url is None and kwargs.get("client") is None:
+    base_url = options.pop("base_url", None) or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = options.pop("api_key", None) or os.environ.get("OPENAI_API_KEY") or None
+    if api_key is None and base_url is None and options.get("client") is None:
         raise ConfigurationError(
             f"'openai:{model}' needs an API key: set OPENAI_API_KEY, or set OPENAI_BASE_URL to an "
             "OpenAI-compatible server (a local server such as llama.cpp, vLLM or Ollama needs no key)"
         )
-    return OpenAIChatModel(model, base_url=base_url, api_key=api_key, **kwargs)
+    return OpenAIChatModel(model, base_url=base_url, api_key=api_key, **options)

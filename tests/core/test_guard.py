@@ -169,3 +169,91 @@ def test_unknown_detector_option_is_a_clear_error() -> None:
 
     with pytest.raises(ConfigurationError, match="detector 'lexical' does not take the option 'llm'"):
         get_detector("lexical", llm="local")
+
+
+def test_a_detector_built_by_name_gets_the_guards_llm() -> None:
+    from scopeguard.detectors.judge import JudgeDetector
+
+    llm = ScriptedChatModel(["The answer is: No."] * 2 + ["35 minutes."])
+    guard = Guard(detector="judge", llm=llm, policy="refuse")
+    assert isinstance(guard.detector, JudgeDetector) and guard.detector.llm is llm
+    assert guard.answer("How long is the crossing?", [DOC]).response == "35 minutes."
+    assert llm.requests == 2  # one n=2 judge request, one answer
+    # a factory without an ``llm`` keyword is built without it; an instance is used as given
+    assert Guard(detector="lexical", llm=llm).detector.name == "lexical"
+    own = JudgeDetector(ScriptedChatModel([]))
+    assert Guard(detector=own, llm=llm).detector is own
+
+
+def test_a_failing_answer_llm_fails_closed() -> None:
+    from scopeguard import LLMResponseError
+
+    llm = ScriptedChatModel([LLMResponseError("the LLM endpoint http://x/v1 sent a reply without choices")])
+    result = Guard(detector=KeywordDetector(), policy="refuse", llm=llm).answer("How long?", [DOC])
+    assert result.verdict.label == "in_scope"
+    assert result.action is Action.REFUSED and result.failed_closed
+    assert "without choices" in result.metadata["error"] and result.metadata["error_stage"] == "answer"
+
+
+async def test_a_failing_policy_llm_fails_closed_async() -> None:
+    llm = ScriptedChatModel([LLMConnectionError("endpoint refused", endpoint="http://x/v1")])
+    result = await Guard(detector=KeywordDetector(), policy="defuse", llm=llm).aanswer(
+        "Which shipyard?", [DOC]
+    )
+    assert result.action is Action.REFUSED and result.failed_closed
+    assert result.metadata["error_stage"] == "policy" and "refused" in result.metadata["error"]
+
+
+def test_a_failing_answer_check_fails_closed() -> None:
+    from scopeguard import LLMError
+
+    class Broken:
+        def check(self, result):  # type: ignore[no-untyped-def]
+            raise LLMError("verifier down")
+
+        async def acheck(self, result):  # type: ignore[no-untyped-def]
+            raise LLMError("verifier down")
+
+    guard = Guard(detector=KeywordDetector(), llm=ScriptedChatModel(["35."]), answer_check=Broken())
+    result = guard.answer("How long?", [DOC])
+    assert result.failed_closed and result.metadata["error_stage"] == "answer_check"
+
+
+def test_configuration_errors_are_not_swallowed_by_the_answer_step() -> None:
+    from scopeguard import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="needs an LLM"):
+        Guard(detector=KeywordDetector(), on_error="fail_open").answer("boom?", [DOC])
+
+
+async def test_batch_keeps_results_when_one_item_fails() -> None:
+    llm = ScriptedChatModel(lambda prompt: "x")
+    guard = Guard(detector=KeywordDetector(), policy="refuse", llm=llm)
+    results = await guard.abatch([("How long?", [DOC]), ("", [DOC]), ("boom?", [DOC]), ("Why?", [])])
+    assert [r.failed_closed for r in results] == [False, True, True, True]  # type: ignore[union-attr]
+    assert "question is empty" in (results[1].verdict.error or "")  # type: ignore[union-attr]
+    verdicts = await guard.abatch([("How long?", [DOC]), ("", [DOC])], answer=False)
+    assert [v.label for v in verdicts] == ["in_scope", "unknown"]  # type: ignore[union-attr]
+
+
+async def test_batch_with_raise_raises_after_every_item_finished() -> None:
+    det = KeywordDetector(delay=0.05)
+    guard = Guard(detector=det, on_error="raise", concurrency=4)
+    with pytest.raises(LLMConnectionError):
+        await guard.abatch([("boom?", [DOC]), ("How long?", [DOC]), ("Which shipyard?", [DOC])], answer=False)
+    assert det.active == 0
+
+
+def test_guard_deadline_reaches_the_llm_calls() -> None:
+    from scopeguard.llm.deadline import remaining
+
+    seen: list[float | None] = []
+
+    def reply(prompt: str) -> str:
+        seen.append(remaining())
+        return "35 minutes."
+
+    Guard(detector=KeywordDetector(), llm=ScriptedChatModel(reply), deadline=5.0).answer("How long?", [DOC])
+    assert seen and seen[0] is not None and 0 < seen[0] <= 5.0
+    Guard(detector=KeywordDetector(), llm=ScriptedChatModel(reply)).answer("How long?", [DOC])
+    assert seen[-1] is None

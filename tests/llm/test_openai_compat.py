@@ -160,3 +160,28 @@ async def test_real_llama_cpp_server_async(llama_server: str) -> None:
     llm = OpenAIChatModel("qwen", base_url=llama_server, timeout=300)
     c = await llm.acomplete("Say OK.", max_tokens=4)
     assert c.text.strip() and c.completion_tokens > 0
+
+
+def test_choices_are_ordered_by_index_and_odd_usage_is_tolerated() -> None:
+    body = _reply(2)
+    body["choices"].reverse()
+    body["usage"] = None
+    llm, _ = _model(lambda r: httpx.Response(200, json=body))
+    c = llm.complete("hi", n=2)
+    assert c.texts == ("hello 0", "hello 1") and c.prompt_tokens == 0
+
+
+def test_the_deadline_caps_each_request_timeout() -> None:
+    from scopeguard.llm.deadline import deadline
+
+    timeouts: list[float] = []
+
+    def handler(r: httpx.Request) -> httpx.Response:
+        timeouts.append(r.extensions["timeout"]["read"])
+        return httpx.Response(200, json=_reply(1))
+
+    llm, _ = _model(handler, timeout=60.0)
+    llm.complete("a")
+    with deadline(5.0):
+        llm.complete("b")
+    assert timeouts[0] == 60.0 and 0 < timeouts[1] <= 5.0
