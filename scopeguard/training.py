@@ -5,6 +5,7 @@ Features are extracted once and cached on disk (see :mod:`scopeguard.features`),
 and the folds of a cross-validation pay only for the MLP.
 
 >>> train_detector("data/dev", "probe", "heads/probe-qwen")          # doctest: +SKIP
+>>> train_detector("data/dev", "probe", "heads/probe-l4", layer=-4)  # doctest: +SKIP
 >>> verdicts = cross_validate("data/dev", "nli", folds=5, embedding_model="minilm")  # doctest: +SKIP
 """
 
@@ -140,8 +141,9 @@ def train_detector(
     ``kw`` takes the training settings of :class:`~scopeguard.detectors.head.TrainSettings`
     (``epochs``, ``lr``, ``batch_size``, ``hidden``, ``dropout``, ``weight_decay``) and the
     feature extractor's options (nli: ``embedding_model``, ``pooling``; probe: ``llm``,
-    ``backend``, ``token``, ``template``, ``max_tokens``, ``n_threads``). A document-grouped
-    ``val_fraction`` of the documents picks the best epoch.
+    ``backend``, ``layer``, ``token``, ``template``, ``max_tokens``, ``n_threads``). A
+    document-grouped ``val_fraction`` of the documents picks the best epoch. The head records the
+    extractor's identity (for the probe, its ``layer``), so loading it rebuilds the same features.
     """
     _check_detector(detector)
     ds = _as_dataset(dataset)

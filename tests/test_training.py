@@ -117,7 +117,7 @@ def test_cross_validate_returns_one_out_of_fold_verdict_per_question(
     tmp_path: Path, fake_features: None
 ) -> None:
     ds = load_dataset(write_toy_dataset(tmp_path / "ds"))
-    kw = {"epochs": 30, "lr": 1e-2}
+    kw: dict[str, Any] = {"epochs": 30, "lr": 1e-2}
     verdicts = training.cross_validate(ds, "nli", folds=4, seed=0, **kw)
     assert len(verdicts) == len(ds.questions)
     assert all(v.label in ("in_scope", "out_of_scope") and v.score is not None for v in verdicts)
@@ -158,7 +158,7 @@ def test_cli_rejects_bad_detector_and_options(tmp_path: Path) -> None:
     ds = write_toy_dataset(tmp_path / "ds")
     runner = CliRunner()
     res = runner.invoke(app, ["train-detector", str(ds), "--detector", "judge", "--out", str(tmp_path / "h")])
-    assert res.exit_code == 2 and "nli, probe" in res.output
+    assert res.exit_code == 2 and all(name in res.output for name in ("default", "fast", "nli", "probe"))
     res = runner.invoke(
         app, ["train-detector", str(ds), "--detector", "nli", "--llm", "x", "--out", str(tmp_path / "h")]
     )
@@ -182,3 +182,52 @@ def test_cli_trains_a_real_minilm_nli_head(tmp_path: Path) -> None:
         "Who did the Falcons beat?", "The Falcons beat the Herons."
     )
     assert verdict.label in ("in_scope", "out_of_scope") and verdict.detector == "nli"
+
+
+class LayeredKeywordFeatures(KeywordFeatures):
+    """The keyword stand-in with the probe's identity: what it was built with ends up in the head."""
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "hidden_states", "model": "keyword-fake", "layer": self.kwargs.get("layer", -1)}
+
+
+@pytest.fixture
+def probe_features(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+
+    def fake(detector: str, **kw: Any) -> KeywordFeatures:
+        calls.append({"detector": detector, **kw})
+        return LayeredKeywordFeatures(**kw)
+
+    monkeypatch.setattr(training, "get_extractor", fake)
+    return calls
+
+
+def test_layer_reaches_the_probe_extractor_and_the_head(
+    tmp_path: Path, probe_features: list[dict[str, Any]]
+) -> None:
+    ds = write_toy_dataset(tmp_path / "ds")
+    out = training.train_detector(ds, "probe", tmp_path / "head", layer=-4, epochs=1)
+    assert probe_features[-1] == {"detector": "probe", "layer": -4}  # not taken for a training setting
+    assert json.loads((out / "head.json").read_text())["features"]["layer"] == -4
+    verdicts = training.cross_validate(ds, "probe", folds=2, layer=-3, epochs=1)
+    assert probe_features[-1] == {"detector": "probe", "layer": -3} and len(verdicts) == 32
+
+
+def test_cli_layer_option_trains_a_probe_head_on_that_layer(
+    tmp_path: Path, probe_features: list[dict[str, Any]]
+) -> None:
+    import scopeguard.cli.train  # noqa: F401  (registers the command)
+    from scopeguard.cli._app import app
+
+    ds, out = write_toy_dataset(tmp_path / "ds"), tmp_path / "head"
+    args = ["train-detector", str(ds), "--detector", "probe", "--layer", "-4", "--llm", "smollm2"]
+    res = CliRunner().invoke(app, [*args, "--out", str(out), "--epochs", "1", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert probe_features[-1] == {"detector": "probe", "layer": -4, "llm": "smollm2"}
+    assert json.loads((out / "head.json").read_text())["features"]["layer"] == -4
+    res = CliRunner().invoke(
+        app, ["train-detector", str(ds), "--detector", "nli", "--layer", "-4", "--out", str(out)]
+    )
+    assert res.exit_code == 2 and "--layer" in res.output

@@ -1,10 +1,14 @@
 """The hidden-state probe detector (ELOQ section 4.2.1, appendix C).
 
-The last-layer hidden state of an unused token appended to instruction + document + question
-in a frozen causal LM goes through a trained :class:`~scopeguard.detectors.head.TrainedHead`.
+The hidden state of an unused token appended to instruction + document + question in a frozen
+causal LM (the last layer's, or the ``layer`` the head was trained on) goes through a trained
+:class:`~scopeguard.detectors.head.TrainedHead`.
 Train a head with ``scopeguard train-detector DATASET_DIR --detector probe --out DIR`` (or
 :func:`scopeguard.training.train_detector`), then ``get_detector("probe", model=DIR)``. The
-head folder names the LLM, backend, token and template, so the same features are rebuilt.
+head folder names the LLM, backend, layer, token and template, so the same features are rebuilt
+(heads saved before the layer was recorded read the last layer). Train on another layer with
+``train_detector(..., layer=-4)`` or ``--layer -4``; llama.cpp only exposes the last layer, so
+such a head reads a GGUF model through transformers.
 Pass ``strict=True`` to raise :class:`~scopeguard.errors.DocumentTooLongError` instead of
 truncating a document that does not fit the window (the verdict's rationale says when it was
 truncated).
@@ -17,6 +21,7 @@ from importlib import resources
 from typing import Any
 
 from scopeguard.detectors.head import HeadDetector, TrainedHead
+from scopeguard.errors import ConfigurationError
 
 __all__ = ["PACKAGED_HEAD", "ProbeDetector"]
 
@@ -25,7 +30,11 @@ PACKAGED_HEAD = "probe-qwen2.5-coder-0.5b"
 
 
 class ProbeDetector(HeadDetector):
-    """Hidden-state probe; ``model`` is the head folder (default: the packaged head, if shipped)."""
+    """Hidden-state probe; ``model`` is the head folder (default: the packaged head, if shipped).
+
+    The layer is the one the head was trained on; ``layer`` is only a check that it is the one
+    you expect (a head cannot read another layer's features).
+    """
 
     name = "probe"
 
@@ -36,6 +45,7 @@ class ProbeDetector(HeadDetector):
         threshold: float | None = None,
         strict: bool = False,
         n_threads: int | None = None,
+        layer: int | None = None,
         **extractor_overrides: Any,
     ) -> None:
         packaged = str(resources.files("scopeguard") / "_assets" / PACKAGED_HEAD)
@@ -47,3 +57,9 @@ class ProbeDetector(HeadDetector):
             n_threads=n_threads,
             **extractor_overrides,
         )
+        self.layer: int = int(self.head.config.features.get("layer", -1))
+        if layer is not None and layer != self.layer:
+            raise ConfigurationError(
+                f"{self.source}: this head was trained on layer {self.layer} hidden states, not "
+                f"layer {layer}; train a head for layer {layer} (train_detector(..., layer={layer}))"
+            )

@@ -1,10 +1,14 @@
 """Hidden states with llama.cpp: a GGUF model opened with ``embedding=True`` and pooling NONE.
 
 With pooling NONE llama.cpp returns the last layer's (normed) state of every token; the probe
-reads the last row, the appended unused token's. Every input is decoded in two steps, the
-prefix (BOS, instruction, document) and then the rest (question, token); when the prefix equals
-the previous input's, its KV state is kept and only the rest is computed. The two-step split is
-the same whether or not the prefix was reused, so the features are identical either way.
+reads the last row, the appended unused token's. llama.cpp exposes no other layer, so any
+``layer`` but -1 is a :class:`~scopeguard.errors.ConfigurationError` naming the transformers
+backend, which has them all.
+
+Every input is decoded in two steps, the prefix (BOS, instruction, document) and then the rest
+(question, token); when the prefix equals the previous input's, its KV state is kept and only
+the rest is computed. The two-step split is the same whether or not the prefix was reused, so
+the features are identical either way.
 """
 
 from __future__ import annotations
@@ -18,9 +22,18 @@ from typing import Any
 import numpy as np
 
 from scopeguard._optional import require
-from scopeguard.errors import ModelError
+from scopeguard.errors import ConfigurationError, ModelError
 
-__all__ = ["LlamaCppBackend"]
+__all__ = ["LlamaCppBackend", "check_layer"]
+
+
+def check_layer(layer: int) -> None:
+    """Raise :class:`ConfigurationError` unless ``layer`` is -1, the only layer llama.cpp exposes."""
+    if layer != -1:
+        raise ConfigurationError(
+            f"the llama_cpp backend only exposes the last layer's hidden state (layer=-1), not "
+            f"layer={layer}; use backend='transformers' for other layers (it converts a GGUF file once)"
+        )
 
 
 class LlamaCppBackend:
@@ -28,7 +41,11 @@ class LlamaCppBackend:
 
     name = "llama_cpp"
 
-    def __init__(self, model_path: str, *, n_ctx: int = 2048, n_threads: int | None = None) -> None:
+    def __init__(
+        self, model_path: str, *, n_ctx: int = 2048, n_threads: int | None = None, layer: int = -1
+    ) -> None:
+        check_layer(layer)
+        self.layer = -1
         llama_cpp = require("llama_cpp", extra="local", feature="the probe's llama.cpp backend")
         self._lib = llama_cpp
         self._lock = threading.Lock()

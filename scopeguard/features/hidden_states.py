@@ -1,18 +1,21 @@
 """Hidden-state features for the probe (ELOQ section 4.2.1, appendix C).
 
 The input is the instruction, question and document (template ``probe_input``), then an
-unused token appended by id; the feature is that token's last-layer hidden state in a frozen
-causal LM. The unused token is picked per tokenizer family: Llama 3
-``<|reserved_special_token_0|>``, Mistral ``[control_555]``, Gemma ``<unused0>``, Qwen2.5 the
-untrained padding id 151665; otherwise the EOS token, with a warning. A BOS token is prepended
-when the tokenizer adds one by default.
+unused token appended by id; the feature is that token's hidden state in a frozen causal LM, at
+the last layer by default or at ``layer`` (negative counts from the top, -1 = last, as in
+transformers' ``hidden_states[layer]``; 0 is the embeddings output). The unused token is picked
+per tokenizer family: Llama 3 ``<|reserved_special_token_0|>``, Mistral ``[control_555]``, Gemma
+``<unused0>``, Qwen2.5 the untrained padding id 151665; otherwise the EOS token, with a warning.
+A BOS token is prepended when the tokenizer adds one by default.
 
 Two backends compute the states: ``llama_cpp`` (GGUF files, ``embedding=True`` and pooling
-NONE) and ``transformers`` (hub names, local folders, and GGUF files converted once to
-safetensors in the cache). A document that does not fit ``max_tokens`` is truncated (never the
-question or the token) and the verdict says so, or :class:`DocumentTooLongError` is raised when
-``strict=True``. Features are cached on disk by model, backend, token, template and the content
-hash of (document, question).
+NONE; the last layer only) and ``transformers`` (hub names, local folders, and GGUF files
+converted once to safetensors in the cache; any layer). A GGUF model goes to llama_cpp unless
+a ``layer`` other than -1 is asked for without naming a backend; then it goes to transformers.
+A document that does not fit ``max_tokens`` is truncated (never the question or the token) and
+the verdict says so, or :class:`DocumentTooLongError` is raised when ``strict=True``. Features
+are cached on disk by model, backend, layer, token, template and the content hash of
+(document, question), so each layer has its own cache namespace.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class HiddenStateBackend(Protocol):
     def single_token_id(self, token: str) -> int | None: ...
 
     def last_hidden(self, ids: list[int], prefix_len: int = 0) -> np.ndarray:
-        """Final-layer state of the last token; ``ids[:prefix_len]`` may be served from a cache."""
+        """The last token's state at the backend's layer; ``ids[:prefix_len]`` may come from a cache."""
         ...
 
 
@@ -78,7 +81,9 @@ def resolve_llm(spec: str) -> tuple[str, str]:
     return "hf", spec
 
 
-def _make_backend(kind: str, location: str, backend: str, n_threads: int | None, max_tokens: int) -> Any:
+def _make_backend(
+    kind: str, location: str, backend: str, n_threads: int | None, max_tokens: int, layer: int
+) -> Any:
     if backend not in BACKENDS:
         raise ConfigurationError(f"unknown hidden-state backend {backend!r}; valid: {', '.join(BACKENDS)}")
     if backend == "llama_cpp":
@@ -86,14 +91,38 @@ def _make_backend(kind: str, location: str, backend: str, n_threads: int | None,
             raise ConfigurationError("the llama_cpp backend needs a GGUF model; use backend='transformers'")
         from scopeguard.features._llamacpp import LlamaCppBackend
 
-        return LlamaCppBackend(location, n_ctx=max_tokens, n_threads=n_threads)
+        return LlamaCppBackend(location, n_ctx=max_tokens, n_threads=n_threads, layer=layer)
     from scopeguard.features._transformers import TransformersBackend
 
-    return TransformersBackend(location, gguf=kind == "gguf", n_threads=n_threads)
+    return TransformersBackend(location, gguf=kind == "gguf", n_threads=n_threads, layer=layer)
+
+
+def _pick_backend(kind: str, backend: str | None, layer: int, llm: str) -> str:
+    """The backend name: as given, else llama_cpp for GGUF (transformers when ``layer`` is not -1)."""
+    if backend is not None:
+        if backend not in BACKENDS:
+            raise ConfigurationError(
+                f"unknown hidden-state backend {backend!r}; valid: {', '.join(BACKENDS)}"
+            )
+        if backend == "llama_cpp":
+            from scopeguard.features._llamacpp import check_layer
+
+            check_layer(layer)
+        return backend
+    if kind != "gguf":
+        return "transformers"
+    if layer != -1:
+        logger.info(
+            "layer=%d: reading %s with the transformers backend (llama.cpp only exposes the last layer)",
+            layer,
+            llm,
+        )
+        return "transformers"
+    return GGUF_DEFAULT_BACKEND
 
 
 class HiddenStateFeatures:
-    """Last-layer hidden state of an appended unused token in a frozen causal LM."""
+    """Hidden state of an appended unused token at one layer (default: the last) of a frozen causal LM."""
 
     def __init__(
         self,
@@ -106,16 +135,16 @@ class HiddenStateFeatures:
         strict: bool = False,
         n_threads: int | None = None,
         cache_root: str | None = None,
+        layer: int = -1,
     ) -> None:
         if max_tokens < 64:
             raise ConfigurationError(f"max_tokens must be at least 64, got {max_tokens}")
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            raise ConfigurationError(f"layer must be an integer (-1 = last layer), got {layer!r}")
         self.llm = llm
+        self.layer = layer
         self._kind, self._location = resolve_llm(llm)
-        self.backend_name = backend or (GGUF_DEFAULT_BACKEND if self._kind == "gguf" else "transformers")
-        if self.backend_name not in BACKENDS:
-            raise ConfigurationError(
-                f"unknown hidden-state backend {backend!r}; valid: {', '.join(BACKENDS)}"
-            )
+        self.backend_name = _pick_backend(self._kind, backend, layer, llm)
         self.template = template
         self._prefix, self._suffix = self._split_template(template)
         self.max_tokens = max_tokens
@@ -144,6 +173,7 @@ class HiddenStateFeatures:
             "token": identity["token_id"],
             "template": identity["template"],
             "max_tokens": identity["max_tokens"],
+            "layer": identity.get("layer", -1),  # heads saved before layers were a choice: the last
         }
         kwargs.update(overrides)
         features = cls(**kwargs)
@@ -156,7 +186,7 @@ class HiddenStateFeatures:
     def backend(self) -> HiddenStateBackend:
         if self._backend is None:
             self._backend = _make_backend(
-                self._kind, self._location, self.backend_name, self.n_threads, self.max_tokens
+                self._kind, self._location, self.backend_name, self.n_threads, self.max_tokens, self.layer
             )
         return self._backend  # type: ignore[no-any-return]
 
@@ -198,6 +228,7 @@ class HiddenStateFeatures:
             "kind": "hidden_states",
             "model": self.llm,
             "backend": self.backend_name,
+            "layer": self.layer,
             "token": self.token[0],
             "token_id": self.token[1],
             "bos": b.bos_id is not None,

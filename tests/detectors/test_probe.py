@@ -63,7 +63,7 @@ def test_reused_document_prefix_gives_identical_features(gemma: HiddenStateFeatu
     b, pb, _ = gemma.build_input("Why was the coach fined?", DOC)
     gemma.backend.last_hidden(a, pa)
     reused = gemma.backend.last_hidden(b, pb)  # document prefix kept from the call before
-    gemma.backend._past = []
+    gemma.backend._past = []  # type: ignore[attr-defined]
     fresh = gemma.backend.last_hidden(b, pb)
     np.testing.assert_array_equal(reused, fresh)
     assert reused.shape == (640,) and np.isfinite(reused).all()
@@ -121,3 +121,98 @@ def test_transformers_backend_on_a_local_folder(tmp_path: Path) -> None:
     assert rows.shape == (1, 32) and np.isfinite(rows).all() and notes == ()
     with pytest.raises(ConfigurationError, match="needs a GGUF"):
         _ = HiddenStateFeatures(llm=str(tmp_path / "tiny"), backend="llama_cpp").backend
+
+
+class _StubBackend:
+    """Just enough of a backend for ``identity`` (nothing is computed)."""
+
+    name = "stub"
+    architecture = "llama"
+    vocab_size = 100
+    context_length = 256
+    bos_id = None
+    eos_id = 2
+
+    def single_token_id(self, token: str) -> int | None:
+        return None
+
+
+def _stubbed(llm: str, cache: Path, **kw: object) -> HiddenStateFeatures:
+    feats = HiddenStateFeatures(llm=llm, cache_root=str(cache), **kw)  # type: ignore[arg-type]
+    feats._backend = _StubBackend()
+    return feats
+
+
+def test_layer_is_part_of_the_identity_and_the_cache_namespace(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    last = _stubbed(str(tmp_path / "model"), tmp_path / "c")
+    fourth = _stubbed(str(tmp_path / "model"), tmp_path / "c", layer=-4)
+    assert last.identity["layer"] == -1 and fourth.identity["layer"] == -4
+    assert {k: v for k, v in last.identity.items() if k != "layer"} == {
+        k: v for k, v in fourth.identity.items() if k != "layer"
+    }
+    assert last.cache.directory != fourth.cache.directory  # features of one layer never serve another
+    assert (
+        _stubbed(str(tmp_path / "model"), tmp_path / "c", layer=-4).cache.directory == fourth.cache.directory
+    )
+    assert HiddenStateFeatures.from_identity(fourth.identity).layer == -4  # what a saved head restores
+    old_head = {k: v for k, v in last.identity.items() if k != "layer"}  # saved before layers existed
+    assert HiddenStateFeatures.from_identity(old_head).layer == -1
+    with pytest.raises(ConfigurationError, match="integer"):
+        HiddenStateFeatures(llm=str(tmp_path / "model"), layer="-4")  # type: ignore[arg-type]
+
+
+def test_llama_cpp_only_reads_the_last_layer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"")  # never loaded: the backend is chosen before the model is opened
+    with pytest.raises(ConfigurationError, match=r"last layer.*backend='transformers'"):
+        HiddenStateFeatures(llm=str(gguf), backend="llama_cpp", layer=-4)
+    assert HiddenStateFeatures(llm=str(gguf)).backend_name == "llama_cpp"
+    with caplog.at_level("INFO", logger="scopeguard.features.hidden_states"):
+        feats = HiddenStateFeatures(llm=str(gguf), layer=-4)
+    assert feats.backend_name == "transformers" and "transformers backend" in caplog.text
+
+
+def test_probe_detector_takes_the_layer_from_its_head(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    ident = _stubbed(str(tmp_path / "model"), tmp_path / "c", layer=-4).identity
+    x = np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32)
+    head = train_head(
+        x,
+        np.array([0, 1, 0, 1], dtype=np.float32),
+        None,
+        None,
+        detector="probe",
+        features=ident,
+        settings=TrainSettings(epochs=1),
+    )
+    head.save(tmp_path / "head")
+    det = ProbeDetector(tmp_path / "head", cache_root=str(tmp_path / "c"))
+    assert det.layer == -4 and det.extractor.layer == -4  # type: ignore[attr-defined]
+    assert ProbeDetector(tmp_path / "head", layer=-4).layer == -4
+    with pytest.raises(ConfigurationError, match="trained on layer -4"):
+        ProbeDetector(tmp_path / "head", layer=-1)
+
+
+@pytest.mark.slow
+def test_transformers_backend_reads_the_requested_layer(tmp_path: Path) -> None:
+    """SmolLM2 135M (GGUF converted once for transformers): layer -4 is another vector of the same size."""
+    try:
+        resolve_llm("smollm2")
+    except ModelError as exc:
+        pytest.skip(str(exc))
+    cache = str(tmp_path / "c")
+    last = HiddenStateFeatures(llm="smollm2", backend="transformers", cache_root=cache, n_threads=1)
+    fourth = HiddenStateFeatures(llm="smollm2", layer=-4, cache_root=cache, n_threads=1)
+    assert fourth.backend_name == "transformers"
+    a, _ = last.pair_features("Who won?", [Document(text=DOC)])
+    b, _ = fourth.pair_features("Who won?", [Document(text=DOC)])
+    hidden = last.backend.model.config.hidden_size  # type: ignore[attr-defined]
+    assert a.shape == b.shape == (1, hidden) and np.isfinite(b).all()
+    assert not np.allclose(a, b)
+    assert last.cache.directory != fourth.cache.directory
+    n = last.backend.n_layers  # type: ignore[attr-defined]
+    first = HiddenStateFeatures(llm="smollm2", layer=n - 3, cache_root=cache, n_threads=1)
+    np.testing.assert_allclose(first.pair_features("Who won?", [Document(text=DOC)])[0], b, rtol=1e-5)
+    with pytest.raises(ConfigurationError, match=rf"valid layers are {-(n + 1)} to {n}"):
+        _ = HiddenStateFeatures(llm="smollm2", layer=n + 1, cache_root=cache).backend
