@@ -1,7 +1,17 @@
-"""ELOQ Figure 2 as a table: every out-of-scope detector on the dev set.
+"""Every out-of-scope detector on every shared dataset (ELOQ Figure 2 as a table, and more).
 
-    python benchmarks/detectors.py [DATASET_DIR] --detectors lexical,fast,default,nli,probe,judge
-    python benchmarks/detectors.py --detectors probe@gemma3-270m --latency-sample 10
+    python benchmarks/detectors.py --datasets eloq-gold-dev,squad2-train --max-docs 80 \
+        --detectors lexical,fast,logprob,default
+    python benchmarks/detectors.py --detectors nli,probe@gemma3-270m --latency-sample 10
+
+Rows are (detector, dataset). ``--datasets`` names folders under ../shared/data (or paths);
+``--max-docs N`` draws N documents of each dataset (seed 0, all their questions). The scoring
+detectors ``logprob`` and ``default`` are fitted exactly as ``scopeguard train-detector`` fits
+them, on all the benchmark's datasets together, and scored out of fold (5-fold CV grouped by
+document, seed 0); their signals come from the same on-disk cache. Their latency is measured live
+with the shipped detector on ``--latency-sample`` questions, each on a document it has not seen
+(a cold document, as in real RAG). The ``default`` rows also print the band curve: out-of-fold
+accuracy against the escalated share, and the mean latency that share implies.
 
 Columns: accuracy with a 95% bootstrap CI (2000 resamples over questions, seed 0), AUROC, latency
 p50/p95 per question, escalated share (cascade), peak RSS of the process that ran the row.
@@ -56,7 +66,7 @@ from scopeguard.types import Label, Verdict
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eloq-gold-dev"
 RESULTS = Path(__file__).resolve().parent / "results"
 ROW_DIR = RESULTS / "detectors"
-ORDER = ("lexical", "fast", "default", "cascade", "nli", "probe", "judge")
+ORDER = ("lexical", "fast", "logprob", "default", "cascade", "nli", "probe", "judge")
 
 
 def _oof_verdicts(scores: np.ndarray, threshold: float = 0.5) -> list[Verdict]:
@@ -184,62 +194,213 @@ def _acc(y: list[str], verdicts: list[Verdict], m: dict[str, float]) -> dict[str
     return {"n": len(y), "accuracy": m["accuracy"], "ci_low": lo, "ci_high": hi, "auroc": m["auroc"]}
 
 
-def run_row(row: str, data: Path, limit: int | None, sample: int) -> dict[str, Any]:
-    ds = load_dataset(data)
-    base = row.partition("@")[0]
-    fn = {
-        "fast": _row_fast,
-        "default": _row_fast,
-        "cascade": _row_cascade_replay,
-        "nli": _row_learned,
-        "probe": _row_learned,
-    }.get(base, _row_live)
-    started = time.time()
-    out = fn(row, ds, data, limit, sample)
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _dataset_path(name: str) -> Path:
+    p = Path(name)
+    return p if (p / "questions.jsonl").is_file() else SHARED / name
+
+
+def _cold_sample(ds: Dataset, n: int) -> Dataset:
+    """One question per document, ``n`` documents (seed 0): every check reads a new document."""
+    from scopeguard.signals import sample_documents
+
+    picked = sample_documents(ds, min(n, len(ds.documents)), seed=1)
+    first: dict[str, Any] = {}
+    for q in picked.questions:
+        first.setdefault(q.doc_id, q)
+    return Dataset(documents=picked.documents, questions=tuple(first.values()))
+
+
+def _live_latency(det: Any, ds: Dataset, sample: int) -> dict[str, Any]:
+    cold = _cold_sample(ds, sample)
+    _, verdicts = run_detector(det, cold)
+    lat = [v.latency_ms for v in verdicts]
+    esc = [v.latency_ms for v in verdicts if v.escalated]
+    fast = [v.latency_ms for v in verdicts if not v.escalated]
     return {
+        "latency_ms_p50": float(np.percentile(lat, 50)),
+        "latency_ms_p95": float(np.percentile(lat, 95)),
+        "latency_n": len(lat),
+        "latency_escalated_ms_p50": float(np.percentile(esc, 50)) if esc else None,
+        "latency_fast_ms_p50": float(np.percentile(fast, 50)) if fast else None,
+        "escalated_share_live": len(esc) / len(lat) if lat else 0.0,
+    }
+
+
+def _metrics_row(y: np.ndarray, pred: np.ndarray, p: np.ndarray) -> dict[str, Any]:
+    from scopeguard.calibration import auroc as _auroc
+
+    correct = (pred == (y == 1)).astype(float)
+    lo, hi = bootstrap_ci(correct, n_resamples=2000, seed=0)
+    return {
+        "n": len(y),
+        "accuracy": float(correct.mean()),
+        "ci_low": lo,
+        "ci_high": hi,
+        "auroc": _auroc(p, y),
+        "false_refusal_rate": float(pred[y == 0].mean()) if (y == 0).any() else float("nan"),
+    }
+
+
+def rows_scoring(name: str, datasets: list[Path], max_docs: int | None, sample: int) -> dict[str, Any]:
+    """``logprob`` / ``default``: fitted like ``train-detector`` on all datasets, scored out of fold."""
+    from scopeguard.fitting import fit_detector
+    from scopeguard.signals import sample_documents
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = fit_detector(datasets, name, Path(tmp) / "head", max_docs=max_docs, progress=True)
+    assert rep.oof is not None
+    det = get_detector(name)
+    rows = []
+    for path in datasets:
+        mask = np.array(rep.oof.datasets) == path.name
+        row = _metrics_row(rep.oof.labels[mask], rep.oof.pred[mask], rep.oof.p[mask])
+        row["escalated_share"] = float(rep.oof.escalated[mask].mean())
+        ds = sample_documents(load_dataset(path), max_docs, seed=0)
+        row.update(_live_latency(det, ds, sample))
+        row.update(dataset=path.name, accuracy_source="5-fold document-grouped CV (seed 0), out of fold")
+        rows.append(row)
+    extra: dict[str, Any] = {}
+    if name == "default":
+        fast_ms = np.nanmedian([r["latency_fast_ms_p50"] or np.nan for r in rows])
+        read_ms = np.nanmedian([r["latency_escalated_ms_p50"] or np.nan for r in rows])
+        curve = []
+        for c in rep.details["band_curve"]:
+            curve.append(
+                {**c, "mean_latency_ms": float((1 - c["escalated"]) * fast_ms + c["escalated"] * read_ms)}
+            )
+        curve.sort(key=lambda c: c["escalated"])
+        extra = {"band": rep.details["band"], "band_curve": curve, "fast_ms": fast_ms, "read_ms": read_ms}
+    return {"rows": rows, **extra}
+
+
+def rows_simple(name: str, datasets: list[Path], max_docs: int | None, sample: int) -> dict[str, Any]:
+    """``lexical`` (live everywhere) and ``fast`` (out of fold on the data its head was fitted on)."""
+    from scopeguard.signals import sample_documents
+
+    rows = []
+    for path in datasets:
+        ds = sample_documents(load_dataset(path), max_docs, seed=0)
+        trained_here = False
+        if name == "fast":
+            from scopeguard.detectors.fast import default_head_path
+
+            info = json.loads(default_head_path().read_text()).get("info", {})
+            trained_here = info.get("trained_on") == path.name
+        if trained_here:
+            row = {**_row_fast(name, ds, path, None, sample), "dataset": path.name}
+        else:
+            y, verdicts = run_detector(get_detector(name), ds)
+            yy = np.array([1 if v == "out_of_scope" else 0 for v in y])
+            pred = np.array([v.label == "out_of_scope" for v in verdicts])
+            p = np.array([v.score if v.score is not None else 0.5 for v in verdicts])
+            row = {
+                **_metrics_row(yy, pred, p),
+                "dataset": path.name,
+                "accuracy_source": "live (nothing fitted here)",
+            }
+            row["escalated_share"] = 0.0
+        row.update(_live_latency(get_detector(name), ds, sample))
+        rows.append(row)
+    return {"rows": rows}
+
+
+def run_row(
+    row: str, datasets: list[Path], max_docs: int | None, limit: int | None, sample: int
+) -> dict[str, Any]:
+    base = row.partition("@")[0]
+    started = time.time()
+    if base in ("logprob", "default"):
+        out = rows_scoring(base, datasets, max_docs, sample)
+    elif base in ("lexical", "fast"):
+        out = rows_simple(base, datasets, max_docs, sample)
+    else:  # the paper's methods and the judge: on the first dataset, as before
+        data = datasets[0]
+        ds = load_dataset(data)
+        fn = {"cascade": _row_cascade_replay, "nli": _row_learned, "probe": _row_learned}.get(base, _row_live)
+        out = {"rows": [{**fn(row, ds, data, limit, sample), "dataset": data.name}]}
+    meta = {
         "detector": row,
-        **out,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "seconds": round(time.time() - started, 1),
         "load": os.getloadavg()[0],
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "max_docs": max_docs,
     }
+    out["rows"] = [{**meta, **r} for r in out["rows"]]
+    return out
+
+
+def _f(v: Any, fmt: str) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and np.isnan(v)) else format(v, fmt)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'detector':22s} {'acc':>6s} {'95% CI':>13s} {'AUROC':>6s} {'p50 ms':>9s} {'p95 ms':>9s} "
-    head += f"{'esc':>5s} {'RSS MB':>7s} {'load':>5s}  accuracy from"
+    head = (
+        f"{'detector':18s} {'dataset':16s} {'n':>5s} {'acc':>6s} {'95% CI':>13s} {'AUROC':>6s} {'FRR':>5s} "
+    )
+    head += f"{'p50 ms':>8s} {'p95 ms':>8s} {'esc':>5s} {'RSS MB':>7s}  accuracy from"
     lines = [head, "-" * len(head)]
     for r in rows:
+        ci = f"[{r['ci_low']:.3f},{r['ci_high']:.3f}]"
+        frr = _f(r.get("false_refusal_rate"), "5.2f")
         lines.append(
-            f"{r['detector']:22s} {r['accuracy']:6.3f} [{r['ci_low']:.3f},{r['ci_high']:.3f}] "
-            f"{r['auroc']:6.3f} {r['latency_ms_p50']:9.1f} {r['latency_ms_p95']:9.1f} "
-            f"{r['escalated_share']:5.0%} {r['peak_rss_mb']:7.0f} {r['load']:5.1f}  {r['accuracy_source']}"
+            f"{r['detector']:18s} {r.get('dataset', ''):16s} {r['n']:5d} {r['accuracy']:6.3f} {ci} "
+            f"{_f(r['auroc'], '6.3f')} {frr} {_f(r['latency_ms_p50'], '8.0f')} "
+            f"{_f(r['latency_ms_p95'], '8.0f')} {r['escalated_share']:5.0%} "
+            f"{r['peak_rss_mb']:7.0f}  {r['accuracy_source']}"
         )
     return "\n".join(lines)
 
 
+def _curve_table(curve: list[dict[str, Any]]) -> str:
+    lines = [f"{'escalated':>9s} {'accuracy':>8s} {'mean ms':>8s}  band", "-" * 44]
+    seen: set[tuple[float, float]] = set()
+    for c in curve:
+        key = (round(c["escalated"], 2), round(c["accuracy"], 3))
+        if key in seen:
+            continue
+        seen.add(key)
+        band = f"({c['low']:.3f}, {c['high']:.3f})"
+        lines.append(f"{c['escalated']:9.0%} {c['accuracy']:8.3f} {c['mean_latency_ms']:8.0f}  {band}")
+    return "\n".join(lines)
+
+
+def _load_rows(path: Path) -> dict[str, Any]:
+    raw = json.loads(path.read_text())
+    if "rows" not in raw:  # a row file of the single-dataset layout (ELOQ dev)
+        raw = {"rows": [{"dataset": "eloq-gold-dev", "false_refusal_rate": None, **raw}]}
+    return dict(raw)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--detectors", default="lexical,fast,default")
-    ap.add_argument("--limit", type=int, default=None, help="live rows: first N questions only")
-    ap.add_argument("--latency-sample", type=int, default=20, help="learned rows: live latency questions")
+    ap.add_argument(
+        "--datasets", default="eloq-gold-dev,squad2-train", help="folders under ../shared/data, or paths"
+    )
+    ap.add_argument("--max-docs", type=int, default=None, help="documents drawn from each dataset (seed 0)")
+    ap.add_argument("--detectors", default="lexical,fast,logprob,default")
+    ap.add_argument("--limit", type=int, default=None, help="judge rows: first N questions only")
+    ap.add_argument(
+        "--latency-sample", type=int, default=20, help="questions (each on a new document) timed live"
+    )
     ap.add_argument("--refresh", action="store_true", help="recompute the named rows")
     ap.add_argument(
         "--threads", type=int, default=None, help="torch intra-op threads (1: best on a busy box)"
     )
     ap.add_argument("--_row", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    datasets = [_dataset_path(d.strip()) for d in args.datasets.split(",") if d.strip()]
 
-    if args._row:  # child process: one row
+    if args._row:  # child process: one detector on every dataset
         if args.threads:
             import torch
 
             torch.set_num_threads(args.threads)
-        result = run_row(args._row, args.data, args.limit, args.latency_sample)
-        result["threads"] = args.threads
+        result = run_row(args._row, datasets, args.max_docs, args.limit, args.latency_sample)
         ROW_DIR.mkdir(parents=True, exist_ok=True)
         (ROW_DIR / f"{args._row}.json").write_text(json.dumps(result, indent=2) + "\n")
         return
@@ -247,19 +408,31 @@ def main() -> None:
     for row in [r.strip() for r in args.detectors.split(",") if r.strip()]:
         if (ROW_DIR / f"{row}.json").is_file() and not args.refresh:
             continue
-        cmd = [sys.executable, __file__, str(args.data), "--_row", row]
+        cmd = [sys.executable, __file__, "--_row", row, "--datasets", ",".join(map(str, datasets))]
         cmd += ["--latency-sample", str(args.latency_sample)]
-        if args.limit:
-            cmd += ["--limit", str(args.limit)]
-        if args.threads:
-            cmd += ["--threads", str(args.threads)]
+        for flag, value in (
+            ("--max-docs", args.max_docs),
+            ("--limit", args.limit),
+            ("--threads", args.threads),
+        ):
+            if value:
+                cmd += [flag, str(value)]
         print(f"running {row} ...", file=sys.stderr)
         if subprocess.run(cmd, check=False).returncode != 0:
             print(f"row {row} failed (see above); other rows kept", file=sys.stderr)
-    rows = [json.loads(p.read_text()) for p in ROW_DIR.glob("*.json")] if ROW_DIR.is_dir() else []
-    rows.sort(key=lambda r: (ORDER.index(r["detector"].partition("@")[0]), r["detector"]))
+    files = [_load_rows(p) for p in sorted(ROW_DIR.glob("*.json"))] if ROW_DIR.is_dir() else []
+    rows = [r for f in files for r in f["rows"]]
+    rows.sort(
+        key=lambda r: (ORDER.index(r["detector"].partition("@")[0]), r["detector"], r.get("dataset", ""))
+    )
     print(_table(rows))
-    (RESULTS / "detectors.json").write_text(json.dumps(rows, indent=2) + "\n")
+    curves = [f for f in files if "band_curve" in f]
+    for f in curves:
+        print(f"\\ndefault: band {f['band']} ; band curve (out-of-fold accuracy, all datasets pooled):")
+        print(_curve_table(f["band_curve"]))
+    (RESULTS / "detectors.json").write_text(
+        json.dumps({"rows": rows, "band_curves": curves}, indent=2) + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -2,18 +2,21 @@
 
 :class:`ScriptedChatModel` replays scripted replies (or raises scripted errors) and records
 every prompt it was given, so parsing and control flow can be tested without an LLM.
+:class:`ScriptedVerdictScorer` does the same for log-prob verdicts (scripted margins).
 """
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from scopeguard.errors import ConfigurationError
-from scopeguard.llm.base import BaseChatModel, Completion, Prompt, to_messages
+from scopeguard.llm.base import BaseChatModel, ChatMessage, Completion, Prompt, to_messages
+from scopeguard.verdicts.base import VerdictScore
 
-__all__ = ["RecordedCall", "ScriptedChatModel"]
+__all__ = ["RecordedCall", "ScriptedChatModel", "ScriptedVerdictScorer"]
 
 Reply = str | BaseException
 Script = Iterable[Reply] | Callable[[str], Reply]
@@ -83,3 +86,36 @@ class ScriptedChatModel(BaseChatModel):
             prompt_tokens=len(text.split()),
             completion_tokens=sum(len(t.split()) for t in texts),
         )
+
+
+class ScriptedVerdictScorer:
+    """A :class:`~scopeguard.verdicts.VerdictScorer` whose margins are scripted.
+
+    ``margin(prompt_text) -> float`` returns log P(No) - log P(Yes) for the rendered prompt (the
+    user message); every prompt is recorded in ``prompts``. Token counts are words.
+    """
+
+    def __init__(self, margin: Callable[[str], float], *, name: str = "scripted-verdicts") -> None:
+        self._margin = margin
+        self._name = name
+        self.prompts: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def score(self, messages: Sequence[ChatMessage]) -> VerdictScore:
+        text = "\n".join(m.content for m in messages)
+        self.prompts.append(text)
+        m = float(self._margin(text))
+        # split the margin symmetrically: P(Yes) + P(No) = 1
+        p_no = 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, m))))
+        return VerdictScore(logp_yes=math.log(max(1e-300, 1 - p_no)), logp_no=math.log(max(1e-300, p_no)))
+
+    def score_many(
+        self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None
+    ) -> list[VerdictScore]:
+        return [self.score(p) for p in prompts]

@@ -41,6 +41,26 @@ class Document(_Record):
     id: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    def __init__(self, /, **data: Any) -> None:
+        # Checked before pydantic runs: an error raised inside a validator reaches the caller
+        # wrapped in a pydantic ValidationError, and a bad document is an InputError everywhere.
+        # (model_validate, used on stored records, still raises ValidationError.)
+        if "text" not in data:
+            raise InputError("Document needs text=: the document's text as a string")
+        text = data["text"]
+        if not isinstance(text, str):
+            raise InputError(f"Document text must be a string, got {type(text).__name__}")
+        doc_id = data.get("id", "")
+        if not isinstance(doc_id, str):
+            raise InputError(f"Document id must be a string, got {type(doc_id).__name__}")
+        metadata = data.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise InputError(f"Document metadata must be a dict, got {type(metadata).__name__}")
+        unknown = sorted(set(data) - {"text", "id", "metadata"})
+        if unknown:
+            raise InputError(f"Document got unknown field(s) {', '.join(unknown)}; use text, id, metadata")
+        super().__init__(**data)
+
     @property
     def content_hash(self) -> str:
         """SHA-256 of the text: the key for embedding and feature caches."""
@@ -66,6 +86,7 @@ class Verdict(_Record):
     ``None`` when the detector could not score (label ``unknown``).
     ``uncovered`` lists the parts of the question the documents do not support, when the
     detector can tell; the clarify policy uses it.
+    ``stage`` names the stage of a multi-stage detector that decided (``"fast"``, ``"logprob"``).
     """
 
     label: Label
@@ -77,6 +98,7 @@ class Verdict(_Record):
     latency_ms: float = 0.0
     llm_calls: int = 0
     escalated: bool = False
+    stage: str = ""
     error: str | None = None
 
     @field_validator("score")

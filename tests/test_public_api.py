@@ -22,6 +22,11 @@ PUBLIC_MODULES = [
     "scopeguard.models",
     "scopeguard.parsing",
     "scopeguard.voting",
+    "scopeguard.verdicts",
+    "scopeguard.calibration",
+    "scopeguard.fitting",
+    "scopeguard.signals",
+    "scopeguard.llm.deadline",
 ]
 
 

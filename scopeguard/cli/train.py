@@ -1,8 +1,14 @@
-"""``scopeguard train-detector``: train the head of a learned detector (``nli`` or ``probe``)."""
+"""``scopeguard train-detector``: fit a detector's head on labelled data.
+
+``fast``, ``logprob`` and ``default`` (the learned cascade) are fitted by
+:func:`scopeguard.fitting.fit_detector` on one or more datasets; ``nli`` and ``probe`` train the
+paper's MLP head (:func:`scopeguard.training.train_detector`, one dataset).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,24 +16,64 @@ import typer
 
 from scopeguard.cli._app import app, handle_errors
 
+_TRAINABLE = "default, fast, logprob, nli or probe"
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _print_fit(report: Any) -> None:
+    cols = ("n", "accuracy", "false_refusal_rate", "oos_recall", "auroc", "escalated")
+    typer.echo(f"{'dataset':<24} " + " ".join(f"{c:>18}" for c in cols))
+    rows = [*report.per_dataset.items(), ("all (out of fold)", report.overall)]
+    for name, point in rows:
+        typer.echo(f"{name:<24} " + " ".join(f"{_fmt(point.get(c)):>18}" for c in cols))
+
 
 @app.command("train-detector")
 @handle_errors
 def train_detector_command(
-    dataset_dir: Path = typer.Argument(..., help="Dataset folder (documents.jsonl + questions.jsonl)."),
-    detector: str = typer.Option(..., "--detector", help="Which learned detector: nli or probe."),
-    out: Path = typer.Option(..., "--out", help="Folder for the head (head.json, head.safetensors)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the document-grouped split and the training."),
-    epochs: int = typer.Option(10, "--epochs", help="Training epochs (paper: 10)."),
-    lr: float = typer.Option(1e-4, "--lr", help="Adam learning rate (paper: 1e-4)."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Batch size (paper: 8)."),
-    weight_decay: float = typer.Option(0.0, "--weight-decay", help="Adam weight decay (paper: 0)."),
-    val_fraction: float = typer.Option(0.1, "--val-fraction", help="Share of documents that pick the epoch."),
+    datasets: list[Path] = typer.Argument(
+        ..., help="Dataset folder(s) (documents.jsonl + questions.jsonl); several for fast/logprob/default."
+    ),
+    detector: str = typer.Option(..., "--detector", help=f"Which detector: {_TRAINABLE}."),
+    out: Path = typer.Option(..., "--out", help="Folder for the head (load it with model=OUT)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the document-grouped folds (and the training)."),
+    folds: int = typer.Option(5, "--folds", help="fast/logprob/default: document-grouped CV folds."),
+    max_docs: int | None = typer.Option(
+        None, "--max-docs", help="fast/logprob/default: use N documents of each dataset (seeded draw)."
+    ),
+    escalation_cost: float = typer.Option(
+        0.05,
+        "--escalation-cost",
+        help="default: accuracy given up per unit of escalated share when the band is chosen.",
+    ),
+    balance: bool = typer.Option(
+        True, "--balance/--no-balance", help="fast/logprob/default: every dataset weighs the same."
+    ),
+    epochs: int = typer.Option(10, "--epochs", help="nli/probe: training epochs (paper: 10)."),
+    lr: float = typer.Option(1e-4, "--lr", help="nli/probe: Adam learning rate (paper: 1e-4)."),
+    batch_size: int = typer.Option(8, "--batch-size", help="nli/probe: batch size (paper: 8)."),
+    weight_decay: float = typer.Option(
+        0.0, "--weight-decay", help="nli/probe: Adam weight decay (paper: 0)."
+    ),
+    val_fraction: float = typer.Option(
+        0.1, "--val-fraction", help="nli/probe: documents that pick the epoch."
+    ),
     llm: str | None = typer.Option(
-        None, "--llm", help="probe: .gguf path, folder or hub name (default qwen2.5-coder-0.5b)."
+        None,
+        "--llm",
+        help="logprob/default: the verdict LLM spec (default local:qwen2.5-coder-1.5b); "
+        "probe: .gguf path, folder or hub name (default qwen2.5-coder-0.5b).",
     ),
     backend: str | None = typer.Option(
         None, "--backend", help="probe: llama_cpp or transformers (default: llama_cpp for GGUF)."
+    ),
+    layer: int | None = typer.Option(
+        None, "--layer", help="probe: hidden layer, negative from the top (-1 = last; -4 often better)."
     ),
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", help="probe: token window (documents are cut)."
@@ -38,13 +84,55 @@ def train_detector_command(
     pooling: str | None = typer.Option(None, "--pooling", help="nli: cls (paper, default) or mean."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
-    """Train a detector head on DATASET_DIR and save it to --out (load it with model=OUT)."""
+    """Fit a detector's head on DATASETS and save it to --out (load it with model=OUT)."""
     from scopeguard.errors import ConfigurationError
+    from scopeguard.fitting import SCORING_DETECTORS, fit_detector
     from scopeguard.training import LEARNED_DETECTORS, train_detector
 
-    if detector not in LEARNED_DETECTORS:
-        raise ConfigurationError(f"--detector must be one of: {', '.join(LEARNED_DETECTORS)}")
-    probe_only = {"llm": llm, "backend": backend, "max_tokens": max_tokens}
+    if detector not in (*SCORING_DETECTORS, *LEARNED_DETECTORS):
+        raise ConfigurationError(f"--detector must be one of: {_TRAINABLE}")
+    show = None if progress else False
+    if detector in SCORING_DETECTORS:
+        mlp_only = {
+            "--backend": backend,
+            "--layer": layer,
+            "--max-tokens": max_tokens,
+            "--embedding-model": embedding_model,
+            "--pooling": pooling,
+        }
+        given = [k for k, v in mlp_only.items() if v is not None]
+        if detector == "fast" and llm is not None:
+            given.append("--llm")
+        if given:
+            raise ConfigurationError(f"{', '.join(given)} do(es) not apply to --detector {detector}")
+        report = fit_detector(
+            datasets,
+            detector,
+            out,
+            llm=llm,
+            max_docs=max_docs,
+            folds=folds,
+            seed=seed,
+            balance=balance,
+            escalation_cost=escalation_cost,
+            progress=show,
+        )
+        typer.echo(f"{detector}: {report.n} questions, {folds}-fold document-grouped CV")
+        if detector == "default":
+            low, high = report.details["band"]
+            typer.echo(
+                f"band: fast P(out of scope) in ({low:.3f}, {high:.3f}) escalates to the reading stage"
+            )
+        _print_fit(report)
+        typer.echo(f"saved {detector} head to {report.path}")
+        typer.echo(f"use it with: scopeguard.get_detector({detector!r}, model={str(report.path.parent)!r})")
+        return
+
+    if len(datasets) != 1:
+        raise ConfigurationError(f"--detector {detector} trains on one dataset folder, got {len(datasets)}")
+    if max_docs is not None:
+        raise ConfigurationError(f"--max-docs does not apply to --detector {detector}")
+    probe_only = {"llm": llm, "backend": backend, "max_tokens": max_tokens, "layer": layer}
     nli_only = {"embedding_model": embedding_model, "pooling": pooling}
     wrong = probe_only if detector == "nli" else nli_only
     given = [f"--{k.replace('_', '-')}" for k, v in wrong.items() if v is not None]
@@ -54,7 +142,7 @@ def train_detector_command(
         k: v for k, v in (probe_only if detector == "probe" else nli_only).items() if v is not None
     }
     path = train_detector(
-        dataset_dir,
+        datasets[0],
         detector,
         out,
         seed=seed,

@@ -23,6 +23,7 @@ _DETECTORS: dict[str, str | Factory] = {
     "lexical": "scopeguard.detectors.lexical:LexicalDetector",
     "fast": "scopeguard.detectors.fast:FastDetector",
     "default": "scopeguard.detectors.cascade:default_cascade",
+    "logprob": "scopeguard.detectors.logprob:LogProbDetector",
     "cascade": "scopeguard.detectors.cascade:CascadeDetector",
     "nli": "scopeguard.detectors.nli:NLIDetector",
     "probe": "scopeguard.detectors.probe:ProbeDetector",

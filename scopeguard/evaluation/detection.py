@@ -42,6 +42,7 @@ __all__ = [
     "correctness",
     "detection_metrics",
     "latency_percentiles",
+    "per_question_records",
     "run_detector",
 ]
 
@@ -190,3 +191,30 @@ def run_detector(
         y_true.append(q.label)
         verdicts.append(v)
     return y_true, verdicts
+
+
+def per_question_records(
+    dataset_name: str, dataset: Dataset, verdicts: Sequence[Verdict]
+) -> list[dict[str, object]]:
+    """One JSON-able record per question: id, true label, verdict label, score, stage, uncovered,
+    latency, escalation and error (the rows of ``eval-detector --per-question``)."""
+    out: list[dict[str, object]] = []
+    for q, v in zip(dataset.questions, verdicts, strict=False):
+        out.append(
+            {
+                "dataset": dataset_name,
+                "id": q.id,
+                "doc_id": q.doc_id,
+                "label": q.label,
+                "predicted": v.label,
+                "correct": v.label == q.label,
+                "score": v.score,
+                "stage": v.stage or v.detector,
+                "escalated": v.escalated,
+                "uncovered": list(v.uncovered),
+                "latency_ms": round(v.latency_ms, 3),
+                "llm_calls": v.llm_calls,
+                "error": v.error,
+            }
+        )
+    return out

@@ -111,20 +111,21 @@ def test_stages_by_registry_name_with_real_lexical() -> None:
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_real_default_cascade() -> None:
+def test_real_fast_cascade() -> None:
     pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
+    from scopeguard.detectors.cascade import default_cascade
     from scopeguard.detectors.fast import FastDetector
 
     ins_q = "How much did the new Brindlewick library building cost?"
     oos_q = "Which architecture firm designed the Brindlewick library's solar roof panels?"
-    # the shipped default is the fast stage alone (no measured second stage beat it)
-    det = get_detector("default")
+    # without a second stage, default_cascade is the fast stage alone
+    det = default_cascade()
     assert isinstance(det, FastDetector)
     assert det.detect(ins_q, DOC).label == "in_scope"
     assert det.detect(oos_q, DOC).label == "out_of_scope"
     # with a second stage it is a cascade over the real fast stage; a band covering everything
     # sends every question to the (real, strict) lexical second stage
-    cascade = get_detector("default", second=LexicalDetector(threshold=0.99), low=0.0, high=1.0)
+    cascade = default_cascade(second=LexicalDetector(threshold=0.99), low=0.0, high=1.0)
     assert isinstance(cascade, CascadeDetector) and cascade.name == "default"
     v = cascade.detect(ins_q, DOC)
     assert v.escalated and v.detector == "default" and v.label == "in_scope"  # fully covered

@@ -1,0 +1,225 @@
+"""Calibration and small heads over detector scores, fitted with document-grouped CV.
+
+Every scoring detector turns a raw signal (a log-prob margin, a feature vector) into
+P(out of scope) and a label. This module fits the pieces, in numpy only:
+
+- :func:`fit_logistic`: L2-regularised logistic regression (Newton steps) on standardised
+  features; a :class:`LogisticHead` predicts P(out of scope). With one feature it is Platt
+  scaling.
+- :func:`choose_threshold`: the P(out of scope) threshold with the best accuracy on
+  out-of-fold scores (ties: the one nearest 0.5).
+- :func:`operating_point`: accuracy, false-refusal rate (in-scope questions called out of
+  scope), out-of-scope recall and AUROC at a threshold, the figures a head is saved with.
+- :func:`grouped_oof`: out-of-fold predictions, folds grouped by document.
+
+Labels are 1 for out of scope, 0 for in scope.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scopeguard.errors import ConfigurationError, ModelError
+
+__all__ = [
+    "LogisticHead",
+    "OperatingPoint",
+    "auroc",
+    "choose_threshold",
+    "fit_logistic",
+    "grouped_oof",
+    "operating_point",
+]
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -50.0, 50.0)))
+
+
+@dataclass(frozen=True)
+class LogisticHead:
+    """P(out of scope) = sigmoid(coef . (x - mean) / scale + intercept)."""
+
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+
+    def __post_init__(self) -> None:
+        n = len(self.features)
+        if not n or any(len(v) != n for v in (self.mean, self.scale, self.coef)):
+            raise ModelError("logistic head: features, mean, scale and coef must have the same length")
+        if any(not s > 0 for s in self.scale):
+            raise ModelError("logistic head: scale values must be positive")
+
+    def predict(self, x: np.ndarray | Sequence[float]) -> np.ndarray:
+        """P(out of scope) for rows of ``x`` (``(n, k)``, or one row of ``k``)."""
+        arr = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        z = (arr - np.asarray(self.mean)) / np.asarray(self.scale) @ np.asarray(self.coef) + self.intercept
+        return np.asarray(_sigmoid(z))
+
+    def predict_one(self, values: dict[str, float]) -> float:
+        return float(self.predict([values[f] for f in self.features])[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> LogisticHead:
+        try:
+            return cls(
+                features=tuple(str(f) for f in raw["features"]),
+                mean=tuple(float(v) for v in raw["mean"]),
+                scale=tuple(float(v) for v in raw["scale"]),
+                coef=tuple(float(v) for v in raw["coef"]),
+                intercept=float(raw["intercept"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"not a valid logistic head ({type(exc).__name__}: {exc})") from None
+
+
+def fit_logistic(
+    x: np.ndarray,
+    y: np.ndarray,
+    features: Sequence[str],
+    *,
+    weights: np.ndarray | None = None,
+    l2: float = 1e-2,
+    iterations: int = 50,
+) -> LogisticHead:
+    """Fit a :class:`LogisticHead` (Newton's method; ``l2`` penalises the weights, not the bias).
+
+    ``weights`` weigh the examples (default 1 each), e.g. so that each dataset counts equally.
+    """
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    y = np.asarray(y, dtype=np.float64)
+    sw = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
+    sw = sw * (len(sw) / sw.sum())
+    if x.shape[0] != y.shape[0] or x.shape[1] != len(features):
+        raise ConfigurationError(f"fit_logistic: x {x.shape}, y {y.shape}, {len(features)} feature names")
+    if len(set(y.tolist())) < 2:
+        raise ConfigurationError("fit_logistic needs both labels among the training examples")
+    if not np.isfinite(x).all():
+        raise ConfigurationError("fit_logistic: the features contain NaN or infinite values")
+    mean = np.average(x, axis=0, weights=sw)
+    scale = np.sqrt(np.average((x - mean) ** 2, axis=0, weights=sw))
+    scale[scale < 1e-9] = 1.0
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    w = np.zeros(z.shape[1])
+    penalty = np.full(z.shape[1], l2 * len(x))
+    penalty[-1] = 0.0
+    for _ in range(iterations):
+        p = _sigmoid(z @ w)
+        grad = z.T @ (sw * (p - y)) + penalty * w
+        hess = (z * (sw * p * (1 - p))[:, None]).T @ z + np.diag(penalty + 1e-9)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if float(np.abs(step).max()) < 1e-8:
+            break
+    return LogisticHead(
+        features=tuple(features),
+        mean=tuple(float(v) for v in mean),
+        scale=tuple(float(v) for v in scale),
+        coef=tuple(float(v) for v in w[:-1]),
+        intercept=float(w[-1]),
+    )
+
+
+def auroc(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for label 1 (ties count one half); NaN with one class."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels)
+    pos, neg = s[y == 1], s[y == 0]
+    if not len(pos) or not len(neg):
+        return math.nan
+    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
+    ranks = np.empty(len(order))
+    allv = np.concatenate([pos, neg])[order]
+    i = 0
+    while i < len(allv):  # average ranks of ties
+        j = i
+        while j + 1 < len(allv) and allv[j + 1] == allv[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2.0) / (len(pos) * len(neg)))
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """How a detector does at ``threshold`` on labelled out-of-fold scores."""
+
+    threshold: float
+    accuracy: float
+    false_refusal_rate: float  # in-scope questions called out of scope
+    oos_recall: float  # out-of-scope questions caught
+    auroc: float
+    n: int
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def operating_point(
+    p: Sequence[float] | np.ndarray, y: Sequence[int] | np.ndarray, threshold: float
+) -> OperatingPoint:
+    ps = np.asarray(p, dtype=np.float64)
+    ys = np.asarray(y)
+    pred = ps >= threshold
+    ins, oos = ys == 0, ys == 1
+    return OperatingPoint(
+        threshold=float(threshold),
+        accuracy=float((pred == oos).mean()) if len(ys) else math.nan,
+        false_refusal_rate=float(pred[ins].mean()) if ins.any() else math.nan,
+        oos_recall=float(pred[oos].mean()) if oos.any() else math.nan,
+        auroc=auroc(ps, ys),
+        n=len(ys),
+    )
+
+
+def choose_threshold(
+    p: Sequence[float] | np.ndarray, y: Sequence[int] | np.ndarray, weights: np.ndarray | None = None
+) -> float:
+    """The threshold on P(out of scope) with the best (weighted) accuracy (ties broken towards 0.5)."""
+    ps = np.asarray(p, dtype=np.float64)
+    ys = np.asarray(y)
+    sw = np.ones(len(ys)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if not len(ps):
+        raise ConfigurationError("choose_threshold needs at least one labelled score")
+    values = np.unique(ps)
+    cands = np.concatenate([[0.5], (values[1:] + values[:-1]) / 2.0 if len(values) > 1 else []])
+    cands = cands[(cands > 0.0) & (cands < 1.0)]
+    best, best_acc = 0.5, -1.0
+    for t in cands:
+        acc = float((sw * ((ps >= t) == (ys == 1))).sum() / sw.sum())
+        if acc > best_acc + 1e-12 or (abs(acc - best_acc) <= 1e-12 and abs(t - 0.5) < abs(best - 0.5)):
+            best, best_acc = float(t), acc
+    return best
+
+
+def grouped_oof(
+    n: int,
+    groups: Sequence[str],
+    fit_predict: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    *,
+    folds: int = 5,
+    seed: int = 0,
+) -> np.ndarray:
+    """Out-of-fold predictions: ``fit_predict(train_idx, test_idx)`` per document-grouped fold."""
+    from scopeguard.training import grouped_folds
+
+    if len(groups) != n:
+        raise ConfigurationError(f"grouped_oof: {len(groups)} groups for {n} examples")
+    out = np.full(n, np.nan)
+    all_idx = np.arange(n)
+    for test in grouped_folds(groups, folds, seed=seed):
+        train = np.setdiff1d(all_idx, test)
+        out[test] = fit_predict(train, test)
+    return out

@@ -1,0 +1,224 @@
+"""The reading stage: an LLM's Yes/No answerability verdict read from next-token log-probs.
+
+The model reads the instruction, the documents and the question once (template
+``answerability_verdict``) and the score is its probability of answering "No" to "Does the
+document contain the answer?". No text is generated, so there is nothing to parse and no
+``unknown`` from a rambling reply. A calibration head (Platt scaling on the margin
+log P(No) - log P(Yes), and a threshold, both fitted with document-grouped CV by
+``scopeguard train-detector --detector logprob``) turns the margin into P(out of scope); the
+packaged head belongs to the packaged Qwen2.5-Coder-1.5B (``scopeguard/_assets/logprob_head.json``).
+With another model and no head of its own, the score is the uncalibrated P(No | Yes or No).
+
+Long documents are cut into passages of at most ``chunk_tokens`` at sentence boundaries and each
+passage is asked on its own; the question counts as answered when any passage answers it (the
+lowest P(out of scope) wins). More than ``max_chunks`` passages raise
+:class:`~scopeguard.errors.DocumentTooLongError` naming the limit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from scopeguard._sentences import split_sentences
+from scopeguard.calibration import LogisticHead
+from scopeguard.detectors.base import BaseDetector
+from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
+from scopeguard.llm.base import ChatMessage
+from scopeguard.prompts import render, render_documents
+from scopeguard.types import Document, Label, Verdict
+from scopeguard.verdicts import VerdictScore, VerdictScorer, verdict_scorer
+
+__all__ = ["TEMPLATE", "LogProbDetector", "LogProbHead", "verdict_messages"]
+
+logger = logging.getLogger(__name__)
+
+TEMPLATE = "answerability_verdict"
+HEAD_FILE = "logprob_head.json"
+
+
+def default_head_path() -> Path:
+    return Path(str(resources.files("scopeguard") / "_assets" / HEAD_FILE))
+
+
+def verdict_messages(question: str, document_text: str, *, template: str = TEMPLATE) -> list[ChatMessage]:
+    """The chat messages of one verdict prompt (one user turn)."""
+    return [ChatMessage(role="user", content=render(template, document=document_text, question=question))]
+
+
+@dataclass(frozen=True)
+class LogProbHead:
+    """Calibration of one verdict model: Platt scaling of the margin and a threshold."""
+
+    model: str
+    calibration: LogisticHead
+    threshold: float = 0.5
+    template: str = TEMPLATE
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def p_oos(self, margin: float) -> float:
+        return float(self.calibration.predict([margin])[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "logprob",
+            "model": self.model,
+            "template": self.template,
+            "calibration": self.calibration.to_dict(),
+            "threshold": self.threshold,
+            "info": self.info,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        if p.is_dir() or not p.suffix:
+            p.mkdir(parents=True, exist_ok=True)
+            p = p / HEAD_FILE
+        p.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> LogProbHead:
+        p = Path(path)
+        if p.is_dir():
+            p = p / HEAD_FILE
+        if not p.is_file():
+            raise ModelError(f"log-prob head not found: {p}")
+        try:
+            raw = json.loads(p.read_text(encoding="utf-8"))
+            return cls(
+                model=str(raw["model"]),
+                calibration=LogisticHead.from_dict(raw["calibration"]),
+                threshold=float(raw.get("threshold", 0.5)),
+                template=str(raw.get("template", TEMPLATE)),
+                info=dict(raw.get("info", {})),
+            )
+        except ModelError as exc:
+            raise ModelError(f"{p}: {exc}") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelError(f"{p}: not a valid log-prob head ({type(exc).__name__}: {exc})") from None
+
+
+def identity_head(model: str) -> LogProbHead:
+    """No calibration: P(out of scope) = P(No | Yes or No), threshold 0.5."""
+    return LogProbHead(model=model, calibration=LogisticHead(("margin",), (0.0,), (1.0,), (1.0,), 0.0))
+
+
+class LogProbDetector(BaseDetector):
+    """Answerability verdict from one forward pass of an LLM (see the module docstring).
+
+    Args:
+        llm: an LLM spec (``"local:qwen2.5-coder-1.5b"``, ``"transformers:NAME"``,
+            ``"openai:MODEL"``), a chat model, or a :class:`~scopeguard.verdicts.VerdictScorer`.
+            Default: the packaged Qwen2.5-Coder-1.5B with llama.cpp.
+        model: a calibration head (file or folder) from ``train-detector --detector logprob``;
+            default: the packaged head when ``llm`` is the packaged model, else none.
+        threshold: overrides the head's threshold on P(out of scope).
+        chunk_tokens: the longest passage (in the model's tokens) asked at once.
+        max_chunks: the most passages one check may need before it is refused.
+    """
+
+    name = "logprob"
+
+    def __init__(
+        self,
+        *,
+        llm: Any = None,
+        model: str | Path | None = None,
+        threshold: float | None = None,
+        chunk_tokens: int = 1536,
+        max_chunks: int = 32,
+    ) -> None:
+        if chunk_tokens < 64:
+            raise ConfigurationError(f"chunk_tokens must be at least 64, got {chunk_tokens}")
+        if max_chunks < 1:
+            raise ConfigurationError(f"max_chunks must be >= 1, got {max_chunks}")
+        self.scorer: VerdictScorer = verdict_scorer(llm)
+        if model is not None:
+            self.head = LogProbHead.load(model)
+        else:
+            packaged = LogProbHead.load(default_head_path()) if default_head_path().is_file() else None
+            if packaged is not None and packaged.model == self.scorer.name:
+                self.head = packaged
+            else:
+                self.head = identity_head(self.scorer.name)
+        if self.head.model != self.scorer.name:
+            logger.warning(
+                "log-prob head was fitted on %s, the verdicts come from %s", self.head.model, self.scorer.name
+            )
+        self.threshold = self.head.threshold if threshold is None else float(threshold)
+        if not 0.0 < self.threshold < 1.0:
+            raise ConfigurationError(f"threshold must be in (0, 1), got {self.threshold}")
+        self.chunk_tokens = chunk_tokens
+        self.max_chunks = max_chunks
+
+    def load(self) -> None:
+        """Load the verdict model now (otherwise it loads on the first question)."""
+        loader = getattr(self.scorer, "load", None)
+        if callable(loader):
+            loader()
+
+    # -- passages ---------------------------------------------------------------------------
+    def passages(self, documents: Sequence[Document]) -> list[str]:
+        """The document text asked at once: all documents together when they fit, else passages."""
+        whole = render_documents(documents)
+        # A cheap upper bound first (a token is at least one character), then the tokenizer.
+        if len(whole) <= self.chunk_tokens or self.scorer.count_tokens(whole) <= self.chunk_tokens:
+            return [whole]
+        budget_chars = self.chunk_tokens * 3  # about 4 characters a token in English; keep a margin
+        total = sum(len(d.text) for d in documents)
+        if total > budget_chars * self.max_chunks * 2:
+            raise self._too_long(total)
+        out: list[str] = []
+        for doc in documents:
+            current: list[str] = []
+            size = 0
+            for sentence in split_sentences(doc.text) or [doc.text]:
+                pieces = [sentence[i : i + budget_chars] for i in range(0, len(sentence), budget_chars)]
+                for piece in pieces:
+                    if current and size + len(piece) > budget_chars:
+                        out.append(" ".join(current))
+                        current, size = [], 0
+                    current.append(piece)
+                    size += len(piece) + 1
+            if current:
+                out.append(" ".join(current))
+            if len(out) > self.max_chunks:
+                raise self._too_long(total)
+        return out
+
+    def _too_long(self, n_chars: int) -> DocumentTooLongError:
+        limit = self.chunk_tokens * self.max_chunks
+        return DocumentTooLongError(
+            f"the documents ({n_chars:,} characters) need more than {self.max_chunks} passages of "
+            f"{self.chunk_tokens} tokens (about {limit:,} tokens in all): the log-prob detector's limit. "
+            "Pass fewer or shorter documents, or raise max_chunks / chunk_tokens.",
+            n_tokens=n_chars // 4,
+            limit=limit,
+        )
+
+    # -- scoring ----------------------------------------------------------------------------
+    def read(self, question: str, documents: Sequence[Document]) -> tuple[VerdictScore, int]:
+        """The verdict log-probs of the passage that best answers ``question``, and the passage count."""
+        passages = self.passages(documents)
+        scores = [
+            self.scorer.score(verdict_messages(question, p, template=self.head.template)) for p in passages
+        ]
+        best = min(scores, key=lambda s: s.margin)
+        return best, len(passages)
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        best, n = self.read(question, documents)
+        score = self.head.p_oos(best.margin)
+        label: Label = "out_of_scope" if score >= self.threshold else "in_scope"
+        where = f" (best of {n} passages)" if n > 1 else ""
+        rationale = (
+            f"{self.scorer.name} answers 'does the document contain the answer?' with "
+            f"P(No)={best.p_no:.2f}{where}; P(out of scope) {score:.2f}"
+        )
+        return Verdict(label=label, score=score, rationale=rationale, llm_calls=n)

@@ -1,0 +1,169 @@
+"""The signals the cascade reads, extracted for a whole dataset and cached on disk.
+
+For each labelled question: the fast stage's two features (``coverage``, ``alignment``) and the
+reading stage's verdict margin (log P(No) - log P(Yes) of the log-prob detector). Extraction is
+paid once: every value is cached under ``$SCOPEGUARD_CACHE/features`` by (extractor identity,
+question, document content), so a killed run resumes where it stopped and the folds of a
+cross-validation, the benchmarks and ``train-detector`` share the work. Questions are read in
+document order so that llama.cpp's prefix cache reads each document once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scopeguard._progress import progress_bar
+from scopeguard.data import Dataset
+from scopeguard.features import FeatureCache, stable_hash
+from scopeguard.prompts import template_source
+
+__all__ = ["Signals", "extract_signals", "sample_documents"]
+
+logger = logging.getLogger(__name__)
+
+FAST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Per-question signals of one or more datasets (rows aligned with ``ids``)."""
+
+    ids: tuple[str, ...]
+    groups: tuple[str, ...]  # "<dataset>/<doc_id>": the unit of grouped cross-validation
+    datasets: tuple[str, ...]
+    labels: np.ndarray  # 1 = out of scope
+    coverage: np.ndarray
+    alignment: np.ndarray
+    margin: np.ndarray  # NaN where the reading stage was not asked
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def column(self, name: str) -> np.ndarray:
+        return np.asarray(getattr(self, name), dtype=np.float64)
+
+    def matrix(self, names: Sequence[str]) -> np.ndarray:
+        return np.stack([self.column(n) for n in names], axis=1)
+
+    def take(self, idx: np.ndarray) -> Signals:
+        return Signals(
+            ids=tuple(self.ids[i] for i in idx),
+            groups=tuple(self.groups[i] for i in idx),
+            datasets=tuple(self.datasets[i] for i in idx),
+            labels=self.labels[idx],
+            coverage=self.coverage[idx],
+            alignment=self.alignment[idx],
+            margin=self.margin[idx],
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[Signals]) -> Signals:
+        return Signals(
+            ids=tuple(i for p in parts for i in p.ids),
+            groups=tuple(g for p in parts for g in p.groups),
+            datasets=tuple(d for p in parts for d in p.datasets),
+            labels=np.concatenate([p.labels for p in parts]),
+            coverage=np.concatenate([p.coverage for p in parts]),
+            alignment=np.concatenate([p.alignment for p in parts]),
+            margin=np.concatenate([p.margin for p in parts]),
+        )
+
+
+def template_sha256(name: str) -> str:
+    """SHA-256 of a prompt template's source: cached verdicts change when the wording does."""
+    import hashlib
+
+    return hashlib.sha256(template_source(name).encode("utf-8")).hexdigest()
+
+
+def extract_signals(
+    dataset: Dataset,
+    *,
+    name: str = "",
+    fast: bool = True,
+    reader: object | None = None,
+    progress: bool | None = None,
+) -> Signals:
+    """Signals for every question of ``dataset``.
+
+    ``fast``: compute the fast stage's features. ``reader``: a
+    :class:`~scopeguard.detectors.logprob.LogProbDetector` whose margins to compute (``None``:
+    margins are NaN).
+    """
+    from scopeguard.detectors.logprob import LogProbDetector
+
+    docs = dataset.documents
+    order = sorted(range(len(dataset.questions)), key=lambda i: dataset.questions[i].doc_id)
+    questions = [dataset.questions[i] for i in order]
+    n = len(questions)
+    coverage = np.full(n, np.nan)
+    alignment = np.full(n, np.nan)
+    margin = np.full(n, np.nan)
+    label = name or "dataset"
+
+    if fast:
+        from scopeguard.detectors.fast import FastFeaturizer
+
+        cache = FeatureCache({"kind": "fast_signals", "encoder": "minilm", "version": FAST_VERSION})
+        featurizer: FastFeaturizer | None = None
+        for i, q in enumerate(progress_bar(questions, desc=f"fast features {label}", enabled=progress)):
+            doc = docs[q.doc_id]
+            key = stable_hash(q.question, doc.content_hash)
+            hit = cache.get(key)
+            if hit is None:
+                featurizer = featurizer or FastFeaturizer("minilm")
+                values = featurizer.features(q.question, [doc])
+                hit = np.array([values["coverage"], values["alignment"]], dtype=np.float32)
+                cache.put(key, hit)
+            coverage[i], alignment[i] = float(hit[0]), float(hit[1])
+
+    if reader is not None:
+        if not isinstance(reader, LogProbDetector):
+            raise TypeError("reader must be a LogProbDetector")
+        identity = {
+            "kind": "verdict_margin",
+            "model": reader.scorer.name,
+            "template": reader.head.template,
+            "template_sha256": template_sha256(reader.head.template),
+            "chunk_tokens": reader.chunk_tokens,
+        }
+        cache = FeatureCache(identity)
+        for i, q in enumerate(progress_bar(questions, desc=f"verdicts {label}", enabled=progress)):
+            doc = docs[q.doc_id]
+            key = stable_hash(q.question, doc.content_hash)
+            hit = cache.get(key)
+            if hit is None:
+                best, _ = reader.read(q.question, [doc])
+                hit = np.array([best.logp_yes, best.logp_no], dtype=np.float32)
+                cache.put(key, hit)
+            margin[i] = float(hit[1]) - float(hit[0])
+
+    return Signals(
+        ids=tuple(q.id for q in questions),
+        groups=tuple(f"{label}/{q.doc_id}" for q in questions),
+        datasets=(label,) * n,
+        labels=np.array([1 if q.label == "out_of_scope" else 0 for q in questions]),
+        coverage=coverage,
+        alignment=alignment,
+        margin=margin,
+    )
+
+
+def sample_documents(dataset: Dataset, max_docs: int | None, *, seed: int = 0) -> Dataset:
+    """``dataset`` restricted to ``max_docs`` documents drawn at random (seeded), with all their questions."""
+    if max_docs is None or max_docs >= len(dataset.documents):
+        return dataset
+    if max_docs < 1:
+        from scopeguard.errors import ConfigurationError
+
+        raise ConfigurationError(f"max_docs must be >= 1, got {max_docs}")
+    ids = sorted(dataset.documents)
+    keep = {ids[i] for i in np.random.default_rng(seed).permutation(len(ids))[:max_docs]}
+    return Dataset(
+        documents={k: v for k, v in dataset.documents.items() if k in keep},
+        questions=tuple(q for q in dataset.questions if q.doc_id in keep),
+    )

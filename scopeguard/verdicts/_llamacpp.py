@@ -1,0 +1,221 @@
+"""Log-prob verdicts from a GGUF model run in-process by llama.cpp.
+
+The prompt goes through the model's own chat template (read from the GGUF), is tokenised, and
+only the tokens after the longest prefix shared with the previous prompt are decoded: the
+instruction always comes first and the documents next, so a run of questions about the same
+documents reads the documents once. Only the last position's logits are computed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scopeguard._optional import require
+from scopeguard.errors import DocumentTooLongError, LLMError, ModelError
+from scopeguard.llm.base import ChatMessage
+from scopeguard.verdicts.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp, variant_strings
+
+__all__ = ["LlamaCppVerdicts"]
+
+logger = logging.getLogger(__name__)
+
+
+def _env_threads() -> int | None:
+    raw = os.environ.get("SCOPEGUARD_N_THREADS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+class LlamaCppVerdicts:
+    """Verdict log-probs from a local GGUF (``"qwen2.5-coder-1.5b"``, a path, or a hub file).
+
+    Args:
+        model: a packaged short name, a ``.gguf`` path or a Hugging Face ``repo_id/file.gguf``
+            (see :func:`scopeguard.models.local_gguf`).
+        n_ctx: the context window in tokens (prompts longer than this raise
+            :class:`~scopeguard.errors.DocumentTooLongError`; the detector chunks documents first).
+        n_threads: CPU threads (default ``$SCOPEGUARD_N_THREADS``, else all cores).
+        n_gpu_layers: layers to offload where llama.cpp was built with a GPU backend.
+    """
+
+    def __init__(
+        self,
+        model: str | Path = "qwen2.5-coder-1.5b",
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+    ) -> None:
+        from scopeguard.models import available_ggufs, local_gguf
+
+        self._lib = require(
+            "llama_cpp", extra="local", feature="log-prob verdicts with llama.cpp", package="llama-cpp-python"
+        )
+        self.path = local_gguf(str(model))
+        self._name = str(model) if str(model) in available_ggufs() else self.path.stem
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1
+        self.n_gpu_layers = n_gpu_layers
+        self._llm: Any = None
+        self._lock = threading.Lock()
+        self._past: list[int] = []
+        self._yes: list[int] = []
+        self._no: list[int] = []
+        self._formatter: Any = None
+
+    @property
+    def name(self) -> str:
+        """The packaged short name (``qwen2.5-coder-1.5b``) or the file's stem."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"LlamaCppVerdicts(path={str(self.path)!r}, n_ctx={self.n_ctx})"
+
+    # -- loading ----------------------------------------------------------------------------
+    def load(self) -> None:
+        """Load the model now (otherwise on the first prompt)."""
+        self._load()
+
+    def _load(self) -> Any:
+        if self._llm is not None:
+            return self._llm
+        lib = self._lib
+        logger.info("loading %s for log-prob verdicts (n_ctx=%d)", self.path.name, self.n_ctx)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                llm = lib.Llama(
+                    model_path=str(self.path),
+                    n_ctx=self.n_ctx,
+                    n_batch=min(self.n_ctx, 2048),
+                    n_ubatch=min(self.n_ctx, 512),
+                    n_threads=self.n_threads,
+                    n_gpu_layers=self.n_gpu_layers,
+                    verbose=False,
+                )
+        except Exception as exc:
+            raise ModelError(f"llama.cpp could not load {self.path}: {exc}") from None
+        meta: dict[str, str] = dict(llm.metadata or {})
+        template = meta.get("tokenizer.chat_template")
+        if template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            def piece(token_id: int) -> str:
+                if token_id < 0:
+                    return ""
+                return str(llm.detokenize([token_id], special=True).decode("utf-8", errors="replace"))
+
+            self._formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=piece(int(llm.token_eos())),
+                bos_token=piece(int(llm.token_bos())),
+                add_generation_prompt=True,
+            )
+        self._yes = self._token_ids(llm, YES_WORDS)
+        self._no = self._token_ids(llm, NO_WORDS)
+        if not self._yes or not self._no:
+            raise ModelError(f"{self.path.name}: the tokenizer has no single token for Yes or No")
+        self._llm = llm
+        return llm
+
+    @staticmethod
+    def _token_ids(llm: Any, words: Sequence[str]) -> list[int]:
+        ids: list[int] = []
+        for text in variant_strings(words):
+            toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+            if len(toks) == 1 and int(toks[0]) not in ids:
+                ids.append(int(toks[0]))
+        return ids
+
+    # -- prompts ----------------------------------------------------------------------------
+    def render(self, messages: Sequence[ChatMessage]) -> str:
+        """The prompt text the model reads (its chat template, generation prompt appended)."""
+        self._load()
+        if self._formatter is None:  # a base model without a chat template: plain text
+            return "\n\n".join(m.content for m in messages) + "\n"
+        out = self._formatter(messages=[m.model_dump() for m in messages])
+        return str(out.prompt)
+
+    def _ids(self, messages: Sequence[ChatMessage]) -> list[int]:
+        llm = self._load()
+        text = self.render(messages)
+        ids = list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        bos = int(llm.token_bos())
+        adds_bos = str((llm.metadata or {}).get("tokenizer.ggml.add_bos_token", "false")).lower() == "true"
+        if adds_bos and bos >= 0 and (not ids or ids[0] != bos):
+            ids.insert(0, bos)
+        return ids
+
+    def count_tokens(self, text: str) -> int:
+        llm = self._load()
+        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    # -- scoring ----------------------------------------------------------------------------
+    def _decode(self, ids: list[int], n_past: int) -> int:
+        """Decode ``ids`` after ``n_past`` cached tokens in n_batch pieces; index of the last logits row."""
+        llm = self._llm
+        step = int(llm.n_batch)
+        last = 0
+        for start in range(0, len(ids), step):
+            piece = ids[start : start + step]
+            batch = llm._batch
+            batch.reset()
+            batch.set_batch(piece, n_past + start, False)
+            llm._ctx.decode(batch)
+            last = len(piece) - 1
+        return last
+
+    def score(self, messages: Sequence[ChatMessage]) -> VerdictScore:
+        ids = self._ids(messages)
+        if len(ids) >= self.n_ctx:
+            raise DocumentTooLongError(
+                f"the verdict prompt ({len(ids)} tokens) does not fit the context window of "
+                f"{self.name} ({self.n_ctx} tokens): split the documents or raise n_ctx",
+                n_tokens=len(ids),
+                limit=self.n_ctx,
+            )
+        with self._lock:
+            llm = self._llm
+            ctx = llm._ctx
+            shared = 0
+            for a, b in zip(self._past, ids, strict=False):
+                if a != b:
+                    break
+                shared += 1
+            shared = min(shared, len(ids) - 1)  # always decode at least the last token
+            try:
+                if shared == 0 or not ctx.kv_cache_seq_rm(-1, shared, -1):
+                    ctx.kv_cache_clear()
+                    shared = 0
+                self._past = []
+                row = self._decode(ids[shared:], shared)
+                self._past = list(ids)
+                ptr = self._lib.llama_get_logits_ith(ctx.ctx, row)
+            except Exception as exc:
+                self._past = []
+                raise LLMError(f"llama.cpp failed to read the verdict prompt: {exc}") from None
+            if not ptr:
+                raise LLMError("llama.cpp returned no logits for the verdict prompt")
+            logits = np.ctypeslib.as_array(ptr, shape=(int(llm.n_vocab()),)).astype(np.float64, copy=True)
+        top = float(logits.max())
+        log_z = top + math.log(float(np.exp(logits - top).sum()))
+        return VerdictScore(
+            logp_yes=logsumexp([float(logits[i]) - log_z for i in self._yes]),
+            logp_no=logsumexp([float(logits[i]) - log_z for i in self._no]),
+            n_tokens=len(ids),
+        )
+
+    def score_many(
+        self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None
+    ) -> list[VerdictScore]:
+        from scopeguard._progress import progress_bar
+
+        return [self.score(p) for p in progress_bar(prompts, desc="verdicts", enabled=progress)]

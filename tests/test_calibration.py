@@ -1,0 +1,78 @@
+"""Calibration pieces on scripted scores: logistic fit, thresholds, operating points, grouped OOF."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scopeguard.calibration import (
+    LogisticHead,
+    auroc,
+    choose_threshold,
+    fit_logistic,
+    grouped_oof,
+    operating_point,
+)
+from scopeguard.errors import ConfigurationError, ModelError
+
+
+def test_fit_logistic_recovers_a_separating_direction() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 2))
+    y = (x[:, 0] - 0.5 * x[:, 1] + 0.3 * rng.normal(size=400) > 0).astype(int)
+    head = fit_logistic(x, y, ("a", "b"))
+    assert head.coef[0] > 0 > head.coef[1]
+    acc = float(((head.predict(x) >= 0.5) == (y == 1)).mean())
+    assert acc > 0.9
+    again = LogisticHead.from_dict(head.to_dict())
+    assert np.allclose(again.predict(x), head.predict(x))
+    assert head.predict_one({"a": 3.0, "b": 0.0}) > 0.9
+
+
+def test_fit_logistic_weights_shift_the_decision() -> None:
+    x = np.array([[0.0], [0.0], [1.0], [1.0]])
+    y = np.array([0, 1, 0, 1])
+    plain = fit_logistic(x, y, ("a",)).predict([[0.0]])[0]
+    heavy = fit_logistic(x, y, ("a",), weights=np.array([1.0, 9.0, 1.0, 9.0])).predict([[0.0]])[0]
+    assert math.isclose(plain, 0.5, abs_tol=1e-6) and heavy > 0.8
+
+
+def test_fit_logistic_rejects_bad_input() -> None:
+    with pytest.raises(ConfigurationError, match="both labels"):
+        fit_logistic(np.zeros((3, 1)), np.zeros(3), ("a",))
+    with pytest.raises(ConfigurationError, match="NaN"):
+        fit_logistic(np.array([[np.nan], [1.0]]), np.array([0, 1]), ("a",))
+    with pytest.raises(ModelError):
+        LogisticHead.from_dict({"features": ["a"]})
+
+
+def test_choose_threshold_and_operating_point() -> None:
+    p = np.array([0.1, 0.2, 0.35, 0.4, 0.8, 0.9])
+    y = np.array([0, 0, 0, 1, 1, 1])
+    t = choose_threshold(p, y)
+    assert 0.35 < t <= 0.4
+    op = operating_point(p, y, t)
+    assert op.accuracy == 1.0 and op.false_refusal_rate == 0.0 and op.oos_recall == 1.0 and op.n == 6
+    op5 = operating_point(p, y, 0.5)
+    assert op5.accuracy == pytest.approx(5 / 6) and op5.oos_recall == pytest.approx(2 / 3)
+
+
+def test_auroc_with_ties_and_one_class() -> None:
+    assert auroc([0.1, 0.9], [0, 1]) == 1.0
+    assert auroc([0.5, 0.5], [0, 1]) == 0.5
+    assert math.isnan(auroc([0.2, 0.3], [1, 1]))
+
+
+def test_grouped_oof_never_predicts_a_document_it_trained_on() -> None:
+    groups = [f"d{i // 3}" for i in range(30)]
+    seen: list[tuple[set[str], set[str]]] = []
+
+    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        seen.append(({groups[i] for i in train}, {groups[i] for i in test}))
+        return np.full(len(test), 0.5)
+
+    out = grouped_oof(30, groups, fit_predict, folds=5)
+    assert not np.isnan(out).any() and len(seen) == 5
+    assert all(not (tr & te) for tr, te in seen)

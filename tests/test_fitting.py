@@ -1,0 +1,74 @@
+"""fit_detector end to end on an invented dataset, with scripted verdict margins."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scopeguard.data import Dataset, LabeledQuestion, save_dataset
+from scopeguard.detectors.logprob import LogProbDetector, LogProbHead
+from scopeguard.errors import ConfigurationError
+from scopeguard.fitting import fit_detector
+from scopeguard.testing import ScriptedVerdictScorer
+from scopeguard.types import Document
+
+
+def invented(tmp_path: Path, name: str, n_docs: int = 10) -> Path:
+    docs = {
+        f"d{i}": Document(id=f"d{i}", text=f"Document {i} talks about the town of Brindle{i}.")
+        for i in range(n_docs)
+    }
+    qs = []
+    for i in range(n_docs):
+        for j in range(4):
+            oos = j % 2 == 1
+            word = "unsaid" if oos else "said"
+            # a few deliberately confusing items so that the fit is not trivially perfect
+            if j == 3 and i % 5 == 0:
+                word = "said"
+            qs.append(
+                LabeledQuestion(
+                    id=f"{name}-{i}-{j}",
+                    doc_id=f"d{i}",
+                    question=f"What is {word} about Brindle{i} (item {j})?",
+                    label="out_of_scope" if oos else "in_scope",
+                )
+            )
+    path = tmp_path / name
+    save_dataset(Dataset(documents=docs, questions=tuple(qs)), path)
+    return path
+
+
+def scorer() -> ScriptedVerdictScorer:
+    return ScriptedVerdictScorer(lambda p: 2.5 if "unsaid" in p else -1.5, name="scripted")
+
+
+def test_logprob_fit_saves_a_calibrated_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path / "cache"))
+    a, b = invented(tmp_path, "a"), invented(tmp_path, "b", n_docs=6)
+    s = scorer()
+    report = fit_detector([a, b], "logprob", tmp_path / "head", llm=s, progress=False)
+    assert report.n == 64 and set(report.per_dataset) == {"a", "b"}
+    assert report.overall["accuracy"] == pytest.approx(0.9375)  # the 4 confusing items are wrong
+    assert report.overall["false_refusal_rate"] == 0.0
+    assert report.oof is not None and len(report.oof.p) == 64
+    head = LogProbHead.load(report.path)
+    assert head.model == "scripted" and head.info["cv"]["overall"]["n"] == 64
+    det = LogProbDetector(llm=s, model=report.path)
+    assert det.detect("What is unsaid here?", "text").label == "out_of_scope"
+    assert det.detect("What is said here?", "text").label == "in_scope"
+    # signals are cached: a second fit reads no prompt
+    calls = len(s.prompts)
+    fit_detector([a, b], "logprob", tmp_path / "head2", llm=s, progress=False)
+    assert len(s.prompts) == calls
+    saved = json.loads(report.path.read_text())
+    assert saved["kind"] == "logprob" and 0 < saved["threshold"] < 1
+
+
+def test_fit_rejects_bad_requests(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="not a scoring detector"):
+        fit_detector([tmp_path], "judge", tmp_path / "x")
+    with pytest.raises(ConfigurationError, match="at least one dataset"):
+        fit_detector([], "logprob", tmp_path / "x")

@@ -1,0 +1,73 @@
+"""Log-prob verdicts against real models: llama.cpp in-process, a llama.cpp server, transformers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from scopeguard.detectors.logprob import LogProbDetector, verdict_messages
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+DOC = (
+    "The Brindlewick library opened in March 2019. The building cost 4 million pounds and was "
+    "designed by the local firm Harrow & Pike. Its roof carries 300 solar panels."
+)
+QUESTIONS = ("How much did the Brindlewick library cost?", "Who was the first head librarian of Brindlewick?")
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Path:
+    pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
+    from scopeguard.errors import ModelError
+    from scopeguard.models import local_gguf
+
+    try:
+        return local_gguf("smollm2")
+    except ModelError as exc:
+        pytest.skip(str(exc))
+
+
+def test_llamacpp_prefix_cache_gives_the_same_scores_as_a_fresh_read(smollm2: Path) -> None:
+    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+
+    warm = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024)
+    scores = [warm.score(verdict_messages(q, DOC)) for q in QUESTIONS]  # the second reuses the document
+    fresh = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024).score(verdict_messages(QUESTIONS[1], DOC))
+    for s in scores:
+        assert math.isfinite(s.margin) and 0.0 < s.coverage <= 1.0 + 1e-6 and s.n_tokens > 50
+    assert scores[1].margin == pytest.approx(fresh.margin, abs=0.05)
+    assert warm.name == "smollm2"
+    # as a detector: a verdict with a score and one read
+    v = LogProbDetector(llm=f"local:{smollm2}").detect(QUESTIONS[0], DOC)
+    assert v.label in ("in_scope", "out_of_scope") and v.score is not None and v.llm_calls == 1
+
+
+def test_llamacpp_server_logprobs_match_the_in_process_model(llama_server: str, local_gguf: Path) -> None:
+    from scopeguard.llm.openai_compat import OpenAIChatModel
+    from scopeguard.verdicts import verdict_scorer
+    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+
+    remote = verdict_scorer(OpenAIChatModel("local", base_url=llama_server))
+    local = LlamaCppVerdicts(local_gguf, n_threads=1)
+    for q in QUESTIONS:
+        a = remote.score(verdict_messages(q, DOC))
+        b = local.score(verdict_messages(q, DOC))
+        assert math.isfinite(a.margin)
+        assert a.margin == pytest.approx(b.margin, abs=0.5), q
+
+
+def test_transformers_backend_batches_like_single_prompts(smollm2: Path) -> None:
+    pytest.importorskip("transformers", reason="needs scopeguard[probe]")
+    pytest.importorskip("gguf", reason="needs scopeguard[probe]")
+    from scopeguard.verdicts._transformers import TransformersVerdicts
+
+    scorer = TransformersVerdicts(str(smollm2), device="cpu", batch_size=2)
+    prompts = [verdict_messages(q, DOC) for q in QUESTIONS]
+    batched = scorer.score_many(prompts, progress=False)
+    single = [scorer.score(p) for p in prompts]
+    for a, b in zip(batched, single, strict=True):
+        assert a.margin == pytest.approx(b.margin, abs=1e-3)
+        assert 0.0 < a.coverage <= 1.0 + 1e-6
