@@ -1,4 +1,14 @@
-"""The typer application; each command module registers its commands on ``app``."""
+"""The typer application; each command module registers its commands on ``app``.
+
+Exit codes, the same for every command:
+
+- ``0``: done, every item succeeded;
+- ``1``: the job ran and wrote its outputs, but some items failed (documents, questions,
+  evaluation steps, a check without a verdict); the last line on stderr says how many;
+- ``2``: the command could not run: a bad option or input, a missing dependency, an unreachable
+  LLM, a run folder of another configuration (one ``error:`` line on stderr; click's own usage
+  errors use 2 as well).
+"""
 
 from __future__ import annotations
 
@@ -15,9 +25,14 @@ from scopeguard.errors import ScopeGuardError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+EXIT_FAILED_ITEMS = 1
+EXIT_USAGE = 2
+
 app = typer.Typer(
     name="scopeguard",
     help="Catch out-of-scope questions before a RAG system hallucinates an answer.",
+    epilog="Exit codes: 0 all items succeeded; 1 the job ran but some items failed (stderr says how "
+    "many); 2 the command could not run (bad option or input, missing dependency, unreachable LLM).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -33,9 +48,17 @@ def handle_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except ScopeGuardError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            raise typer.Exit(2) from None
+            raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def exit_if_failed(failed: int, total: int, items: str, hint: str = "") -> None:
+    """End a job that wrote its outputs with exit code 1 when ``failed`` of its ``total`` ``items``
+    failed, saying so in one line on stderr (``hint``: where to look, or how to retry)."""
+    if failed:
+        typer.echo(f"{failed} of {total} {items} failed" + (f": {hint}" if hint else ""), err=True)
+        raise typer.Exit(EXIT_FAILED_ITEMS)
 
 
 _COMMAND_MODULES = (

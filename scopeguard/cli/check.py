@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import app, exit_if_failed, handle_errors
 from scopeguard.errors import InputError
-from scopeguard.types import Document
+from scopeguard.types import Document, Verdict, validate_question
 
 
 def read_document(path: Path) -> Document:
@@ -43,10 +43,16 @@ def check(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Decide whether QUESTION is in scope for the given documents and print the verdict."""
+    """Decide whether QUESTION is in scope for the given documents and print the verdict.
+
+    Exits 1 when the verdict is unknown, 2 when there is none (bad question or document file, the
+    detector failed).
+    """
+    # Input is checked before any detector (and its model) is loaded.
+    question = validate_question(question)
+    docs = [read_document(p) for p in document]
     from scopeguard.detectors import get_detector
 
-    docs = [read_document(p) for p in document]
     kwargs: dict[str, object] = {}
     if model is not None:
         kwargs["model"] = model
@@ -55,6 +61,7 @@ def check(
     verdict = get_detector(detector, **kwargs).detect(question, docs)
     if as_json:
         typer.echo(json.dumps(verdict.model_dump(mode="json"), ensure_ascii=False))
+        _exit_if_undecided(verdict)
         return
     score = "n/a" if verdict.score is None else f"{verdict.score:.3f}"
     typer.echo(f"label:    {verdict.label}")
@@ -64,6 +71,13 @@ def check(
         typer.echo("not covered by the documents: " + "; ".join(verdict.uncovered))
     if verdict.rationale:
         typer.echo(f"rationale: {verdict.rationale}")
+    _exit_if_undecided(verdict)
+
+
+def _exit_if_undecided(verdict: Verdict) -> None:
+    """Exit 1 when the check gave no verdict (label ``unknown``, e.g. the detector's LLM failed)."""
+    reason = verdict.error or "the detector could not decide (label unknown)"
+    exit_if_failed(int(verdict.label == "unknown"), 1, "checks", reason)
 
 
 @app.command("detectors")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import app, exit_if_failed, handle_errors
 
 _TABLE_ROWS = (
     ("n", "questions", "{:.0f}"),
@@ -51,7 +51,10 @@ def eval_detector_command(
         help="torch threads for embedding models (1 is fastest on a busy machine).",
     ),
 ) -> None:
-    """Run a detector on every question of DATASET against its own document and print the metrics."""
+    """Run a detector on every question of DATASET against its own document and print the metrics.
+
+    Exits 1 when the detector failed on any question (it counts as unknown), 2 when it could not run.
+    """
     from scopeguard.data import load_dataset
     from scopeguard.detectors import get_detector
     from scopeguard.errors import InputError
@@ -81,11 +84,19 @@ def eval_detector_command(
         typer.echo(
             json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()})
         )
-        return
-    typer.echo(f"detector {detector} on {dataset}")
-    width = max(len(label) for _, label, _ in _TABLE_ROWS)
-    for key, label, fmt in _TABLE_ROWS:
-        typer.echo(f"  {label:<{width}}  {_fmt(fmt, metrics[key])}")
+    else:
+        typer.echo(f"detector {detector} on {dataset}")
+        width = max(len(label) for _, label, _ in _TABLE_ROWS)
+        for key, label, fmt in _TABLE_ROWS:
+            typer.echo(f"  {label:<{width}}  {_fmt(fmt, metrics[key])}")
+    failed = [v for v in verdicts if v.error is not None]
+    exit_if_failed(
+        len(failed),
+        len(verdicts),
+        "questions",
+        "the detector raised (counted as 'unknown' in the metrics); first error: "
+        + ((failed[0].error or "") if failed else ""),
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import app, exit_if_failed, handle_errors
 from scopeguard.errors import ConfigurationError
 
 
@@ -54,8 +54,11 @@ def evaluate_command(
         True, "--progress/--no-progress", help="Show a progress bar on a terminal."
     ),
 ) -> None:
-    """Answer each question with each RAG prompt, judge defusion and false refusal, write the report."""
-    from scopeguard.evaluation import available_rag_prompts, evaluate
+    """Answer each question with each RAG prompt, judge defusion and false refusal, write the report.
+
+    Exits 1 when any step (answer + judgement, or detection) failed, 2 when it could not run.
+    """
+    from scopeguard.evaluation import RunStore, available_rag_prompts, evaluate
 
     prompts = list(dict.fromkeys(prompt or available_rag_prompts()))
     unknown = [p for p in prompts if p not in available_rag_prompts()]
@@ -86,6 +89,15 @@ def evaluate_command(
     )
     typer.echo(report.summary)
     typer.echo(f"\nReport, tables, metrics.json and plots written to {out}")
+    store = RunStore(out)
+    responses, detections = store.responses().values(), store.detections().values()
+    exit_if_failed(
+        sum(r.error is not None for r in responses) + sum(d.error is not None for d in detections),
+        len(responses) + len(detections),
+        "evaluation steps",
+        f"see the 'error' field in {store.responses_path} and {store.detections_path.name}; "
+        "re-run on the same --out to retry them",
+    )
 
 
 @app.command("compare")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import app, exit_if_failed, handle_errors
 from scopeguard.errors import ConfigurationError
 
 
@@ -67,7 +67,10 @@ def generate(
         True, "--progress/--no-progress", help="Show a progress bar on a terminal."
     ),
 ) -> None:
-    """Generate out-of-scope questions with ELOQ's guided hallucination, plus in-scope ones."""
+    """Generate out-of-scope questions with ELOQ's guided hallucination, plus in-scope ones.
+
+    Exits 1 when any document failed (the summary says how many), 2 when it could not run.
+    """
     from pydantic import ValidationError
 
     from scopeguard.generation import GenerationConfig, Generator, LengthRule, export_eloq
@@ -105,3 +108,10 @@ def generate(
     if eloq_export is not None:
         export_eloq(out, eloq_export)
         typer.echo(f"ELOQ layout written to {eloq_export}")
+    exit_if_failed(
+        summary.docs_failed + summary.docs_errored_run,
+        summary.docs_in_corpus - summary.docs_skipped,
+        "documents",
+        f"{summary.docs_errored_run} with an LLM error this run (re-run on the same --out to retry them), "
+        f"{summary.docs_failed} for good (their checkpoints in {out} say why)",
+    )

@@ -42,7 +42,11 @@ def retrieval_study(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write recall_at_k.png."),
 ) -> None:
-    """Does each question retrieve the document it was written from? Recall@k and MRR per retriever."""
+    """Does each question retrieve the document it was written from? Recall@k and MRR per retriever.
+
+    Exits 0 or 2 (could not run): it has no per-item failures, a question whose document is not in
+    the corpus counts as a miss (and is reported on stderr).
+    """
     from scopeguard.data import load_dataset, read_jsonl
     from scopeguard.retrieval.report import markdown_table, write_report
     from scopeguard.retrieval.study import run_study

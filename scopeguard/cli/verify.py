@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import app, exit_if_failed, handle_errors
 from scopeguard.errors import ConfigurationError
 
 
@@ -47,7 +47,8 @@ def verify(
     ),
 ) -> None:
     """Answer each question, retrieve with question + answer, optionally read, and classify
-    Yes / No / Not Related (Huo, Arabzadeh & Clarke). Resumable: re-run to continue."""
+    Yes / No / Not Related (Huo, Arabzadeh & Clarke). Resumable: re-run to continue.
+    Exits 1 when any question failed (verdict unknown with an error), 2 when it could not run."""
     from scopeguard.verification.hybrid import make_retriever
     from scopeguard.verification.loop import AnswerVerifier
     from scopeguard.verification.report import (
@@ -97,6 +98,12 @@ def verify(
     dist = class_distribution(read_results(out))
     typer.echo(distribution_markdown({report["run"]: dist}))
     typer.echo(f"\nllm calls: {report['llm_calls']}; errors: {report['errors']}; report: {out / 'report.md'}")
+    exit_if_failed(
+        report["errors"],
+        report["n"],
+        "questions",
+        f"verdict 'unknown', with the error in {out / 'results.jsonl'}",
+    )
 
 
 @app.command("verify-compare")

@@ -3,24 +3,50 @@
 ``render("oos_judgement", document=..., question=...)`` loads ``oos_judgement.j2`` from this
 package and renders it with jinja2 (``StrictUndefined``: a missing variable is an error).
 Templates that carry a seed paper's published instructions cite the paper in a comment.
+
+Untrusted text (documents, passages, questions, responses being judged, facts an LLM wrote) goes
+through the ``fenced`` filter, ``{{ document|fenced }}``. The paper's prompts wrap documents in
+triple double quotes; a document containing three double quotes would otherwise close its own
+block, and the text after them would read as instructions. :func:`fenced` breaks every run of
+three or more double quotes (or backticks, the Markdown fence) by turning every second one into a
+typographic look-alike, so untrusted text never contains a template's delimiter. It is
+idempotent and leaves all other text unchanged. Every template passes each untrusted variable
+through it (``tests/prompts`` renders every template with hostile values to check).
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from scopeguard.errors import ConfigurationError
 
-__all__ = ["available_templates", "render", "render_documents"]
+__all__ = ["available_templates", "fenced", "render", "render_documents", "template_source"]
+
+_DELIMITER_RUN = re.compile(r'"{3,}|`{3,}')
+_LOOKALIKE = {'"': "\u201d", "`": "\u02cb"}  # right double quotation mark, modifier letter grave
+
+
+def _soften(match: re.Match[str]) -> str:
+    return "".join(ch if i % 2 == 0 else _LOOKALIKE[ch] for i, ch in enumerate(match.group()))
+
+
+def fenced(text: Any) -> str:
+    """``text`` made unable to close a block delimited by three double quotes or three backticks.
+
+    Every second character of a run of three or more ``"`` becomes U+201D (and of backticks,
+    U+02CB), so ``'say ""\" now'`` becomes ``'say "\u201d" now'``. Idempotent; other text is kept.
+    """
+    return _DELIMITER_RUN.sub(_soften, str(text))
 
 
 @lru_cache(maxsize=1)
 def _env() -> Any:
     import jinja2
 
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("scopeguard", "prompts"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
@@ -28,12 +54,24 @@ def _env() -> Any:
         lstrip_blocks=True,
         autoescape=False,
     )
+    env.filters["fenced"] = fenced
+    return env
 
 
 def available_templates() -> list[str]:
     """Names of all shipped templates (without the ``.j2`` suffix)."""
     files = resources.files("scopeguard.prompts").iterdir()
     return sorted(p.name[:-3] for p in files if p.name.endswith(".j2"))
+
+
+def template_source(name: str) -> str:
+    """The source text of the template ``name`` (for cache keys that must change with the wording)."""
+    path = resources.files("scopeguard.prompts").joinpath(f"{name}.j2")
+    if not path.is_file():
+        raise ConfigurationError(
+            f"unknown prompt template {name!r}; available: {', '.join(available_templates())}"
+        )
+    return path.read_text(encoding="utf-8")
 
 
 def render(name: str, /, **variables: Any) -> str:

@@ -50,10 +50,12 @@ def _start(review_dir: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 def _post(port: int, payload: dict[str, str]) -> None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/items", timeout=5) as resp:
+        token = json.load(resp)["token"]  # the session's write token, as the page gets it
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/api/label",
         data=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "X-Scopeguard-Token": token},
         method="POST",
     )
     with urllib.request.urlopen(req, timeout=5) as resp:

@@ -103,10 +103,12 @@ def test_bad_label_request_is_rejected(page_url: str) -> None:
     import urllib.error
     import urllib.request
 
+    with urllib.request.urlopen(page_url + "api/items", timeout=5) as resp:
+        token = json.load(resp)["token"]
     req = urllib.request.Request(
         page_url + "api/label",
         data=json.dumps({"question_id": "nope", "field": "scope", "value": "in_scope"}).encode(),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "X-Scopeguard-Token": token},
         method="POST",
     )
     with pytest.raises(urllib.error.HTTPError) as exc:

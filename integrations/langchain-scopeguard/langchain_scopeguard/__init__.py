@@ -10,6 +10,7 @@ from langchain_scopeguard._common import METADATA_KEY
 from langchain_scopeguard.chat_model import ScopeGuardChatModel
 from langchain_scopeguard.compressor import ScopeGuardCompressor
 from langchain_scopeguard.embeddings import SentenceTransformerEmbeddings
+from langchain_scopeguard.llm_adapter import LangChainLLM, from_langchain
 from langchain_scopeguard.retriever import ScopeGuardRetriever
 from langchain_scopeguard.runnable import GuardedOutput, GuardedRAG, rag_prompt
 
@@ -19,10 +20,12 @@ __all__ = [
     "METADATA_KEY",
     "GuardedOutput",
     "GuardedRAG",
+    "LangChainLLM",
     "ScopeGuardChatModel",
     "ScopeGuardCompressor",
     "ScopeGuardRetriever",
     "SentenceTransformerEmbeddings",
     "__version__",
+    "from_langchain",
     "rag_prompt",
 ]

@@ -8,6 +8,7 @@
 
 from llama_index_scopeguard._common import METADATA_KEY
 from llama_index_scopeguard.llm import ScopeGuardLLM
+from llama_index_scopeguard.llm_adapter import LlamaIndexLLM, from_llama_index
 from llama_index_scopeguard.postprocessor import ScopeGuardPostprocessor
 from llama_index_scopeguard.query_engine import GuardedQueryEngine, rag_prompt
 
@@ -16,8 +17,10 @@ __version__ = "0.1.0"
 __all__ = [
     "METADATA_KEY",
     "GuardedQueryEngine",
+    "LlamaIndexLLM",
     "ScopeGuardLLM",
     "ScopeGuardPostprocessor",
     "__version__",
+    "from_llama_index",
     "rag_prompt",
 ]

@@ -3,6 +3,7 @@
 (function () {
   let items = [];
   let labels = {};
+  let token = "";  // this session's write token, from /api/items (other origins cannot read it)
   let index = 0;
   const $ = (id) => document.getElementById(id);
 
@@ -50,7 +51,7 @@
     try {
       const resp = await fetch("/api/label", {
         method: "POST",
-        headers: { "Content-Type": "application/json" },
+        headers: { "Content-Type": "application/json", "X-Scopeguard-Token": token },
         body: JSON.stringify({ question_id: item.id, field: field, value: value }),
       });
       const body = await resp.json();
@@ -89,8 +90,10 @@
     $("next").addEventListener("click", () => move(1));
     const resp = await fetch("/api/items");
     const data = await resp.json();
+    if (!resp.ok) { setStatus("cannot load the questions: " + (data.error || resp.statusText), true); return; }
     items = data.items;
     labels = data.labels;
+    token = data.token;
     $("annotator").textContent = "annotator: " + data.annotator;
     const firstOpen = items.findIndex((it) => !labelled(it));
     index = firstOpen === -1 ? 0 : firstOpen;  // resume where the annotator stopped

@@ -1,0 +1,151 @@
+"""``from_langchain``: a LangChain chat model as a scopeguard :class:`~scopeguard.ChatModel`.
+
+The other direction from :class:`~langchain_scopeguard.ScopeGuardChatModel`. You rarely call it
+yourself: ``Guard(llm=ChatOpenAI(...))`` (and every other ``llm=`` of scopeguard) goes through
+``scopeguard.from_spec``, which recognises a LangChain model and wraps it with this adapter.
+
+- ``n`` samples are ``n`` requests (``batch`` / ``abatch``); LangChain's ``invoke`` returns one.
+- ``temperature``, ``max_tokens`` and ``seed`` reach the model where its class declares the
+  field (``max_tokens`` also as ``max_output_tokens``, ``num_predict`` or ``max_new_tokens``): the
+  call uses a copy of the model with those fields set, so the provider maps them to its API. A
+  model without such a field is called as configured.
+- Provider exceptions become :class:`scopeguard.LLMError` (:class:`scopeguard.LLMConnectionError`
+  for connection and timeout errors), so the guard's ``on_error`` applies to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from scopeguard import (
+    ChatModel,
+    Completion,
+    ConfigurationError,
+    LLMConnectionError,
+    LLMError,
+    ScopeGuardError,
+)
+from scopeguard.llm.base import BaseChatModel, Prompt, to_messages
+
+__all__ = ["LangChainLLM", "from_langchain"]
+
+_MESSAGE_TYPES: dict[str, type[BaseMessage]] = {"system": SystemMessage, "assistant": AIMessage}
+# scopeguard option -> the model fields that carry it, first match wins
+_FIELDS = {
+    "temperature": ("temperature",),
+    "max_tokens": ("max_tokens", "max_output_tokens", "num_predict", "max_new_tokens"),
+    "seed": ("seed",),
+}
+
+
+def _to_langchain(prompt: Prompt) -> list[BaseMessage]:
+    return [_MESSAGE_TYPES.get(m.role, HumanMessage)(content=m.content) for m in to_messages(prompt)]
+
+
+def _text(output: Any) -> str:
+    if isinstance(output, str):  # a (non-chat) LangChain LLM
+        return output
+    text = getattr(output, "text", None)
+    text = text() if callable(text) else text
+    return text if isinstance(text, str) else str(getattr(output, "content", output))
+
+
+def _llm_error(exc: Exception, name: str) -> LLMError:
+    kind = type(exc).__name__
+    message = f"{name}: {kind}: {exc}"
+    if isinstance(exc, (ConnectionError, TimeoutError)) or "Connection" in kind or "Timeout" in kind:
+        return LLMConnectionError(message)
+    return LLMError(message)
+
+
+def _model_name(model: BaseLanguageModel[Any]) -> str:
+    for attr in ("model_name", "model", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+class LangChainLLM(BaseChatModel):
+    """A LangChain chat model (or LLM) behind scopeguard's chat protocol; see the module docstring."""
+
+    def __init__(self, model: BaseLanguageModel[Any]) -> None:
+        self.langchain_model = model
+        self.model = f"langchain:{_model_name(model)}"
+
+    def _configured(self, **options: Any) -> BaseLanguageModel[Any]:
+        """The model, or a copy with each given option set on the field that carries it."""
+        fields = type(self.langchain_model).model_fields
+        update: dict[str, Any] = {}
+        for option, value in options.items():
+            field = next((f for f in _FIELDS[option] if f in fields), None)
+            if value is not None and field is not None and getattr(self.langchain_model, field) != value:
+                update[field] = value
+        return self.langchain_model.model_copy(update=update) if update else self.langchain_model
+
+    def _completion(self, outputs: list[Any]) -> Completion:
+        usage = [getattr(o, "usage_metadata", None) or {} for o in outputs]
+        metadata = [getattr(o, "response_metadata", None) or {} for o in outputs]
+        return Completion(
+            texts=tuple(_text(o) for o in outputs),
+            model=self.model,
+            prompt_tokens=sum(int(u.get("input_tokens", 0)) for u in usage),
+            completion_tokens=sum(int(u.get("output_tokens", 0)) for u in usage),
+            requests=len(outputs),
+            finish_reasons=tuple(str(m.get("finish_reason") or m.get("stop_reason") or "") for m in metadata),
+        )
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        model = self._configured(temperature=temperature, max_tokens=max_tokens, seed=seed)
+        messages = _to_langchain(prompt)
+        try:
+            outputs = [model.invoke(messages)] if n == 1 else model.batch([messages] * n)
+        except ScopeGuardError:
+            raise
+        except Exception as exc:
+            raise _llm_error(exc, self.model) from exc
+        return self._completion(outputs)
+
+    async def acomplete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        model = self._configured(temperature=temperature, max_tokens=max_tokens, seed=seed)
+        messages = _to_langchain(prompt)
+        try:
+            outputs = [await model.ainvoke(messages)] if n == 1 else await model.abatch([messages] * n)
+        except ScopeGuardError:
+            raise
+        except Exception as exc:
+            raise _llm_error(exc, self.model) from exc
+        return self._completion(outputs)
+
+
+def from_langchain(model: BaseLanguageModel[Any]) -> ChatModel:
+    """Wrap a LangChain chat model (``ChatOpenAI(...)``, a fake, ...) as a scopeguard ChatModel.
+
+    A :class:`~langchain_scopeguard.ScopeGuardChatModel` is unwrapped to the scopeguard model inside.
+    """
+    from langchain_scopeguard.chat_model import ScopeGuardChatModel
+
+    if isinstance(model, ScopeGuardChatModel):
+        return model.llm
+    if not isinstance(model, BaseLanguageModel):
+        raise ConfigurationError(f"from_langchain needs a LangChain chat model, got {type(model).__name__}")
+    return LangChainLLM(model)
