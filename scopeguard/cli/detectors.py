@@ -35,15 +35,28 @@ def _fmt(fmt: str, value: float) -> str:
 @app.command("eval-detector")
 @handle_errors
 def eval_detector_command(
-    dataset: Path = typer.Argument(..., help="Dataset folder (documents.jsonl + questions.jsonl)."),
+    datasets: list[Path] = typer.Argument(
+        ..., help="Dataset folder(s) (documents.jsonl + questions.jsonl); one table each."
+    ),
     detector: str = typer.Option(
-        "default", "--detector", "-d", help="Detector name: default, fast, lexical, nli, probe, judge, ..."
+        "default",
+        "--detector",
+        "-d",
+        help="Detector name: default, fast, logprob, lexical, nli, probe, judge.",
     ),
     model: Path | None = typer.Option(
         None, "--model", help="Trained head (file or folder) passed to the detector as model=."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
-    limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N questions."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object per dataset (one line each) instead of tables."
+    ),
+    per_question: Path | None = typer.Option(
+        None,
+        "--per-question",
+        help="Write one JSON line per question (dataset, id, label, predicted, score, stage, "
+        "uncovered, latency_ms, ...) to this file.",
+    ),
+    limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N questions of each."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
     threads: int | None = typer.Option(
         None,
@@ -51,14 +64,14 @@ def eval_detector_command(
         help="torch threads for embedding models (1 is fastest on a busy machine).",
     ),
 ) -> None:
-    """Run a detector on every question of DATASET against its own document and print the metrics.
+    """Run a detector on every question of each DATASET against its own document; print the metrics.
 
     Exits 1 when the detector failed on any question (it counts as unknown), 2 when it could not run.
     """
     from scopeguard.data import load_dataset
     from scopeguard.detectors import get_detector
     from scopeguard.errors import InputError
-    from scopeguard.evaluation.detection import detection_metrics, run_detector
+    from scopeguard.evaluation.detection import detection_metrics, per_question_records, run_detector
 
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, got {limit}")
@@ -68,34 +81,50 @@ def eval_detector_command(
         from scopeguard._optional import require
 
         require("torch", extra="embeddings", feature="--threads").set_num_threads(threads)
-    ds = load_dataset(dataset)
+    loaded = [(path, load_dataset(path)) for path in datasets]  # every folder checked before any model loads
     det = get_detector(detector, **({"model": model} if model is not None else {}))
-    y_true, verdicts = run_detector(det, ds, limit=limit, progress=None if progress else False)
-    metrics = detection_metrics(y_true, verdicts)
-    trained_on = _trained_on(det)
-    if trained_on and trained_on == Path(dataset).resolve().name:
-        typer.echo(
-            f"note: this detector's head was trained on {trained_on!r}: the accuracy below is training "
-            "accuracy; quote document-grouped cross-validation instead (benchmarks/detectors.py)",
-            err=True,
-        )
-    if as_json:
-        out = {"detector": detector, "dataset": str(dataset), **metrics}
-        typer.echo(
-            json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()})
-        )
-    else:
-        typer.echo(f"detector {detector} on {dataset}")
-        width = max(len(label) for _, label, _ in _TABLE_ROWS)
-        for key, label, fmt in _TABLE_ROWS:
-            typer.echo(f"  {label:<{width}}  {_fmt(fmt, metrics[key])}")
-    failed = [v for v in verdicts if v.error is not None]
+    records: list[dict[str, object]] = []
+    failed = total = 0
+    first_error = ""
+    for path, ds in loaded:
+        y_true, verdicts = run_detector(det, ds, limit=limit, progress=None if progress else False)
+        metrics = detection_metrics(y_true, verdicts)
+        records.extend(per_question_records(path.name, ds, verdicts))
+        trained_on = _trained_on(det)
+        if trained_on and Path(path).resolve().name in trained_on:
+            typer.echo(
+                f"note: this detector's head was fitted on {path.name!r}: the accuracy below is training "
+                "accuracy; quote document-grouped cross-validation instead (benchmarks/detectors.py)",
+                err=True,
+            )
+        if as_json:
+            out = {"detector": detector, "dataset": str(path), **metrics}
+            typer.echo(
+                json.dumps(
+                    {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+                )
+            )
+        else:
+            typer.echo(f"detector {detector} on {path}")
+            width = max(len(label) for _, label, _ in _TABLE_ROWS)
+            for key, label, fmt in _TABLE_ROWS:
+                typer.echo(f"  {label:<{width}}  {_fmt(fmt, metrics[key])}")
+            if len(loaded) > 1:
+                typer.echo("")
+        errors = [v for v in verdicts if v.error is not None]
+        failed += len(errors)
+        total += len(verdicts)
+        first_error = first_error or (errors[0].error or "" if errors else "")
+    if per_question is not None:
+        from scopeguard.data import atomic_write_jsonl
+
+        atomic_write_jsonl(per_question, records)
+        typer.echo(f"per-question results: {per_question} ({len(records)} lines)", err=True)
     exit_if_failed(
-        len(failed),
-        len(verdicts),
+        failed,
+        total,
         "questions",
-        "the detector raised (counted as 'unknown' in the metrics); first error: "
-        + ((failed[0].error or "") if failed else ""),
+        "the detector raised (counted as 'unknown' in the metrics); first error: " + first_error,
     )
 
 
@@ -104,8 +133,11 @@ def eval_detector_command(
 # ---------------------------------------------------------------------------------------------
 
 
-def _trained_on(detector: object) -> str | None:
-    """The dataset name a detector's shipped head records as its training data, if any."""
+def _trained_on(detector: object) -> list[str]:
+    """The dataset names a detector's head records as its training data (empty if none)."""
     head = getattr(detector, "head", None) or getattr(getattr(detector, "first", None), "head", None)
     info = getattr(head, "info", None)
-    return str(info["trained_on"]) if isinstance(info, dict) and info.get("trained_on") else None
+    if not isinstance(info, dict):
+        return []
+    names = info.get("datasets") or ([info["trained_on"]] if info.get("trained_on") else [])
+    return [str(n) for n in names]

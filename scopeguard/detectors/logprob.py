@@ -9,10 +9,11 @@ log P(No) - log P(Yes), and a threshold, both fitted with document-grouped CV by
 packaged head belongs to the packaged Qwen2.5-Coder-1.5B (``scopeguard/_assets/logprob_head.json``).
 With another model and no head of its own, the score is the uncalibrated P(No | Yes or No).
 
-Long documents are cut into passages of at most ``chunk_tokens`` at sentence boundaries and each
-passage is asked on its own; the question counts as answered when any passage answers it (the
-lowest P(out of scope) wins). More than ``max_chunks`` passages raise
-:class:`~scopeguard.errors.DocumentTooLongError` naming the limit.
+Each retrieved document is asked on its own (the way the heads were fitted: one document per
+question), and a long document is cut into passages of at most ``chunk_tokens`` at sentence
+boundaries; the question counts as answered when any passage answers it (the lowest P(out of
+scope) wins), and reading stops at the first passage that clearly answers it. More than
+``max_chunks`` passages raise :class:`~scopeguard.errors.DocumentTooLongError` naming the limit.
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ class LogProbDetector(BaseDetector):
         threshold: overrides the head's threshold on P(out of scope).
         chunk_tokens: the longest passage (in the model's tokens) asked at once.
         max_chunks: the most passages one check may need before it is refused.
+        stop_below: stop reading further passages once one answers with a margin at or below
+            this (log P(No) - log P(Yes) = -4: P(Yes) over 0.98).
     """
 
     name = "logprob"
@@ -133,6 +136,7 @@ class LogProbDetector(BaseDetector):
         threshold: float | None = None,
         chunk_tokens: int = 1536,
         max_chunks: int = 32,
+        stop_below: float = -4.0,
     ) -> None:
         if chunk_tokens < 64:
             raise ConfigurationError(f"chunk_tokens must be at least 64, got {chunk_tokens}")
@@ -156,6 +160,7 @@ class LogProbDetector(BaseDetector):
             raise ConfigurationError(f"threshold must be in (0, 1), got {self.threshold}")
         self.chunk_tokens = chunk_tokens
         self.max_chunks = max_chunks
+        self.stop_below = stop_below
 
     def load(self) -> None:
         """Load the verdict model now (otherwise it loads on the first question)."""
@@ -165,29 +170,31 @@ class LogProbDetector(BaseDetector):
 
     # -- passages ---------------------------------------------------------------------------
     def passages(self, documents: Sequence[Document]) -> list[str]:
-        """The document text asked at once: all documents together when they fit, else passages."""
-        whole = render_documents(documents)
-        # A cheap upper bound first (a token is at least one character), then the tokenizer.
-        if len(whole) <= self.chunk_tokens or self.scorer.count_tokens(whole) <= self.chunk_tokens:
-            return [whole]
+        """The texts asked one at a time: each document whole when it fits ``chunk_tokens``, else
+        its consecutive sentences packed into passages that do (in the documents' order)."""
         budget_chars = self.chunk_tokens * 3  # about 4 characters a token in English; keep a margin
         total = sum(len(d.text) for d in documents)
-        if total > budget_chars * self.max_chunks * 2:
+        if total > budget_chars * self.max_chunks * 2:  # refuse before any tokenising
             raise self._too_long(total)
         out: list[str] = []
         for doc in documents:
-            current: list[str] = []
-            size = 0
-            for sentence in split_sentences(doc.text) or [doc.text]:
-                pieces = [sentence[i : i + budget_chars] for i in range(0, len(sentence), budget_chars)]
-                for piece in pieces:
-                    if current and size + len(piece) > budget_chars:
-                        out.append(" ".join(current))
-                        current, size = [], 0
-                    current.append(piece)
-                    size += len(piece) + 1
-            if current:
-                out.append(" ".join(current))
+            whole = render_documents([doc])
+            # a token is at least one character: short texts need no tokenizer
+            if len(whole) <= self.chunk_tokens or self.scorer.count_tokens(whole) <= self.chunk_tokens:
+                out.append(whole)
+            else:
+                current: list[str] = []
+                size = 0
+                for sentence in split_sentences(doc.text) or [doc.text]:
+                    for i in range(0, len(sentence), budget_chars):
+                        piece = sentence[i : i + budget_chars]
+                        if current and size + len(piece) > budget_chars:
+                            out.append(" ".join(current))
+                            current, size = [], 0
+                        current.append(piece)
+                        size += len(piece) + 1
+                if current:
+                    out.append(" ".join(current))
             if len(out) > self.max_chunks:
                 raise self._too_long(total)
         return out
@@ -206,17 +213,23 @@ class LogProbDetector(BaseDetector):
     def read(self, question: str, documents: Sequence[Document]) -> tuple[VerdictScore, int]:
         """The verdict log-probs of the passage that best answers ``question``, and the passage count."""
         passages = self.passages(documents)
-        scores = [
-            self.scorer.score(verdict_messages(question, p, template=self.head.template)) for p in passages
-        ]
-        best = min(scores, key=lambda s: s.margin)
-        return best, len(passages)
+        best: VerdictScore | None = None
+        read = 0
+        for passage in passages:
+            score = self.scorer.score(verdict_messages(question, passage, template=self.head.template))
+            read += 1
+            if best is None or score.margin < best.margin:
+                best = score
+            if best.margin <= self.stop_below:  # clearly answered here: the rest cannot change that
+                break
+        assert best is not None  # as_documents guarantees at least one document
+        return best, read
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
         best, n = self.read(question, documents)
         score = self.head.p_oos(best.margin)
         label: Label = "out_of_scope" if score >= self.threshold else "in_scope"
-        where = f" (best of {n} passages)" if n > 1 else ""
+        where = f" (best of {n} passages read)" if n > 1 else ""
         rationale = (
             f"{self.scorer.name} answers 'does the document contain the answer?' with "
             f"P(No)={best.p_no:.2f}{where}; P(out of scope) {score:.2f}"

@@ -92,6 +92,32 @@ def test_bad_arguments_give_one_line_errors(tiny: Path, args: list[str], message
     assert "Traceback" not in res.output
 
 
+def test_several_datasets_and_per_question_file(tiny: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("documents.jsonl", "questions.jsonl"):
+        (other / name).write_text((tiny / name).read_text())
+    out = tmp_path / "pq.jsonl"
+    args = ["eval-detector", str(tiny), str(other), "-d", "lexical", "--json", "--per-question", str(out)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    tables = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert [t["dataset"] for t in tables] == [str(tiny), str(other)]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 8 and {r["dataset"] for r in rows} == {tiny.name, "other"}
+    first = rows[0]
+    assert (
+        first["id"] == "q1"
+        and first["label"] == "in_scope"
+        and first["predicted"] in ("in_scope", "out_of_scope")
+    )
+    for key in ("score", "stage", "uncovered", "latency_ms", "escalated", "correct"):
+        assert key in first
+    # a bad second folder is reported before any detector runs
+    res = runner.invoke(app, ["eval-detector", str(tiny), str(tmp_path / "nowhere"), "-d", "lexical"])
+    assert res.exit_code == 2 and "dataset folder not found" in res.output
+
+
 def test_missing_dataset_folder(tmp_path: Path) -> None:
     res = runner.invoke(app, ["eval-detector", str(tmp_path / "nowhere"), "-d", "lexical"])
     assert res.exit_code == 2

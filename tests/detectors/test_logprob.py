@@ -17,8 +17,8 @@ DOC = "The Brindlewick library opened in 2019. It cost 4 million pounds and has 
 
 
 def scorer_for(answers: str) -> ScriptedVerdictScorer:
-    """Says Yes (margin -4) when the prompt's document contains ``answers``, else No (+4)."""
-    return ScriptedVerdictScorer(lambda prompt: -4.0 if answers in prompt.split("Question:")[0] else 4.0)
+    """Says Yes (margin -5) when the prompt's document contains ``answers``, else No (+4)."""
+    return ScriptedVerdictScorer(lambda prompt: -5.0 if answers in prompt.split("Question:")[0] else 4.0)
 
 
 def test_prompt_puts_instruction_then_document_then_question() -> None:
@@ -32,7 +32,7 @@ def test_prompt_puts_instruction_then_document_then_question() -> None:
 def test_uncalibrated_verdict_follows_the_margin() -> None:
     det = LogProbDetector(llm=scorer_for("4 million"))
     v = det.detect("How much did it cost?", DOC)
-    assert v.label == "in_scope" and v.score == pytest.approx(1 / (1 + math.exp(4)))
+    assert v.label == "in_scope" and v.score == pytest.approx(1 / (1 + math.exp(5)))
     v = det.detect("Who designed the roof?", "A different text about gardens.")
     assert v.label == "out_of_scope" and v.detector == "logprob" and v.llm_calls == 1
 
@@ -89,3 +89,15 @@ def test_top_logprobs_variants_are_summed() -> None:
     assert score_from_top_logprobs({"Maybe": -1.0}) is None
     only_yes = score_from_top_logprobs({"Yes": -0.1, "Maybe": -4.0})
     assert only_yes is not None and only_yes.logp_no == -4.0 and only_yes.margin < 0
+
+
+def test_each_document_is_read_on_its_own_and_a_clear_answer_stops_reading() -> None:
+    scorer = scorer_for("4 million")
+    det = LogProbDetector(llm=scorer)
+    v = det.detect("How much did it cost?", ["Gardens are green in May.", DOC, "The town has a port."])
+    assert v.label == "in_scope" and v.llm_calls == 2 and len(scorer.prompts) == 2
+    assert "Gardens" in scorer.prompts[0] and "4 million" not in scorer.prompts[0]
+    # nothing answers it: every document is read
+    scorer = scorer_for("nowhere")
+    v = LogProbDetector(llm=scorer).detect("How much did it cost?", ["Gardens.", DOC, "Port."])
+    assert v.label == "out_of_scope" and len(scorer.prompts) == 3
