@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from scopeguard.detectors.base import Detector
 from scopeguard.detectors.registry import get_detector
@@ -74,9 +74,12 @@ class Guard:
             detector instance to give it another LLM.
         policy: ``"refuse"``, ``"clarify"``, ``"defuse"``, ``"flag"``, a Policy, or a callable
             ``(question, documents, verdict) -> str``.
-        llm: the guard's LLM (a ChatModel or a spec string such as ``"local"`` or
-            ``"openai:gpt-4o-mini"``): it answers in-scope questions (unless a ``responder`` is
-            given), serves the ``defuse`` policy and judges for a detector built by name.
+        llm: the guard's LLM: a spec string such as ``"local"`` or ``"openai:gpt-4o-mini"``, a
+            scopeguard ChatModel, a LangChain chat model (with ``langchain-scopeguard``) or a
+            LlamaIndex LLM (with ``llama-index-scopeguard``), wrapped by
+            :func:`~scopeguard.llm.registry.from_spec`. It answers in-scope questions (unless a
+            ``responder`` is given), serves the ``defuse`` policy and judges for a detector built
+            by name.
         answer_template: the RAG prompt used to answer in-scope questions.
         on_error: what a detector failure or an ``unknown`` verdict leads to (a failed answering
             step always fails closed, except with ``"raise"``).
@@ -93,7 +96,7 @@ class Guard:
         *,
         detector: str | Detector = "default",
         policy: str | Policy | Callable[[str, Sequence[Document], Verdict], str] = "clarify",
-        llm: str | ChatModel | None = None,
+        llm: str | ChatModel | Any | None = None,
         answer_template: str = "rag_basic",
         on_error: OnError = "fail_closed",
         concurrency: int = 4,

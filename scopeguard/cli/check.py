@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -42,23 +44,34 @@ def check(
         None, "--llm", help="LLM spec for the judge detector, e.g. local or openai:gpt-4o-mini."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    deadline_s: float | None = typer.Option(
+        None,
+        "--deadline",
+        metavar="SECONDS",
+        help="Bound the whole check, every LLM call and retry included; past it the check fails.",
+    ),
 ) -> None:
     """Decide whether QUESTION is in scope for the given documents and print the verdict.
 
-    Exits 1 when the verdict is unknown, 2 when there is none (bad question or document file, the
-    detector failed).
+    Exits 1 when the verdict is unknown, 2 when there is none (bad input or option, detector error).
+    Running out of --deadline is an LLM failure: an unknown verdict or a detector error.
     """
     # Input is checked before any detector (and its model) is loaded.
     question = validate_question(question)
+    if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
+        raise InputError(f"--deadline must be a positive number of seconds, got {deadline_s:g}")
     docs = [read_document(p) for p in document]
     from scopeguard.detectors import get_detector
+    from scopeguard.llm.deadline import deadline
 
     kwargs: dict[str, object] = {}
     if model is not None:
         kwargs["model"] = model
     if llm is not None:
         kwargs["llm"] = llm
-    verdict = get_detector(detector, **kwargs).detect(question, docs)
+    built = get_detector(detector, **kwargs)
+    with deadline(deadline_s):
+        verdict = built.detect(question, docs)
     if as_json:
         typer.echo(json.dumps(verdict.model_dump(mode="json"), ensure_ascii=False))
         _exit_if_undecided(verdict)
@@ -66,12 +79,47 @@ def check(
     score = "n/a" if verdict.score is None else f"{verdict.score:.3f}"
     typer.echo(f"label:    {verdict.label}")
     typer.echo(f"score:    {score}  (probability out of scope)")
-    typer.echo(f"detector: {verdict.detector}  ({verdict.latency_ms:.1f} ms, {verdict.llm_calls} LLM calls)")
+    cost = f"({verdict.latency_ms:.1f} ms, {verdict.llm_calls} LLM calls)"
+    typer.echo(f"detector: {_describe_detector(detector, built, verdict)}  {cost}")
     if verdict.uncovered:
         typer.echo("not covered by the documents: " + "; ".join(verdict.uncovered))
     if verdict.rationale:
         typer.echo(f"rationale: {verdict.rationale}")
     _exit_if_undecided(verdict)
+
+
+def _stages(detector: Any) -> tuple[str, ...]:
+    """The stage names of a multi-stage detector: its ``stages``, or a cascade's two stages."""
+    stages = getattr(detector, "stages", None)
+    if stages:
+        return tuple(str(s) for s in stages)
+    first, second = getattr(detector, "first", None), getattr(detector, "second", None)
+    if first is not None and second is not None:
+        return (str(getattr(first, "name", "?")), str(getattr(second, "name", "?")))
+    return ()
+
+
+def _describe_detector(name: str, detector: Any, verdict: Verdict) -> str:
+    """The detector as the user named it, with its stages and the one that decided.
+
+    ``default (fast -> logprob; decided by fast)`` for a detector with stages (``stages``, or a
+    cascade's ``first`` and ``second``); ``default (decided by logprob)`` for a verdict naming its
+    stage without the detector declaring them; ``default (fast)`` when the name stands for a
+    detector of another name; just ``lexical`` otherwise.
+    """
+    stages = _stages(detector)
+    decided = verdict.stage
+    parts = []
+    if len(stages) > 1:
+        if not decided:  # a cascade: its verdict does not name the stage
+            decided = stages[-1] if verdict.escalated and verdict.error is None else stages[0]
+        failed = f", {stages[-1]} failed" if verdict.escalated and decided == stages[0] else ""
+        parts += [" -> ".join(stages), f"decided by {decided}{failed}"]
+    elif decided and decided != name:
+        parts.append(f"decided by {decided}")
+    elif verdict.detector and verdict.detector != name:
+        parts.append(verdict.detector)
+    return f"{name} ({'; '.join(parts)})" if parts else name
 
 
 def _exit_if_undecided(verdict: Verdict) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
 from scopeguard.features import FeatureCache, stable_hash
-from scopeguard.prompts import render, render_documents
+from scopeguard.prompts import fenced, render, render_documents
 from scopeguard.types import Document
 
 __all__ = ["BACKENDS", "DEFAULT_LLM", "HiddenStateBackend", "HiddenStateFeatures", "resolve_llm"]
@@ -252,6 +252,7 @@ class HiddenStateFeatures:
         """Token ids (BOS, prompt with the document truncated to fit, unused token), the length of
         the part before the first token that depends on the question, and notes."""
         b = self.backend
+        question, document = fenced(question), fenced(document)  # as the template's |fenced would
         head = b.tokenize(self._prefix.replace("{question}", question))
         tail = b.tokenize(self._suffix.replace("{question}", question))
         doc = b.tokenize(document)

@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 from langchain_scopeguard._common import no_documents_verdict, to_scopeguard
 from scopeguard import Action, ConfigurationError, Guard, InputError, Verdict
 from scopeguard.policies import PolicyContext, allm_answer, llm_answer
-from scopeguard.prompts import render
+from scopeguard.prompts import fenced, render
 from scopeguard.types import validate_question
 
 __all__ = ["GuardedOutput", "GuardedRAG", "rag_prompt"]
@@ -39,15 +39,36 @@ class GuardedOutput(TypedDict):
 
 
 def _join_documents(documents: Sequence[LCDocument]) -> str:
-    return "\n\n".join(d.page_content for d in documents)
+    """The default ``format_documents``: page contents fenced (:func:`scopeguard.prompts.fenced`),
+    so that a document cannot close the triple-quoted block a RAG prompt puts the context in."""
+    return "\n\n".join(fenced(d.page_content) for d in documents)
+
+
+class _FencedPromptTemplate(PromptTemplate):
+    """A prompt whose input variables go through :func:`scopeguard.prompts.fenced`, as in the template.
+
+    Not serializable: loaded back it would be a plain ``PromptTemplate`` that fences nothing.
+    """
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        return False
+
+    def format(self, **kwargs: Any) -> str:
+        names = set(self.input_variables)
+        return super().format(**{k: fenced(v) if k in names else v for k, v in kwargs.items()})
 
 
 def rag_prompt(template: str = "rag_basic") -> PromptTemplate:
-    """One of scopeguard's RAG templates as a LangChain prompt with ``{context}`` and ``{question}``."""
+    """One of scopeguard's RAG templates as a LangChain prompt with ``{context}`` and ``{question}``.
+
+    Both are fenced when the prompt is formatted, like every untrusted variable of the template:
+    a context or question containing three double quotes cannot close the document block.
+    """
     text = render(template, document="\x00context\x00", question="\x00question\x00")
     text = text.replace("{", "{{").replace("}", "}}")
     text = text.replace("\x00context\x00", "{context}").replace("\x00question\x00", "{question}")
-    return PromptTemplate.from_template(text)
+    return _FencedPromptTemplate.from_template(text)
 
 
 def _text(output: Any) -> str:

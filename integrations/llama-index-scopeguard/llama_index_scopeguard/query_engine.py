@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -17,7 +18,7 @@ from llama_index_scopeguard._common import no_documents_verdict, to_scopeguard
 from llama_index_scopeguard.llm import ScopeGuardLLM
 from scopeguard import Action, ConfigurationError, Guard, Verdict
 from scopeguard.policies import PolicyContext
-from scopeguard.prompts import render
+from scopeguard.prompts import fenced, render
 from scopeguard.types import validate_question
 
 __all__ = ["GuardedQueryEngine", "rag_prompt"]
@@ -25,12 +26,23 @@ __all__ = ["GuardedQueryEngine", "rag_prompt"]
 METADATA_KEY = "scopeguard"
 
 
+def _fenced_variable(name: str, /, **variables: Any) -> str:
+    """The prompt variable ``name`` fenced (a ``function_mappings`` entry of :func:`rag_prompt`)."""
+    return fenced(variables.get(name, ""))
+
+
 def rag_prompt(template: str = "rag_basic") -> PromptTemplate:
-    """One of scopeguard's RAG templates as a LlamaIndex QA prompt (``{context_str}``, ``{query_str}``)."""
+    """One of scopeguard's RAG templates as a LlamaIndex QA prompt (``{context_str}``, ``{query_str}``).
+
+    Both are fenced (:func:`scopeguard.prompts.fenced`) when the synthesizer formats the prompt,
+    like every untrusted variable of the template: retrieved text or a question containing three
+    double quotes cannot close the document block.
+    """
     text = render(template, document="\x00context\x00", question="\x00query\x00")
     text = text.replace("{", "{{").replace("}", "}}")
     text = text.replace("\x00context\x00", "{context_str}").replace("\x00query\x00", "{query_str}")
-    return PromptTemplate(text)
+    names = ("context_str", "query_str")
+    return PromptTemplate(text, function_mappings={n: functools.partial(_fenced_variable, n) for n in names})
 
 
 class GuardedQueryEngine(CustomQueryEngine):

@@ -1,0 +1,162 @@
+"""``scopeguard check``: the detector line names the detector as the user did, with its stages,
+and ``--deadline`` bounds the whole check. Scripted detectors only: no model is loaded."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from scopeguard import BaseDetector, Document, Verdict
+from scopeguard.cli import app
+from scopeguard.detectors import register_detector
+from scopeguard.detectors import registry as detector_registry
+from scopeguard.detectors.cascade import CascadeDetector
+from scopeguard.llm.deadline import check_deadline, current
+
+DOC = "The ferry Kestrel carries 180 passengers across the bay in 35 minutes."
+
+
+class _Staged(BaseDetector):
+    """Stands for the default cascade: returns the scripted verdict of one of its two stages."""
+
+    name = "default"
+    stages = ("fast", "logprob")
+
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        return self.verdict
+
+
+class _Scripted(BaseDetector):
+    def __init__(self, name: str, verdict: Verdict) -> None:
+        self.name = name
+        self.verdict = verdict
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        return self.verdict
+
+
+class _Budgeted(BaseDetector):
+    """Stands for an LLM backend honouring the deadline: waits ``seconds``, then checks it."""
+
+    name = "budgeted"
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        time.sleep(self.seconds)
+        check_deadline("the scripted LLM call")
+        budget = current()
+        return Verdict(label="in_scope", score=0.1, rationale=f"budget {budget.seconds if budget else None}")
+
+
+class _Exploding(BaseDetector):
+    name = "exploding"
+
+    def __init__(self) -> None:
+        raise AssertionError("the detector was built before the options were checked")
+
+
+IN = Verdict(label="in_scope", score=0.1)
+
+
+@pytest.fixture(autouse=True)
+def _own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Registrations in a test stay in that test."""
+    monkeypatch.setattr(detector_registry, "_DETECTORS", dict(detector_registry._DETECTORS))
+    register_detector("exploding", _Exploding)
+    register_detector("budgeted", _Budgeted)
+
+
+@pytest.fixture()
+def doc(tmp_path: Path) -> Path:
+    path = tmp_path / "ferry.txt"
+    path.write_text(DOC, encoding="utf-8")
+    return path
+
+
+def _check(doc: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["check", "-q", "How many passengers?", "-d", str(doc), *args])
+    assert "Traceback" not in result.output
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _detector_line(out: str) -> str:
+    (line,) = [x for x in out.splitlines() if x.startswith("detector:")]
+    return line
+
+
+@pytest.mark.parametrize(
+    ("verdict", "shown"),
+    [
+        (IN.model_copy(update={"stage": "fast"}), "default (fast -> logprob; decided by fast)"),
+        (
+            IN.model_copy(update={"stage": "logprob", "escalated": True, "llm_calls": 1}),
+            "default (fast -> logprob; decided by logprob)",
+        ),
+        (
+            IN.model_copy(update={"stage": "fast", "escalated": True, "error": "LLMTimeoutError: late"}),
+            "default (fast -> logprob; decided by fast, logprob failed)",
+        ),
+    ],
+)
+def test_the_default_detector_is_shown_with_its_stages(doc: Path, verdict: Verdict, shown: str) -> None:
+    register_detector("default", lambda: _Staged(verdict))
+    code, out, err = _check(doc, "--detector", "default")
+    assert code == 0, out + err
+    line = _detector_line(out)
+    assert line.startswith(f"detector: {shown}  (") and f"{verdict.llm_calls} LLM calls)" in line
+    assert "label:    in_scope" in out and "score:    0.100" in out  # the other lines are kept
+    data = json.loads(_check(doc, "--detector", "default", "--json")[1])
+    assert data["detector"] == "default" and data["stage"] == verdict.stage
+    assert data["escalated"] is verdict.escalated
+
+
+def test_other_detectors_are_shown_as_named(doc: Path) -> None:
+    register_detector("plain", lambda: _Scripted("plain", IN))
+    assert _detector_line(_check(doc, "--detector", "plain")[1]).startswith("detector: plain  (")
+    # a name that stands for a detector of another name (what `default` was: the fast stage alone)
+    register_detector("alias", lambda: _Scripted("fast", IN))
+    assert _detector_line(_check(doc, "--detector", "alias")[1]).startswith("detector: alias (fast)  (")
+    # a stage named by the verdict, the detector declaring no stages
+    register_detector("staged", lambda: _Scripted("staged", IN.model_copy(update={"stage": "logprob"})))
+    line = _detector_line(_check(doc, "--detector", "staged")[1])
+    assert line.startswith("detector: staged (decided by logprob)  (")
+
+
+def test_a_cascade_shows_the_stage_that_decided(doc: Path) -> None:
+    unsure = Verdict(label="in_scope", score=0.5)
+    register_detector(
+        "two-step",
+        lambda: CascadeDetector(_Scripted("fast", unsure), _Scripted("judge", IN), name="two-step"),
+    )
+    line = _detector_line(_check(doc, "--detector", "two-step")[1])
+    assert line.startswith("detector: two-step (fast -> judge; decided by judge)  (")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_deadline_must_be_positive_and_is_checked_before_the_detector_is_built(doc: Path, value: str) -> None:
+    code, _, err = _check(doc, "--detector", "exploding", "--deadline", value)
+    assert code == 2 and "--deadline must be a positive number of seconds" in err, err
+
+
+def test_deadline_must_be_a_number(doc: Path) -> None:
+    code, _, err = _check(doc, "--detector", "exploding", "--deadline", "soon")
+    assert code == 2 and "Usage:" in err  # click's own usage error
+
+
+def test_deadline_bounds_the_detect_call(doc: Path) -> None:
+    code, out, err = _check(doc, "--detector", "budgeted", "--deadline", "5")
+    assert code == 0 and "rationale: budget 5.0" in out, out + err
+    assert "rationale: budget None" in _check(doc, "--detector", "budgeted")[1]  # no deadline by default
+    register_detector("budgeted", lambda: _Budgeted(seconds=0.2))
+    code, _, err = _check(doc, "--detector", "budgeted", "--deadline", "0.05")
+    assert code == 2 and "ran past its deadline of 0.05s" in err, err
