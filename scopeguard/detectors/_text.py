@@ -1,6 +1,7 @@
-"""Text helpers shared by the lexical and fast detectors: tokens, stems, sentences, spans.
+"""Text helpers shared by the lexical and fast detectors: tokens, stems, sentences, spans, limits.
 
-Pure Python (``re`` only) so that the lexical baseline imports in milliseconds.
+Pure Python (``re`` only) so that the lexical baseline imports in milliseconds. Everything here
+runs in time linear in the text, so that a long document costs what its length says.
 """
 
 from __future__ import annotations
@@ -8,13 +9,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from scopeguard.errors import ConfigurationError, DocumentTooLongError
+
 __all__ = [
     "STOPWORDS",
     "capitalised_spans",
+    "check_length",
     "chunk_question",
     "content_runs",
+    "content_stem_set",
     "content_stems",
     "coverage",
+    "max_chars_option",
     "numbers",
     "split_sentences",
     "stem",
@@ -45,6 +51,9 @@ _SENT_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])|
 _ABBREV_END_RE = re.compile(
     r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|Prof|Gen|Gov|Sen|Rep|No|Inc|Co|Corp|Ltd)|\b[A-Z])\.$"
 )
+# A match of _ABBREV_END_RE is at most 5 characters ("Corp."), so it is enough to search the tail
+# (``re`` still looks at the character before ``pos`` for ``\b``).
+_ABBREV_TAIL = 8
 _CAP_SPAN_RE = re.compile(r"\b[A-Z][\w'’\-]*(?:\s+(?:(?:of|the|de|and|&)\s+)?[A-Z][\w'’\-]*)*")
 _SUFFIXES = (
     *("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied"),
@@ -80,6 +89,38 @@ def content_stems(text: str) -> list[str]:
     return [stem(t) for t in tokenize(text) if t not in STOPWORDS and not (len(t) == 1 and t.isalpha())]
 
 
+def content_stem_set(text: str) -> set[str]:
+    """``set(content_stems(text))``, stemming each distinct word once (a long document repeats
+    its vocabulary, so this is several times faster and never holds a list of every token)."""
+    words = {m.group(0).lower().replace("’", "'") for m in _TOKEN_RE.finditer(text)}
+    return {stem(t) for t in words if t not in STOPWORDS and not (len(t) == 1 and t.isalpha())}
+
+
+def max_chars_option(value: int | None) -> int | None:
+    """Validate a detector's ``max_chars`` argument (a positive int, or None for no limit)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"max_chars must be a positive integer or None, got {value!r}")
+    return value
+
+
+def check_length(texts: Iterable[str], max_chars: int | None, *, owner: str) -> int:
+    """The total length of ``texts`` in characters; raises
+    :class:`~scopeguard.errors.DocumentTooLongError` when it exceeds ``max_chars`` (None: no
+    limit). ``owner`` names the class whose ``max_chars`` argument raises the limit."""
+    total = sum(len(t) for t in texts)
+    if max_chars is not None and total > max_chars:
+        raise DocumentTooLongError(
+            f"the documents total {total:,} characters, over the limit of {max_chars:,} characters "
+            f"of {owner}; pass shorter passages (for example the retrieved chunks rather than whole "
+            f"files), or raise the limit with {owner}(max_chars=...) (None: no limit)",
+            n_tokens=total,
+            limit=max_chars,
+        )
+    return total
+
+
 def coverage(question_stems: Sequence[str], document_stems: Iterable[str]) -> float:
     """Share of the distinct question stems found among the document stems (1.0 for none)."""
     q = set(question_stems)
@@ -112,17 +153,24 @@ def split_sentences(text: str, *, min_chars: int = 3, max_words: int = 60) -> li
     """Split ``text`` into sentences (punctuation + capital, blank lines, list items).
 
     Very long sentences are cut into windows of ``max_words`` words so that an embedding of
-    each one stays specific.
+    each one stays specific. A part that ends with an abbreviation ("Dr.", "J.") is joined to the
+    next one; the parts of a sentence are collected in a list and only the tail of the last one
+    is searched, so a long run of initials stays linear (it used to be quadratic).
     """
-    merged: list[str] = []
+    groups: list[list[str]] = []
     for part in _SENT_RE.split(text):
         part = " ".join(part.split())
-        if merged and _ABBREV_END_RE.search(merged[-1]):
-            merged[-1] = f"{merged[-1]} {part}".strip()
-        elif part:
-            merged.append(part)
+        if not part:
+            continue
+        if groups:
+            last = groups[-1][-1]
+            if _ABBREV_END_RE.search(last, max(0, len(last) - _ABBREV_TAIL)):
+                groups[-1].append(part)
+                continue
+        groups.append([part])
     out: list[str] = []
-    for part in merged:
+    for group in groups:
+        part = " ".join(group)
         if len(part) < min_chars:
             continue
         words = part.split()

@@ -17,8 +17,15 @@ is at least ``threshold`` (0.5 unless the head file or the caller says otherwise
 ``Verdict.uncovered`` lists the spans of the question made of consecutive content words that are
 neither in the documents' vocabulary (after stemming) nor aligned above ``word_threshold``.
 
-Document-side work (token embeddings, stems) is cached by ``Document.content_hash`` in an LRU, so
-a guarded RAG pipeline pays for one forward pass over the question.
+Document-side work (token embeddings, stems) is cached by ``Document.content_hash`` in an LRU
+bounded by count and by megabytes (``cache_size``, ``cache_mb``), so a guarded RAG pipeline pays
+for one forward pass over the question.
+
+Long documents: every sentence (a window of at most 60 words) is embedded as its own sequence,
+as when the head was trained, in batches of similar length (so that little compute goes to
+padding), once per distinct sentence. The cost is linear in the text; documents totalling more
+than ``max_chars`` characters (default 500,000) raise
+:class:`~scopeguard.errors.DocumentTooLongError` before any work.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,12 +44,30 @@ from typing import Any
 import numpy as np
 
 from scopeguard._optional import require
-from scopeguard.detectors._text import STOPWORDS, content_runs, content_stems, coverage, split_sentences, stem
+from scopeguard.detectors._text import (
+    STOPWORDS,
+    check_length,
+    content_runs,
+    content_stem_set,
+    content_stems,
+    coverage,
+    max_chars_option,
+    split_sentences,
+    stem,
+)
 from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError, ModelError
 from scopeguard.types import Document, Label, Verdict
 
-__all__ = ["FEATURES", "FastDetector", "FastFeaturizer", "FastHead", "TokenEncoder", "default_head_path"]
+__all__ = [
+    "DEFAULT_MAX_CHARS",
+    "FEATURES",
+    "FastDetector",
+    "FastFeaturizer",
+    "FastHead",
+    "TokenEncoder",
+    "default_head_path",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -138,14 +163,25 @@ class TokenEmbeddings:
 
 
 class TokenEncoder:
-    """Contextual token embeddings from a sentence-transformers model (``minilm``, ``mpnet``, a path)."""
+    """Contextual token embeddings from a sentence-transformers model (``minilm``, ``mpnet``, a path).
 
-    def __init__(self, name: str = "minilm", *, batch_size: int = 32) -> None:
+    Texts are tokenized together, sorted by length and run in batches of at most ``batch_size``
+    texts and ``batch_tokens`` padded positions, so a batch pads to a similar length rather than
+    to the longest of 32 neighbours (on real documents that halves the work). The padding does
+    not change a text's vectors beyond float rounding: attention masks the padded positions.
+    """
+
+    def __init__(self, name: str = "minilm", *, batch_size: int = 32, batch_tokens: int = 4096) -> None:
         require("torch", extra="embeddings", feature="the fast detector")
         from scopeguard.models import sentence_model
 
+        if batch_size < 1 or batch_tokens < 1:
+            raise ConfigurationError(
+                f"batch_size and batch_tokens must be >= 1, got {batch_size}, {batch_tokens}"
+            )
         self.name = name
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self._st = sentence_model(name)
         self._tokenizer = self._st.tokenizer
         self._model: Any = self._st[0].auto_model
@@ -167,35 +203,81 @@ class TokenEncoder:
             sims = torch.from_numpy(queries).matmul(torch.from_numpy(keys).T)
             return sims.amax(dim=1).numpy()
 
-    def embed(self, texts: Sequence[str]) -> list[TokenEmbeddings]:
+    def _tokenize(self, texts: Sequence[str], *, offsets: bool) -> tuple[Any, list[list[int]]]:
+        """The tokenizer's encoding of ``texts`` (unpadded) and each text's non-special positions."""
+        enc = self._tokenizer(
+            list(texts), truncation=True, max_length=self._max_len, return_offsets_mapping=offsets
+        )
+        keeps = [[j for j, t in enumerate(ids) if t not in self._special] for ids in enc["input_ids"]]
+        return enc, keeps
+
+    def _forward(self, enc: Any, keeps: list[list[int]]) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(index, hidden states of the kept positions)`` for every text of ``enc``, in
+        batches of similar length (so not in input order)."""
         import torch
 
-        out: list[TokenEmbeddings] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start : start + self.batch_size])
-            enc = self._tokenizer(
-                batch,
-                padding=True,
-                truncation=True,
-                max_length=self._max_len,
-                return_tensors="pt",
-                return_offsets_mapping=True,
-            )
-            offsets = enc.pop("offset_mapping").tolist()
+        ids: list[list[int]] = enc["input_ids"]
+        names = [n for n in self._tokenizer.model_input_names if n in enc]
+        pad = {
+            "input_ids": self._tokenizer.pad_token_id or 0,
+            "token_type_ids": getattr(self._tokenizer, "pad_token_type_id", 0),
+        }
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        start = 0
+        while start < len(order):
+            # grow the batch while it fits both budgets (sorted, so the last text is the longest)
+            stop = start + 1
+            while (
+                stop < len(order)
+                and stop - start < self.batch_size
+                and len(ids[order[stop]]) * (stop + 1 - start) <= self.batch_tokens
+            ):
+                stop += 1
+            batch = order[start:stop]
+            width = len(ids[batch[-1]])
+            inputs = {}
+            for name in names:
+                arr = np.full((len(batch), width), pad.get(name, 0), dtype=np.int64)
+                for row, i in enumerate(batch):
+                    arr[row, : len(ids[i])] = enc[name][i]
+                inputs[name] = torch.from_numpy(arr)
             with torch.inference_mode():
-                hidden = self._model(**enc).last_hidden_state.float().numpy()
-            ids = enc["input_ids"].tolist()
-            mask = enc["attention_mask"].tolist()
-            for row, (ids_i, mask_i, off_i) in enumerate(zip(ids, mask, offsets, strict=True)):
-                pairs = enumerate(zip(ids_i, mask_i, strict=True))
-                keep = [j for j, (t, m) in pairs if m and t not in self._special]
-                vecs = hidden[row, keep]
-                vecs = np.ascontiguousarray(
-                    vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12), dtype=np.float32
-                )
-                pieces = tuple(self._tokenizer.convert_ids_to_tokens([ids_i[j] for j in keep]))
-                spans = tuple((int(off_i[j][0]), int(off_i[j][1])) for j in keep)
-                out.append(TokenEmbeddings(vecs, pieces, spans))
+                hidden = self._model(**inputs).last_hidden_state.float().numpy()
+            for row, i in enumerate(batch):
+                yield i, hidden[row, keeps[i]]
+            start = stop
+
+    @staticmethod
+    def _normalise(vecs: np.ndarray) -> np.ndarray:
+        return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+    def embed(self, texts: Sequence[str]) -> list[TokenEmbeddings]:
+        """The token vectors, pieces and spans of each text, in input order."""
+        enc, keeps = self._tokenize(texts, offsets=True)
+        vectors: dict[int, np.ndarray] = {}
+        for i, vecs in self._forward(enc, keeps):
+            vectors[i] = np.ascontiguousarray(self._normalise(vecs), dtype=np.float32)
+        out: list[TokenEmbeddings] = []
+        for i, keep in enumerate(keeps):
+            ids, offsets = enc["input_ids"][i], enc["offset_mapping"][i]
+            pieces = tuple(self._tokenizer.convert_ids_to_tokens([ids[j] for j in keep]))
+            spans = tuple((int(offsets[j][0]), int(offsets[j][1])) for j in keep)
+            out.append(TokenEmbeddings(vectors.pop(i), pieces, spans))
+        return out
+
+    def stack(self, texts: Sequence[str]) -> np.ndarray:
+        """All token vectors of ``texts`` (L2-normalised) as one ``(n_tokens, dim)`` float32 array.
+
+        Rows are written in place as the batches finish (no per-text arrays to concatenate);
+        their order follows the length-sorted batches, which a maximum over rows ignores.
+        """
+        enc, keeps = self._tokenize(texts, offsets=False)
+        dim = int(self._model.config.hidden_size)
+        out = np.empty((sum(len(k) for k in keeps), dim), dtype=np.float32)
+        row = 0
+        for _, vecs in self._forward(enc, keeps):
+            out[row : row + len(vecs)] = self._normalise(vecs)
+            row += len(vecs)
         return out
 
 
@@ -204,24 +286,50 @@ class _DocSide:
     stems: frozenset[str]
     tokens: np.ndarray
 
+    @property
+    def nbytes(self) -> int:
+        return int(self.tokens.nbytes) + 64 * len(self.stems)
+
 
 def _is_content_piece(piece: str) -> bool:
     word = piece.lstrip("#▁Ġ").lower()
     return word.isalnum() and word not in STOPWORDS
 
 
+DEFAULT_MAX_CHARS = 500_000
+"""The fast detector's default limit on the characters of one check's documents: about 115,000
+MiniLM tokens, 180 MB of token vectors and 70 CPU seconds (``benchmarks/long_documents.py``)."""
+
+
 class FastFeaturizer:
-    """Computes the fast features for (question, documents); caches the document side by hash."""
+    """Computes the fast features for (question, documents); caches the document side by hash.
+
+    ``max_chars``: the most characters the documents of one call may total (None: no limit);
+    above it :class:`~scopeguard.errors.DocumentTooLongError` is raised before any work.
+    ``cache_size`` / ``cache_mb``: the document-side LRU keeps at most that many documents and
+    that many megabytes of token vectors; a document larger than ``cache_mb`` is not kept.
+    """
 
     def __init__(
-        self, encoder: str = "minilm", *, word_threshold: float = 0.7, cache_size: int = 256
+        self,
+        encoder: str = "minilm",
+        *,
+        word_threshold: float = 0.7,
+        cache_size: int = 256,
+        cache_mb: float = 256.0,
+        max_chars: int | None = DEFAULT_MAX_CHARS,
     ) -> None:
         if cache_size < 1:
             raise ConfigurationError(f"cache_size must be >= 1, got {cache_size}")
+        if not cache_mb >= 0:
+            raise ConfigurationError(f"cache_mb must be >= 0, got {cache_mb}")
         self.word_threshold = word_threshold
+        self.max_chars = max_chars_option(max_chars)
         self.encoder = TokenEncoder(encoder)
         self._cache: OrderedDict[str, _DocSide] = OrderedDict()
         self._cache_size = cache_size
+        self._cache_bytes = int(cache_mb * 2**20)
+        self._cached_bytes = 0
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ document side (cached)
@@ -232,24 +340,44 @@ class FastFeaturizer:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        sentences = split_sentences(doc.text) or [doc.text]
-        embs = self.encoder.embed(sentences)
-        side = _DocSide(frozenset(content_stems(doc.text)), np.concatenate([e.vectors for e in embs]))
+        # every sentence (window of at most 60 words, 256 tokens) is one sequence, as the head
+        # was trained; a repeated sentence has the same vectors, so it is embedded once
+        sentences = list(dict.fromkeys(split_sentences(doc.text))) or [doc.text]
+        if len(doc.text) > 20_000:
+            logger.info(
+                "fast: embedding %d sentences of a %d-character document", len(sentences), len(doc.text)
+            )
+        side = _DocSide(frozenset(content_stem_set(doc.text)), self.encoder.stack(sentences))
         with self._lock:
-            self._cache[key] = side
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            if side.nbytes <= self._cache_bytes and key not in self._cache:
+                self._cache[key] = side
+                self._cached_bytes += side.nbytes
+                while len(self._cache) > self._cache_size or self._cached_bytes > self._cache_bytes:
+                    self._cached_bytes -= self._cache.popitem(last=False)[1].nbytes
         return side
+
+    @property
+    def cached_bytes(self) -> int:
+        """The bytes of token vectors (and an estimate for stems) the document cache holds."""
+        return self._cached_bytes
 
     # ------------------------------------------------------------------ features
     def analyse(
         self, question: str, documents: Sequence[Document]
     ) -> tuple[dict[str, float], tuple[str, ...]]:
+        """The feature values and the unsupported spans of the question.
+
+        Raises :class:`~scopeguard.errors.DocumentTooLongError` when the documents exceed
+        ``max_chars`` in total.
+        """
+        check_length((d.text for d in documents), self.max_chars, owner="FastFeaturizer")
         sides = [self._doc_side(d) for d in documents]
         doc_stems = frozenset().union(*(s.stems for s in sides))
-        doc_tokens = sides[0].tokens if len(sides) == 1 else np.concatenate([s.tokens for s in sides])
         q = self.encoder.embed([question])[0]
-        best = self.encoder.max_similarity(q.vectors, doc_tokens)
+        # the maximum over all documents' tokens, taken per document (no concatenated copy)
+        best = self.encoder.max_similarity(q.vectors, sides[0].tokens)
+        for side in sides[1:]:
+            best = np.maximum(best, self.encoder.max_similarity(q.vectors, side.tokens))
         content = [i for i, p in enumerate(q.pieces) if _is_content_piece(p)]
         picked = best[content] if content else best
         values = {
@@ -288,7 +416,12 @@ class FastDetector(BaseDetector):
     sentence-transformers model for token embeddings (default: the head's, ``minilm``).
     ``threshold``: P(oos) at or above which the label is ``out_of_scope`` (default: the head's).
     ``word_threshold``: the alignment below which a question word absent from the documents is
-    reported in ``uncovered``.
+    reported in ``uncovered``. ``max_chars``: the most characters the documents of one check may
+    total (default 500,000; None: no limit); longer ones raise
+    :class:`~scopeguard.errors.DocumentTooLongError` at once instead of embedding every sentence
+    (measured on one shared CPU core: about 30 CPU seconds per 200,000 characters of prose).
+    ``cache_size`` / ``cache_mb``: the bounds of the document-side cache (documents, megabytes of
+    token vectors; default 256 and 256).
     """
 
     name = "fast"
@@ -300,17 +433,25 @@ class FastDetector(BaseDetector):
         encoder: str | None = None,
         threshold: float | None = None,
         word_threshold: float = 0.7,
+        max_chars: int | None = DEFAULT_MAX_CHARS,
         cache_size: int = 256,
+        cache_mb: float = 256.0,
     ) -> None:
         self.head = FastHead.load(model if model is not None else default_head_path())
         self.threshold = self.head.threshold if threshold is None else float(threshold)
         if not 0.0 < self.threshold < 1.0:
             raise ConfigurationError(f"threshold must be in (0, 1), got {self.threshold}")
+        self.max_chars = max_chars_option(max_chars)
         self.featurizer = FastFeaturizer(
-            encoder or self.head.encoder, word_threshold=word_threshold, cache_size=cache_size
+            encoder or self.head.encoder,
+            word_threshold=word_threshold,
+            cache_size=cache_size,
+            cache_mb=cache_mb,
+            max_chars=max_chars,
         )
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        check_length((d.text for d in documents), self.max_chars, owner="FastDetector")
         values, uncovered = self.featurizer.analyse(question, documents)
         score = self.head.predict(values)
         label: Label = "out_of_scope" if score >= self.threshold else "in_scope"
