@@ -7,7 +7,7 @@
 """
 
 from langchain_scopeguard._common import METADATA_KEY
-from langchain_scopeguard.chat_model import ScopeGuardChatModel
+from langchain_scopeguard.chat_model import ScopeGuardChatModel, StreamingChatModel
 from langchain_scopeguard.compressor import ScopeGuardCompressor
 from langchain_scopeguard.embeddings import SentenceTransformerEmbeddings
 from langchain_scopeguard.llm_adapter import LangChainLLM, from_langchain
@@ -25,6 +25,7 @@ __all__ = [
     "ScopeGuardCompressor",
     "ScopeGuardRetriever",
     "SentenceTransformerEmbeddings",
+    "StreamingChatModel",
     "__version__",
     "from_langchain",
     "rag_prompt",

@@ -5,11 +5,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from langchain_core.callbacks import BaseCallbackManager, Callbacks
 from langchain_core.documents import Document as LCDocument
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from scopeguard import Document, Guard, Verdict
 
-__all__ = ["METADATA_KEY", "Granularity", "to_scopeguard", "verdict_metadata", "with_verdict"]
+__all__ = [
+    "METADATA_KEY",
+    "VERDICT_RUN_NAME",
+    "Granularity",
+    "atrace_verdicts",
+    "to_scopeguard",
+    "trace_verdicts",
+    "verdict_config",
+    "verdict_metadata",
+    "with_verdict",
+]
 
 METADATA_KEY = "scopeguard"
 """The metadata key under which the verdict is attached to each document."""
@@ -48,3 +60,48 @@ def verdict_metadata(verdict: Verdict, *, out_of_scope: bool, failed_closed: boo
 def with_verdict(document: LCDocument, metadata: dict[str, Any], key: str = METADATA_KEY) -> LCDocument:
     """A copy of ``document`` carrying ``metadata`` under ``key`` (the input is not mutated)."""
     return document.model_copy(update={"metadata": {**document.metadata, key: metadata}})
+
+
+VERDICT_RUN_NAME = "ScopeGuardVerdict"
+"""The traced child run that carries each verdict in its metadata and tags."""
+
+
+def verdict_config(metadata: dict[str, Any]) -> RunnableConfig:
+    """Run metadata and tags for a verdict (a :func:`verdict_metadata` dict).
+
+    Flat ``scopeguard_*`` metadata keys (label, score, detector, stage, out_of_scope,
+    failed_closed) and a ``scopeguard:<label>`` tag (plus ``scopeguard:failed_closed``), so a
+    tracer such as LangSmith can filter runs on them.
+    """
+    keys = ("label", "score", "detector", "stage", "out_of_scope", "failed_closed")
+    tags = [f"scopeguard:{metadata['label']}"]
+    if metadata.get("failed_closed"):
+        tags.append("scopeguard:failed_closed")
+    return {"metadata": {f"scopeguard_{k}": metadata.get(k) for k in keys}, "tags": tags}
+
+
+def _verdict_run(metadata: dict[str, Any]) -> RunnableLambda[Any, Any]:
+    return RunnableLambda(lambda _: metadata, name=VERDICT_RUN_NAME)
+
+
+def _traced(callbacks: Callbacks) -> bool:
+    if isinstance(callbacks, BaseCallbackManager):
+        return bool(callbacks.handlers)
+    return bool(callbacks)
+
+
+def trace_verdicts(callbacks: Callbacks, verdicts: Sequence[dict[str, Any]]) -> None:
+    """Record each verdict as a ``ScopeGuardVerdict`` child run of ``callbacks``' parent run,
+    with the verdict in the run's metadata and tags (:func:`verdict_config`) and as its output."""
+    if not _traced(callbacks):
+        return
+    for meta in verdicts:
+        _verdict_run(meta).invoke(meta, {**verdict_config(meta), "callbacks": callbacks})
+
+
+async def atrace_verdicts(callbacks: Callbacks, verdicts: Sequence[dict[str, Any]]) -> None:
+    """The async twin of :func:`trace_verdicts`."""
+    if not _traced(callbacks):
+        return
+    for meta in verdicts:
+        await _verdict_run(meta).ainvoke(meta, {**verdict_config(meta), "callbacks": callbacks})

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
+from langchain_core.callbacks import Callbacks
 from langchain_core.documents import Document as LCDocument
 
 from langchain_scopeguard._common import (
     Granularity,
+    atrace_verdicts,
     no_documents_verdict,
     to_scopeguard,
+    trace_verdicts,
     verdict_metadata,
     with_verdict,
 )
@@ -30,15 +34,21 @@ def _apply(
     *,
     drop: bool,
     key: str,
-) -> list[LCDocument]:
-    """Attach ``verdicts[i]`` to ``documents[i]``; drop the out-of-scope ones when asked."""
+) -> tuple[list[LCDocument], list[dict[str, Any]]]:
+    """Attach ``verdicts[i]`` to ``documents[i]``; drop the out-of-scope ones when asked.
+
+    Also returns the distinct verdicts' metadata, for tracing (one entry for a set verdict)."""
     out = []
+    traced: dict[int, dict[str, Any]] = {}
     for doc, verdict in zip(documents, verdicts, strict=True):
         oos, closed = guard.decide(verdict)
+        meta = traced.setdefault(
+            id(verdict), verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed)
+        )
         if drop and oos:
             continue
-        out.append(with_verdict(doc, verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed), key))
-    return out
+        out.append(with_verdict(doc, meta, key))
+    return out, list(traced.values())
 
 
 def guard_documents(
@@ -49,17 +59,24 @@ def guard_documents(
     granularity: Granularity,
     drop: bool,
     key: str,
+    callbacks: Callbacks = None,
 ) -> list[LCDocument]:
+    """Check ``documents`` against ``query``; each verdict is also traced as a child run of
+    ``callbacks`` (:func:`~langchain_scopeguard._common.trace_verdicts`)."""
     if not documents:
         return []
     if granularity == "set":
         docs = to_scopeguard(documents)
         verdict = guard.check(query, docs) if docs else no_documents_verdict(guard)
-        return _apply(guard, documents, [verdict] * len(documents), drop=drop, key=key)
-    verdicts = [
-        guard.check(query, docs) if (docs := to_scopeguard([d])) else _empty_verdict(guard) for d in documents
-    ]
-    return _apply(guard, documents, verdicts, drop=drop, key=key)
+        verdicts = [verdict] * len(documents)
+    else:
+        verdicts = [
+            guard.check(query, docs) if (docs := to_scopeguard([d])) else _empty_verdict(guard)
+            for d in documents
+        ]
+    out, traced = _apply(guard, documents, verdicts, drop=drop, key=key)
+    trace_verdicts(callbacks, traced)
+    return out
 
 
 async def aguard_documents(
@@ -70,21 +87,27 @@ async def aguard_documents(
     granularity: Granularity,
     drop: bool,
     key: str,
+    callbacks: Callbacks = None,
 ) -> list[LCDocument]:
+    """Check ``documents`` against ``query``; each verdict is also traced as a child run of
+    ``callbacks`` (:func:`~langchain_scopeguard._common.trace_verdicts`)."""
     if not documents:
         return []
     if granularity == "set":
         docs = to_scopeguard(documents)
         verdict = await guard.acheck(query, docs) if docs else no_documents_verdict(guard)
-        return _apply(guard, documents, [verdict] * len(documents), drop=drop, key=key)
-    sem = asyncio.Semaphore(guard.concurrency)
+        verdicts = [verdict] * len(documents)
+    else:
+        sem = asyncio.Semaphore(guard.concurrency)
 
-    async def one(doc: LCDocument) -> Verdict:
-        docs = to_scopeguard([doc])
-        if not docs:
-            return _empty_verdict(guard)
-        async with sem:
-            return await guard.acheck(query, docs)
+        async def one(doc: LCDocument) -> Verdict:
+            docs = to_scopeguard([doc])
+            if not docs:
+                return _empty_verdict(guard)
+            async with sem:
+                return await guard.acheck(query, docs)
 
-    verdicts = await asyncio.gather(*(one(d) for d in documents))
-    return _apply(guard, documents, verdicts, drop=drop, key=key)
+        verdicts = list(await asyncio.gather(*(one(d) for d in documents)))
+    out, traced = _apply(guard, documents, verdicts, drop=drop, key=key)
+    await atrace_verdicts(callbacks, traced)
+    return out

@@ -2,21 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.language_models.chat_models import BaseChatModel, LangSmithParams
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, field_validator
 
 from scopeguard import ChatModel, Completion, from_spec
-from scopeguard.llm.base import ChatMessage
+from scopeguard.llm.base import ChatMessage, Prompt
 
-__all__ = ["ScopeGuardChatModel"]
+__all__ = ["ScopeGuardChatModel", "StreamingChatModel"]
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "tool"}
+
+
+@runtime_checkable
+class StreamingChatModel(Protocol):
+    """A scopeguard chat model that can also stream one reply as text pieces.
+
+    :class:`ScopeGuardChatModel` streams token by token from a model that has ``stream`` (and
+    ``astream``, else ``stream`` runs in a worker thread); any other model streams one chunk.
+    """
+
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Iterator[str]: ...
 
 
 def _to_messages(messages: Sequence[BaseMessage]) -> list[ChatMessage]:
@@ -32,20 +52,53 @@ def _cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
     return text
 
 
+class _StopCutter:
+    """Applies stop sequences to streamed text: holds back a tail that could begin a stop
+    sequence split across pieces, and ends the stream at the first stop sequence."""
+
+    def __init__(self, stop: Sequence[str] | None) -> None:
+        self.stop = [s for s in stop or () if s]
+        self.hold = max((len(s) for s in self.stop), default=1) - 1
+        self.buffer = ""
+        self.stopped = False
+
+    def feed(self, piece: str) -> str:
+        """The text that can be emitted now (``stopped`` turns true at a stop sequence)."""
+        self.buffer += piece
+        cut = _cut_at_stop(self.buffer, self.stop)
+        if len(cut) < len(self.buffer):
+            self.stopped, self.buffer = True, ""
+            return cut
+        ready = len(self.buffer) - self.hold
+        out, self.buffer = (self.buffer[:ready], self.buffer[ready:]) if ready > 0 else ("", self.buffer)
+        return out
+
+    def flush(self) -> str:
+        out, self.buffer = self.buffer, ""
+        return out
+
+
 class ScopeGuardChatModel(BaseChatModel):
     """Wraps a scopeguard chat model (``from_spec("local")``, ``"openai:gpt-4o-mini"``, a fake...)
     so LangChain chains can use it: ``ScopeGuardChatModel(llm="local")``.
 
-    Roles are kept (system/user/assistant); ``stop`` sequences truncate the reply; token usage
-    is reported in ``usage_metadata``. Async calls use the backend's ``acomplete``.
+    Roles are kept (system/user/assistant); ``stop`` sequences (the field, or the call's)
+    truncate the reply; token usage is reported in ``usage_metadata``. Async calls use the
+    backend's ``acomplete``. ``stream``/``astream`` yield the reply token by token when the
+    backend can stream (:class:`StreamingChatModel`), else in one chunk; ``streaming=True`` makes
+    ``invoke`` stream too (callbacks see each token). Tool calling and structured output are not
+    supported. Unknown constructor arguments (``api_key``, ``max_retries``...) are rejected: they
+    belong to the scopeguard model (``llm="openai:gpt-4o-mini"`` reads its own settings).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     llm: ChatModel = Field(description="a scopeguard ChatModel, or a spec string such as 'local'")
     temperature: float = 0.0
     max_tokens: int | None = None
     seed: int | None = None
+    stop: list[str] | None = None
+    streaming: bool = False
 
     @field_validator("llm", mode="before")
     @classmethod
@@ -58,7 +111,26 @@ class ScopeGuardChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model": self.llm.name, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        return {
+            "model": self.llm.name,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "stop": self.stop,
+        }
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = LangSmithParams(
+            ls_provider="scopeguard",
+            ls_model_name=kwargs.get("model") or self.llm.name,
+            ls_model_type="chat",
+            ls_temperature=kwargs.get("temperature", self.temperature),
+        )
+        if (max_tokens := kwargs.get("max_tokens", self.max_tokens)) is not None:
+            params["ls_max_tokens"] = max_tokens
+        if stop := stop or self.stop:
+            params["ls_stop"] = stop
+        return params
 
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -67,20 +139,46 @@ class ScopeGuardChatModel(BaseChatModel):
             "seed": kwargs.get("seed", self.seed),
         }
 
+    def _stop(self, stop: list[str] | None) -> list[str] | None:
+        return stop if stop is not None else self.stop
+
+    @staticmethod
+    def _usage(completion: Completion) -> UsageMetadata:
+        return {
+            "input_tokens": completion.prompt_tokens,
+            "output_tokens": completion.completion_tokens,
+            "total_tokens": completion.prompt_tokens + completion.completion_tokens,
+        }
+
+    @staticmethod
+    def _response_metadata(completion: Completion) -> dict[str, Any]:
+        return {
+            "model_name": completion.model,
+            "finish_reason": completion.finish_reasons[0] if completion.finish_reasons else None,
+        }
+
     def _result(self, completion: Completion, stop: Sequence[str] | None) -> ChatResult:
         message = AIMessage(
             content=_cut_at_stop(completion.text, stop),
-            response_metadata={
-                "model_name": completion.model,
-                "finish_reason": completion.finish_reasons[0] if completion.finish_reasons else None,
-            },
-            usage_metadata={
-                "input_tokens": completion.prompt_tokens,
-                "output_tokens": completion.completion_tokens,
-                "total_tokens": completion.prompt_tokens + completion.completion_tokens,
-            },
+            response_metadata=self._response_metadata(completion),
+            usage_metadata=self._usage(completion),
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _one_chunk(self, completion: Completion, stop: Sequence[str] | None) -> ChatGenerationChunk:
+        message = AIMessageChunk(
+            content=_cut_at_stop(completion.text, stop),
+            response_metadata=self._response_metadata(completion),
+            usage_metadata=self._usage(completion),
+            chunk_position="last",
+        )
+        return ChatGenerationChunk(message=message)
+
+    def _last_chunk(self, text: str, stopped: bool) -> ChatGenerationChunk:
+        metadata = {"model_name": self.llm.name, "finish_reason": "stop" if stopped else None}
+        return ChatGenerationChunk(
+            message=AIMessageChunk(content=text, response_metadata=metadata, chunk_position="last")
+        )
 
     def _generate(
         self,
@@ -90,7 +188,7 @@ class ScopeGuardChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         completion = self.llm.complete(_to_messages(messages), **self._options(kwargs))
-        return self._result(completion, stop)
+        return self._result(completion, self._stop(stop))
 
     async def _agenerate(
         self,
@@ -100,4 +198,79 @@ class ScopeGuardChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         completion = await self.llm.acomplete(_to_messages(messages), **self._options(kwargs))
-        return self._result(completion, stop)
+        return self._result(completion, self._stop(stop))
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        prompt, options = _to_messages(messages), self._options(kwargs)
+        if not isinstance(self.llm, StreamingChatModel):
+            chunk = self._one_chunk(self.llm.complete(prompt, **options), self._stop(stop))
+            if run_manager:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+            return
+        cutter = _StopCutter(self._stop(stop))
+        pieces = self.llm.stream(prompt, **options)
+        try:
+            for piece in pieces:
+                if text := cutter.feed(piece):
+                    chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
+                    if run_manager:
+                        run_manager.on_llm_new_token(text, chunk=chunk)
+                    yield chunk
+                if cutter.stopped:
+                    break
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+        yield self._last_chunk(cutter.flush(), cutter.stopped)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        prompt, options = _to_messages(messages), self._options(kwargs)
+        if not isinstance(self.llm, StreamingChatModel):
+            completion = await self.llm.acomplete(prompt, **options)
+            chunk = self._one_chunk(completion, self._stop(stop))
+            if run_manager:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+            return
+        cutter = _StopCutter(self._stop(stop))
+        async for piece in _apieces(self.llm, prompt, options):
+            if text := cutter.feed(piece):
+                chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
+                if run_manager:
+                    await run_manager.on_llm_new_token(text, chunk=chunk)
+                yield chunk
+            if cutter.stopped:
+                break
+        yield self._last_chunk(cutter.flush(), cutter.stopped)
+
+
+async def _apieces(llm: StreamingChatModel, prompt: Prompt, options: dict[str, Any]) -> AsyncIterator[str]:
+    """The model's ``astream`` when it has one, else its ``stream`` advanced in a worker thread."""
+    astream = getattr(llm, "astream", None)
+    if astream is not None:
+        async for piece in astream(prompt, **options):
+            yield piece
+        return
+    pieces = llm.stream(prompt, **options)
+    done = object()
+    try:
+        while (piece := await asyncio.to_thread(next, pieces, done)) is not done:
+            yield str(piece)
+    finally:
+        close = getattr(pieces, "close", None)
+        if close is not None:
+            close()

@@ -21,7 +21,8 @@ class ScopeGuardCompressor(BaseDocumentCompressor):
 
     By default each document is checked on its own (``granularity="document"``) and those the
     detector calls out of scope (or, with ``on_error="fail_closed"``, could not judge) are
-    dropped; the survivors carry the verdict under ``metadata["scopeguard"]``.
+    dropped; the survivors carry the verdict under ``metadata["scopeguard"]``. Each verdict is also
+    traced as a ``ScopeGuardVerdict`` child run whose metadata and tags hold it.
 
     >>> retriever = ContextualCompressionRetriever(
     ...     base_compressor=ScopeGuardCompressor(guard=Guard(detector="default")),
@@ -46,6 +47,7 @@ class ScopeGuardCompressor(BaseDocumentCompressor):
             granularity=self.granularity,
             drop=self.drop_out_of_scope,
             key=self.metadata_key,
+            callbacks=callbacks,
         )
 
     async def acompress_documents(
@@ -58,4 +60,5 @@ class ScopeGuardCompressor(BaseDocumentCompressor):
             granularity=self.granularity,
             drop=self.drop_out_of_scope,
             key=self.metadata_key,
+            callbacks=callbacks,
         )

@@ -12,13 +12,21 @@ from langchain_core.documents import Document as LCDocument
 from langchain_core.messages import BaseMessage
 from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
+from langchain_core.runnables.config import merge_configs
 from langchain_core.runnables.utils import AddableDict
 from pydantic import ConfigDict, model_validator
 from typing_extensions import TypedDict
 
-from langchain_scopeguard._common import no_documents_verdict, to_scopeguard
+from langchain_scopeguard._common import (
+    atrace_verdicts,
+    no_documents_verdict,
+    to_scopeguard,
+    trace_verdicts,
+    verdict_config,
+    verdict_metadata,
+)
 from scopeguard import Action, ConfigurationError, Guard, InputError, Verdict
-from scopeguard.policies import PolicyContext, allm_answer, llm_answer
+from scopeguard.policies import FlagOnlyPolicy, PolicyContext, PolicyOutcome, allm_answer, llm_answer
 from scopeguard.prompts import fenced, render
 from scopeguard.types import validate_question
 
@@ -95,8 +103,14 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
     ``rag_prompt() | chat_model | StrOutputParser()``). Without a chain the guard's own LLM
     answers with its ``answer_template``. ``stream``/``astream`` first yield the question,
     documents and verdict, then the chain's chunks as ``{"answer": chunk}`` when in scope, or
-    the policy's response in one chunk when not. Detection runs as a traced child step named
-    ``ScopeGuardCheck``; the retriever and the chain get the child callbacks.
+    the policy's response in one chunk when not (``policy="flag"`` streams the chain's answer).
+
+    Tracing: the retriever, the detection step (``ScopeGuardCheck``) and the chain run as child
+    runs. The verdict is also put where tracers filter runs: a ``ScopeGuardVerdict`` child run,
+    and the answer chain's (or the policy's ``ScopeGuardPolicy``) run with everything under it,
+    carry ``scopeguard_label``, ``scopeguard_score``, ``scopeguard_detector``,
+    ``scopeguard_stage``, ``scopeguard_out_of_scope`` and ``scopeguard_failed_closed`` in their
+    metadata and a ``scopeguard:<label>`` tag.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -168,37 +182,58 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
             responder=lambda q, _docs: self._answer(q, documents, config),
         )
 
-    def _prepare(self, value: Any, config: RunnableConfig) -> tuple[AddableDict, bool]:
+    def _prepare(self, value: Any, config: RunnableConfig) -> tuple[AddableDict, bool, RunnableConfig]:
+        """Retrieve and detect: the output's head, whether out of scope, and the config (verdict
+        metadata and tags added) for the steps after detection."""
         question = self._question(value)
         documents = list(self.retriever.invoke(question, config))
         verdict = self._detector_step().invoke({"question": question, "documents": documents}, config)
         oos, closed = self.guard.decide(verdict)
         head = AddableDict(question=question, documents=documents, verdict=verdict, failed_closed=closed)
-        return head, oos
+        meta = verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed)
+        trace_verdicts(config.get("callbacks"), [meta])
+        return head, oos, merge_configs(config, verdict_config(meta))
 
-    async def _aprepare(self, value: Any, config: RunnableConfig) -> tuple[AddableDict, bool]:
+    async def _aprepare(self, value: Any, config: RunnableConfig) -> tuple[AddableDict, bool, RunnableConfig]:
         question = self._question(value)
         documents = list(await self.retriever.ainvoke(question, config))
         verdict = await self._detector_step().ainvoke({"question": question, "documents": documents}, config)
         oos, closed = self.guard.decide(verdict)
         head = AddableDict(question=question, documents=documents, verdict=verdict, failed_closed=closed)
-        return head, oos
+        meta = verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed)
+        await atrace_verdicts(config.get("callbacks"), [meta])
+        return head, oos, merge_configs(config, verdict_config(meta))
+
+    def _streams_answer(self, oos: bool) -> bool:
+        """Whether the answer is streamed: in scope, or out of scope under the flag policy."""
+        return not oos or isinstance(self.guard.policy, FlagOnlyPolicy)
+
+    def _policy_step(self, head: AddableDict) -> Runnable[Any, PolicyOutcome]:
+        """The policy as a traced step; a chain it calls (``flag``) runs as its child."""
+
+        def apply(_: Any, config: RunnableConfig) -> PolicyOutcome:
+            ctx = self._context(head["question"], head["documents"], head["verdict"], config)
+            return self.guard.policy.apply(ctx)
+
+        async def aapply(_: Any, config: RunnableConfig) -> PolicyOutcome:
+            ctx = self._context(head["question"], head["documents"], head["verdict"], config)
+            return await self.guard.policy.aapply(ctx)
+
+        return RunnableLambda(apply, afunc=aapply, name="ScopeGuardPolicy")
 
     def _respond(self, head: AddableDict, config: RunnableConfig) -> AddableDict:
-        ctx = self._context(head["question"], head["documents"], head["verdict"], config)
-        outcome = self.guard.policy.apply(ctx)
+        outcome = self._policy_step(head).invoke(head["question"], config)
         return AddableDict(action=outcome.action, answer=outcome.response)
 
     async def _arespond(self, head: AddableDict, config: RunnableConfig) -> AddableDict:
-        ctx = self._context(head["question"], head["documents"], head["verdict"], config)
-        outcome = await self.guard.policy.aapply(ctx)
+        outcome = await self._policy_step(head).ainvoke(head["question"], config)
         return AddableDict(action=outcome.action, answer=outcome.response)
 
     # -- invoke -------------------------------------------------------------------------------
     def _invoke(
         self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> AddableDict:
-        head, oos = self._prepare(value, config)
+        head, oos, config = self._prepare(value, config)
         if oos:
             return head + self._respond(head, config)
         answer = self._answer(head["question"], head["documents"], config)
@@ -207,7 +242,7 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
     async def _ainvoke(
         self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> AddableDict:
-        head, oos = await self._aprepare(value, config)
+        head, oos, config = await self._aprepare(value, config)
         if oos:
             return head + await self._arespond(head, config)
         answer = await self._aanswer(head["question"], head["documents"], config)
@@ -225,12 +260,12 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
     def _transform(
         self, inputs: Iterator[Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> Iterator[AddableDict]:
-        head, oos = self._prepare(_combine(list(inputs)), config)
+        head, oos, config = self._prepare(_combine(list(inputs)), config)
         yield head
-        if oos:
+        if not self._streams_answer(oos):
             yield self._respond(head, config)
             return
-        yield AddableDict(action=Action.ANSWERED)
+        yield AddableDict(action=Action.FLAGGED if oos else Action.ANSWERED)
         if self.chain is None:
             yield AddableDict(answer=self._answer(head["question"], head["documents"], config))
             return
@@ -241,12 +276,12 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
     async def _atransform(
         self, inputs: AsyncIterator[Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> AsyncIterator[AddableDict]:
-        head, oos = await self._aprepare(_combine([x async for x in inputs]), config)
+        head, oos, config = await self._aprepare(_combine([x async for x in inputs]), config)
         yield head
-        if oos:
+        if not self._streams_answer(oos):
             yield await self._arespond(head, config)
             return
-        yield AddableDict(action=Action.ANSWERED)
+        yield AddableDict(action=Action.FLAGGED if oos else Action.ANSWERED)
         if self.chain is None:
             yield AddableDict(answer=await self._aanswer(head["question"], head["documents"], config))
             return

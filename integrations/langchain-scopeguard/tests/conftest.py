@@ -94,3 +94,10 @@ def local_chat_model() -> Any:
         return from_spec("local")
     except (ScopeGuardError, ImportError) as exc:
         pytest.skip(f"local LLM unavailable: {exc}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # langchain-tests' chat-model suite times the constructor with pytest-benchmark (about 1,500
+    # rounds); timing belongs in benchmarks/, so the benchmark fixture runs the function once here.
+    if hasattr(config.option, "benchmark_disable"):
+        config.option.benchmark_disable = True

@@ -6,6 +6,7 @@ import pytest
 
 pytest.importorskip("langchain_scopeguard", reason="pip install ./integrations/langchain-scopeguard")
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import RunnableLambda
@@ -183,4 +184,49 @@ async def test_flag_policy_answers_with_the_chain_and_flags(faiss_retriever, cov
     out = await rag.ainvoke(OUT_OF_SCOPE, {"callbacks": [rec]})
     assert out["action"] == Action.FLAGGED and out["answer"] == ANSWER
     (root,) = [run for name, run, parent in rec.chains if parent is None]
-    assert any(name == "RunnableSequence" and parent == root for name, _, parent in rec.chains)
+    (policy,) = [run for name, run, parent in rec.chains if name == "ScopeGuardPolicy" and parent == root]
+    assert any(name == "RunnableSequence" and parent == policy for name, _, parent in rec.chains)
+
+
+def test_flag_policy_streams_the_answer(faiss_retriever, coverage_detector):
+    rag = GuardedRAG(
+        retriever=faiss_retriever, chain=_chain(), guard=Guard(detector=coverage_detector, policy="flag")
+    )
+    chunks = list(rag.stream(OUT_OF_SCOPE))
+    assert chunks[0]["verdict"].label == "out_of_scope"
+    answers = [c["answer"] for c in chunks if "answer" in c]
+    assert len(answers) > 1 and "".join(answers) == ANSWER  # chunk by chunk, not one invoke
+    assert [c["action"] for c in chunks if "action" in c] == [Action.FLAGGED]
+
+
+class _RunMetadata(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.runs: dict[str, tuple[dict, list[str]]] = {}
+
+    def on_chain_start(self, serialized, inputs, **kw):
+        self.runs.setdefault(kw.get("name") or "", (kw.get("metadata") or {}, kw.get("tags") or []))
+
+    def on_chat_model_start(self, serialized, messages, **kw):
+        self.runs.setdefault("chat_model", (kw.get("metadata") or {}, kw.get("tags") or []))
+
+
+@pytest.mark.parametrize(
+    ("question", "label", "step"),
+    [(IN_SCOPE, "in_scope", "RunnableSequence"), (OUT_OF_SCOPE, "out_of_scope", "ScopeGuardPolicy")],
+)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_verdict_is_in_the_run_metadata_and_tags(
+    faiss_retriever, coverage_detector, question, label, step, mode
+):
+    handler = _RunMetadata()
+    rag = GuardedRAG(retriever=faiss_retriever, chain=_chain(), guard=Guard(detector=coverage_detector))
+    if mode == "sync":
+        rag.invoke(question, {"callbacks": [handler]})
+    else:
+        await rag.ainvoke(question, {"callbacks": [handler]})
+    for name in ("ScopeGuardVerdict", step) + (("chat_model",) if label == "in_scope" else ()):
+        metadata, tags = handler.runs[name]
+        assert metadata["scopeguard_label"] == label and metadata["scopeguard_detector"] == "coverage"
+        assert metadata["scopeguard_out_of_scope"] is (label == "out_of_scope")
+        assert f"scopeguard:{label}" in tags
+    assert "scopeguard_label" not in handler.runs["GuardedRAG"][0]  # known only after detection

@@ -6,7 +6,7 @@
 >>> engine.query("Who won?").metadata["scopeguard"]["verdict"]
 """
 
-from llama_index_scopeguard._common import METADATA_KEY
+from llama_index_scopeguard._common import METADATA_KEY, ScopeGuardVerdictEvent
 from llama_index_scopeguard.llm import ScopeGuardLLM
 from llama_index_scopeguard.llm_adapter import LlamaIndexLLM, from_llama_index
 from llama_index_scopeguard.postprocessor import ScopeGuardPostprocessor
@@ -20,6 +20,7 @@ __all__ = [
     "LlamaIndexLLM",
     "ScopeGuardLLM",
     "ScopeGuardPostprocessor",
+    "ScopeGuardVerdictEvent",
     "__version__",
     "from_llama_index",
     "rag_prompt",

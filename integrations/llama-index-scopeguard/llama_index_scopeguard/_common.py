@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from scopeguard import Document, Guard, Verdict
@@ -12,6 +14,8 @@ from scopeguard import Document, Guard, Verdict
 __all__ = [
     "METADATA_KEY",
     "Granularity",
+    "ScopeGuardVerdictEvent",
+    "dispatch_verdict",
     "no_documents_verdict",
     "to_scopeguard",
     "verdict_metadata",
@@ -64,3 +68,42 @@ def with_verdict(node: NodeWithScore, metadata: dict[str, Any], key: str = METAD
         }
     )
     return NodeWithScore(node=copy, score=node.score)
+
+
+class ScopeGuardVerdictEvent(BaseEvent):
+    """A LlamaIndex instrumentation event for each verdict, sent inside the active span (the
+    query engine's, or the postprocessing step's), so event handlers and tracers see it."""
+
+    query: str
+    component: str
+    label: str
+    score: float | None = None
+    detector: str = ""
+    stage: str = ""
+    out_of_scope: bool
+    failed_closed: bool
+    action: str | None = None
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ScopeGuardVerdictEvent"
+
+
+_dispatcher = get_dispatcher(__name__)
+
+
+def dispatch_verdict(query: str, component: str, metadata: dict[str, Any], action: str | None = None) -> None:
+    """Send a :class:`ScopeGuardVerdictEvent` for a :func:`verdict_metadata` dict."""
+    _dispatcher.event(
+        ScopeGuardVerdictEvent(
+            query=query,
+            component=component,
+            label=metadata["label"],
+            score=metadata.get("score"),
+            detector=metadata.get("detector") or "",
+            stage=metadata.get("stage") or "",
+            out_of_scope=metadata["out_of_scope"],
+            failed_closed=metadata["failed_closed"],
+            action=action,
+        )
+    )

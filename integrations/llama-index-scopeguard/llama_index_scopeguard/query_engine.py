@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.base.response.schema import RESPONSE_TYPE, Response
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
 from llama_index.core.bridge.pydantic import model_validator
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import PromptTemplate
@@ -14,7 +20,12 @@ from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.response_synthesizers import BaseSynthesizer, get_response_synthesizer
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_scopeguard._common import no_documents_verdict, to_scopeguard
+from llama_index_scopeguard._common import (
+    dispatch_verdict,
+    no_documents_verdict,
+    to_scopeguard,
+    verdict_metadata,
+)
 from llama_index_scopeguard.llm import ScopeGuardLLM
 from scopeguard import Action, ConfigurationError, Guard, Verdict
 from scopeguard.policies import PolicyContext
@@ -51,7 +62,11 @@ class GuardedQueryEngine(CustomQueryEngine):
     The response's ``metadata["scopeguard"]`` holds ``verdict`` (a :class:`scopeguard.Verdict`),
     ``action`` (a :class:`scopeguard.Action`) and ``failed_closed``; ``source_nodes`` are the
     retrieved nodes either way. ``aquery`` is natively async (``aretrieve``, ``acheck``,
-    ``asynthesize``, the policy's ``aapply``).
+    ``asynthesize``, the policy's ``aapply``). With a streaming synthesizer
+    (``get_response_synthesizer(streaming=True)``) an out-of-scope question gets a
+    ``StreamingResponse`` (``AsyncStreamingResponse`` from ``aquery``) whose generator yields the
+    policy's response, like an answer would. Each verdict is also sent as a
+    :class:`~llama_index_scopeguard.ScopeGuardVerdictEvent` inside the engine's span.
 
     Args:
         retriever: any LlamaIndex retriever (``index.as_retriever()``).
@@ -103,6 +118,26 @@ class GuardedQueryEngine(CustomQueryEngine):
         response.metadata = {**(response.metadata or {}), **metadata}
         return response
 
+    @property
+    def _streaming(self) -> bool:
+        return bool(getattr(self._synthesizer, "_streaming", False))
+
+    def _policy_response(
+        self, text: str, nodes: list[NodeWithScore], metadata: dict[str, Any], *, is_async: bool
+    ) -> RESPONSE_TYPE:
+        """The policy's text in the response type the synthesizer would have returned."""
+        if not self._streaming:
+            return Response(response=text, source_nodes=nodes, metadata=metadata)
+        if is_async:
+            return AsyncStreamingResponse(
+                response_gen=_one_token(text), source_nodes=nodes, metadata=metadata
+            )
+        return StreamingResponse(response_gen=_one_token_sync(text), source_nodes=nodes, metadata=metadata)
+
+    def _trace(self, question: str, verdict: Verdict, oos: bool, closed: bool, action: Action) -> None:
+        meta = verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed)
+        dispatch_verdict(question, "GuardedQueryEngine", meta, action.value)
+
     def custom_query(self, query_str: str) -> RESPONSE_TYPE:
         question = validate_question(query_str)
         nodes = self.retriever.retrieve(question)
@@ -111,11 +146,10 @@ class GuardedQueryEngine(CustomQueryEngine):
         oos, closed = self.guard.decide(verdict)
         if oos:
             outcome = self.guard.policy.apply(self._context(question, nodes, verdict))
-            return Response(
-                response=outcome.response,
-                source_nodes=nodes,
-                metadata=self._verdict_metadata(verdict, outcome.action, closed),
-            )
+            self._trace(question, verdict, oos, closed, outcome.action)
+            metadata = self._verdict_metadata(verdict, outcome.action, closed)
+            return self._policy_response(outcome.response, nodes, metadata, is_async=False)
+        self._trace(question, verdict, oos, closed, Action.ANSWERED)
         response = self._synthesizer.synthesize(question, nodes)
         return self._tag(response, self._verdict_metadata(verdict, Action.ANSWERED, closed))
 
@@ -127,10 +161,17 @@ class GuardedQueryEngine(CustomQueryEngine):
         oos, closed = self.guard.decide(verdict)
         if oos:
             outcome = await self.guard.policy.aapply(self._context(question, nodes, verdict))
-            return Response(
-                response=outcome.response,
-                source_nodes=nodes,
-                metadata=self._verdict_metadata(verdict, outcome.action, closed),
-            )
+            self._trace(question, verdict, oos, closed, outcome.action)
+            metadata = self._verdict_metadata(verdict, outcome.action, closed)
+            return self._policy_response(outcome.response, nodes, metadata, is_async=True)
+        self._trace(question, verdict, oos, closed, Action.ANSWERED)
         response = await self._synthesizer.asynthesize(question, nodes)
         return self._tag(response, self._verdict_metadata(verdict, Action.ANSWERED, closed))
+
+
+def _one_token_sync(text: str) -> Generator[str, None, None]:
+    yield text
+
+
+async def _one_token(text: str) -> AsyncGenerator[str, None]:
+    yield text

@@ -7,6 +7,7 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler
@@ -83,3 +84,23 @@ def ancestors(handler: SimpleSpanHandler, span_id: str) -> list[str]:
     while (span_id := parents.get(span_id)) is not None:  # type: ignore[assignment]
         out.append(span_id)
     return out
+
+
+@contextmanager
+def record_events() -> Iterator[list[Any]]:
+    """Record LlamaIndex instrumentation events while the block runs."""
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+
+    events: list[Any] = []
+
+    class _Recorder(BaseEventHandler):
+        def handle(self, event: Any, **kwargs: Any) -> None:
+            events.append(event)
+
+    dispatcher = get_dispatcher()
+    handler = _Recorder()
+    dispatcher.add_event_handler(handler)
+    try:
+        yield events
+    finally:
+        dispatcher.event_handlers.remove(handler)

@@ -6,10 +6,11 @@ import pytest
 
 pytest.importorskip("llama_index_scopeguard", reason="pip install ./integrations/llama-index-scopeguard")
 
-from li_testkit import IN_SCOPE, OUT_OF_SCOPE, ancestors, record_spans
+from li_testkit import IN_SCOPE, OUT_OF_SCOPE, ancestors, record_events, record_spans
+from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.llms import MockLLM
 from llama_index.core.response_synthesizers import get_response_synthesizer
-from llama_index_scopeguard import GuardedQueryEngine, ScopeGuardLLM, rag_prompt
+from llama_index_scopeguard import GuardedQueryEngine, ScopeGuardLLM, ScopeGuardVerdictEvent, rag_prompt
 from pydantic import ValidationError
 
 from scopeguard import Action, DetectionError, Guard, InputError, Verdict
@@ -113,3 +114,46 @@ def test_real_local_llm(retriever, local_chat_model):
     )
     response = engine.query(IN_SCOPE)
     assert _meta(response)["action"] == Action.ANSWERED and "1887" in str(response)
+
+
+def _streaming_engine(retriever, detector, policy="clarify"):
+    llm = ScopeGuardLLM(chat_model=ScriptedChatModel(lambda prompt: ANSWER))
+    return GuardedQueryEngine(
+        retriever=retriever,
+        guard=Guard(detector=detector, policy=policy),
+        response_synthesizer=get_response_synthesizer(llm=llm, streaming=True),
+    )
+
+
+def test_streaming_out_of_scope_streams_the_policys_response(retriever, coverage_detector, capsys):
+    engine = _streaming_engine(retriever, coverage_detector)
+    response = engine.query(OUT_OF_SCOPE)
+    assert isinstance(response, StreamingResponse) and _meta(response)["action"] == Action.CLARIFIED
+    text = "".join(response.response_gen)
+    assert "engineer" in text and len(response.source_nodes) == 1
+    response = engine.query(OUT_OF_SCOPE)
+    response.print_response_stream()
+    assert capsys.readouterr().out == text
+    answered = engine.query(IN_SCOPE)  # in scope: the synthesizer's own stream
+    assert isinstance(answered, StreamingResponse) and "".join(answered.response_gen) == ANSWER
+
+
+async def test_async_streaming_out_of_scope(retriever, coverage_detector):
+    response = await _streaming_engine(retriever, coverage_detector, "refuse").aquery(OUT_OF_SCOPE)
+    assert isinstance(response, AsyncStreamingResponse) and _meta(response)["action"] == Action.REFUSED
+    text = "".join([t async for t in response.async_response_gen()])
+    assert text and text == (await response.get_response()).response
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_the_verdict_is_an_instrumentation_event_in_the_engines_span(
+    retriever, coverage_detector, use_async
+):
+    engine = GuardedQueryEngine(retriever=retriever, guard=Guard(detector=coverage_detector), llm=MockLLM())
+    with record_events() as events, record_spans() as spans:
+        await engine.aquery(OUT_OF_SCOPE) if use_async else engine.query(OUT_OF_SCOPE)
+    (event,) = [e for e in events if isinstance(e, ScopeGuardVerdictEvent)]
+    assert (event.label, event.detector, event.action) == ("out_of_scope", "coverage", "clarified")
+    assert event.out_of_scope is True and event.failed_closed is False and event.query == OUT_OF_SCOPE
+    engine_spans = [s.id_ for s in spans.completed_spans if "GuardedQueryEngine" in s.id_]
+    assert event.span_id in engine_spans
