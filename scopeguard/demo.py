@@ -9,7 +9,7 @@ policy's response.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -52,15 +52,30 @@ def extractive_answer(question: str, documents: Sequence[Document]) -> str:
 
 
 def iter_demo(
-    *, detector: str = "default", policy: str = "clarify", llm: str | ChatModel | None = None, k: int = 2
+    *,
+    detector: str = "default",
+    policy: str = "clarify",
+    llm: str | ChatModel | None = None,
+    k: int = 2,
+    progress: Callable[[str], None] | None = None,
 ) -> Iterator[DemoCase]:
-    """Index the demo corpus and guard every demo question, yielding each result as it is ready."""
+    """Index the demo corpus and guard every demo question, yielding each result as it is ready.
+
+    ``progress(message)`` hears each set-up step (index, detector models) before it starts.
+    """
     from scopeguard.retrieval import get_retriever
 
+    say = progress or (lambda _message: None)
     docs, questions = demo_corpus()
+    say(f"indexing {len(docs)} documents (BM25)")
     retriever = get_retriever("bm25")
     retriever.index(docs)
+    say(f"loading the {detector!r} detector")
     guard = Guard(detector=detector, policy=policy, llm=llm)
+    load = getattr(guard.detector, "load", None)
+    if callable(load):
+        say("loading the detector's reading model (Qwen2.5-Coder-1.5B for 'default')")
+        load()
     responder = None if llm is not None else extractive_answer
     for question, expected in questions:
         hits = retriever.search(question, k=k)

@@ -128,7 +128,7 @@ def fit_detector(
     folds: int = 5,
     seed: int = 0,
     balance: bool = True,
-    escalation_cost: float = 0.05,
+    escalation_cost: float = 0.01,
     progress: bool | None = None,
 ) -> FitReport:
     """Fit ``detector``'s head on ``datasets`` and save it to ``out`` (see the module docstring)."""

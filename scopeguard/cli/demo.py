@@ -30,7 +30,11 @@ def demo(
     if llm == "auto":
         llm = "local" if importlib.util.find_spec("llama_cpp") else "none"
     started = time.perf_counter()
-    cases = iter_demo(detector=detector, policy=policy, llm=None if llm == "none" else llm)
+
+    def progress(message: str) -> None:
+        typer.echo(f"[{time.perf_counter() - started:5.1f} s] {message} ...", err=True)
+
+    cases = iter_demo(detector=detector, policy=policy, llm=None if llm == "none" else llm, progress=progress)
     if not as_json:
         typer.echo(f"scopeguard demo: detector={detector}, policy={policy}, llm={llm}\n")
     answered = total = 0

@@ -47,7 +47,7 @@ def train_detector_command(
         None, "--max-docs", help="fast/logprob/default: use N documents of each dataset (seeded draw)."
     ),
     escalation_cost: float = typer.Option(
-        0.05,
+        0.01,
         "--escalation-cost",
         help="default: accuracy given up per unit of escalated share when the band is chosen.",
     ),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -154,6 +155,7 @@ class DefaultDetector(BaseDetector):
     """
 
     name = "default"
+    stages = ("fast", "logprob")
 
     def __init__(
         self,
@@ -168,12 +170,21 @@ class DefaultDetector(BaseDetector):
         from scopeguard.detectors.logprob import LogProbDetector
 
         self.head = DefaultHead.load(model if model is not None else default_head_path())
-        allowed = {"cache_size", "word_threshold", "encoder"}
+        allowed = {"cache_size", "word_threshold", "encoder", "max_chars", "cache_mb"}
         bad = sorted(set(fast_kwargs) - allowed)
         if bad:
             raise ConfigurationError(
                 f"default detector does not take the option(s) {', '.join(bad)}; "
                 f"valid: model, reader_llm, reader_kwargs, featurizer, {', '.join(sorted(allowed))}"
+            )
+        if reader_llm is None:  # the packaged reading model: fail now, with the pip line, if it cannot run
+            from scopeguard._optional import require
+
+            require(
+                "llama_cpp",
+                extra="local",
+                feature="the default detector's reading stage",
+                package="llama-cpp-python",
             )
         self.featurizer = featurizer if featurizer is not None else FastFeaturizer(**fast_kwargs)
         self._llm = reader_llm
@@ -210,7 +221,7 @@ class DefaultDetector(BaseDetector):
                 label, p_fast, "fast", f"{facts}; fast P(out of scope) {p_fast:.2f}", uncovered
             )
         try:
-            best, n = self.reader.read(question, documents)
+            best, n = self.reader.read(question, documents, stop_below=self._decisive_margin(values))
         except ScopeGuardError as exc:
             logger.warning("default: the reading stage failed (%s); the fast stage decides", exc)
             label = "out_of_scope" if p_fast >= self.head.fast_threshold else "in_scope"
@@ -225,6 +236,25 @@ class DefaultDetector(BaseDetector):
         )
         verdict = self._verdict(label, p, "logprob", rationale, uncovered)
         return verdict.model_copy(update={"escalated": True, "llm_calls": n})
+
+    def _decisive_margin(self, values: dict[str, float]) -> float | None:
+        """The margin at or below which the combined head says in scope for these fast features.
+
+        The question is answered as soon as one document answers it, so once a passage's margin is
+        this low no later passage can change the label: the reader may stop there.
+        """
+        head = self.head.combined
+        i = head.features.index("margin")
+        if head.coef[i] <= 0 or not 0.0 < self.head.threshold < 1.0:
+            return None
+        z_target = math.log(self.head.threshold / (1.0 - self.head.threshold))
+        rest = head.intercept + sum(
+            c * (values[f] - m) / sc
+            for f, m, sc, c in zip(head.features, head.mean, head.scale, head.coef, strict=True)
+            if f != "margin"
+        )
+        boundary = head.mean[i] + head.scale[i] * (z_target - rest) / head.coef[i]
+        return float(boundary - 0.25)  # a little on the in-scope side of the boundary
 
     @staticmethod
     def _verdict(
@@ -250,7 +280,7 @@ def fit_default_head(
     *,
     weights: np.ndarray | None = None,
     verdict_model: str,
-    escalation_cost: float = 0.05,
+    escalation_cost: float = 0.01,
     folds: int = 5,
     seed: int = 0,
     info: dict[str, Any] | None = None,

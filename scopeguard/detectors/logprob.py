@@ -210,8 +210,15 @@ class LogProbDetector(BaseDetector):
         )
 
     # -- scoring ----------------------------------------------------------------------------
-    def read(self, question: str, documents: Sequence[Document]) -> tuple[VerdictScore, int]:
-        """The verdict log-probs of the passage that best answers ``question``, and the passage count."""
+    def read(
+        self, question: str, documents: Sequence[Document], *, stop_below: float | None = None
+    ) -> tuple[VerdictScore, int]:
+        """The verdict log-probs of the passage that best answers ``question``, and the passages read.
+
+        Reading stops at the first passage whose margin is at or below ``stop_below`` (default:
+        the detector's ``stop_below``), where no later passage can change the decision.
+        """
+        stop = self.stop_below if stop_below is None else stop_below
         passages = self.passages(documents)
         best: VerdictScore | None = None
         read = 0
@@ -220,7 +227,7 @@ class LogProbDetector(BaseDetector):
             read += 1
             if best is None or score.margin < best.margin:
                 best = score
-            if best.margin <= self.stop_below:  # clearly answered here: the rest cannot change that
+            if best.margin <= stop:  # clearly answered here: the rest cannot change that
                 break
         assert best is not None  # as_documents guarantees at least one document
         return best, read

@@ -22,7 +22,7 @@ _DETECTORS: dict[str, str | Factory] = {
     "judge": "scopeguard.detectors.judge:JudgeDetector",
     "lexical": "scopeguard.detectors.lexical:LexicalDetector",
     "fast": "scopeguard.detectors.fast:FastDetector",
-    "default": "scopeguard.detectors.cascade:default_cascade",
+    "default": "scopeguard.detectors.default:DefaultDetector",
     "logprob": "scopeguard.detectors.logprob:LogProbDetector",
     "cascade": "scopeguard.detectors.cascade:CascadeDetector",
     "nli": "scopeguard.detectors.nli:NLIDetector",

@@ -75,6 +75,20 @@ def test_uncertain_band_escalates_to_the_reader(tmp_path) -> None:
     )
 
 
+def test_reading_stops_once_a_document_decides_the_label(tmp_path) -> None:
+    # the head's boundary is margin 0: a first document answering with margin -1 settles "in scope"
+    answers_first = ScriptedVerdictScorer(lambda p: -1.0 if "library" in p else 3.0)
+    det = DefaultDetector(model=head(tmp_path), reader_llm=answers_first, featurizer=Features(QS))
+    v = det.detect("half?", [DOC, "Gardens are green."])
+    assert v.label == "in_scope" and len(answers_first.prompts) == 1 and v.llm_calls == 1
+    # a weak first answer (margin -0.1, inside the boundary's safety gap) reads on
+    weak = ScriptedVerdictScorer(lambda p: -0.1 if "library" in p else 3.0)
+    v = DefaultDetector(model=head(tmp_path), reader_llm=weak, featurizer=Features(QS)).detect(
+        "half?", [DOC, "Gardens are green."]
+    )
+    assert len(weak.prompts) == 2 and v.label == "in_scope"
+
+
 def test_reader_failure_falls_back_to_the_fast_stage(tmp_path) -> None:
     def boom(_: str) -> float:
         raise LLMError("model crashed")
@@ -125,3 +139,25 @@ def test_fit_chooses_a_band_where_the_fast_stage_is_unsure() -> None:
         coverage, alignment, margin, y, groups, verdict_model="m", escalation_cost=0.5
     )
     assert cheap["escalated"] <= report["escalated"]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_real_default_reads_with_the_packaged_model(tmp_path) -> None:
+    pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
+    pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
+    import dataclasses
+
+    # the packaged head with a band covering everything: every question reaches the reading stage
+    packaged = DefaultHead.load(default_head_path())
+    path = dataclasses.replace(packaged, low=0.0, high=1.0).save(tmp_path / "all")
+    det = DefaultDetector(model=path)
+    doc = (
+        "The Brindlewick public library opened on Saturday. Mayor Elena Torvik said the building "
+        "cost 12 million dollars, paid by a regional grant, and that it holds 80,000 books."
+    )
+    v = det.detect("How many books does the Brindlewick library hold?", doc)
+    assert v.stage == "logprob" and v.escalated and v.llm_calls == 1 and v.label == "in_scope"
+    assert v.uncovered == ()
+    v = det.detect("Which company built the Brindlewick library's heating system?", doc)
+    assert v.stage == "logprob" and v.label == "out_of_scope"
