@@ -17,6 +17,13 @@ is at least ``threshold`` (0.5 unless the head file or the caller says otherwise
 ``Verdict.uncovered`` lists the spans of the question made of consecutive content words that are
 neither in the documents' vocabulary (after stemming) nor aligned above ``word_threshold``.
 
+What it cannot catch: both features measure whether the question's words are in the documents,
+not whether the documents say what the question asks. A question that reuses the documents'
+words but asks for something they never state (SQuAD 2.0's unanswerable questions) scores as in
+scope: on SQuAD 2.0 ``fast`` is at chance (0.53 accuracy). An in-scope question that paraphrases
+the documents scores as out of scope. Use it where milliseconds matter and the questions are not
+adversarial; the ``default`` detector sends its uncertain band to an LLM that reads the documents.
+
 Document-side work (token embeddings, stems) is cached by ``Document.content_hash`` in an LRU
 bounded by count and by megabytes (``cache_size``, ``cache_mb``), so a guarded RAG pipeline pays
 for one forward pass over the question.

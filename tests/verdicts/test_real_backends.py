@@ -39,7 +39,7 @@ def test_llamacpp_prefix_cache_gives_the_same_scores_as_a_fresh_read(smollm2: Pa
     for s in scores:
         assert math.isfinite(s.margin) and 0.0 < s.coverage <= 1.0 + 1e-6 and s.n_tokens > 50
     assert scores[1].margin == pytest.approx(fresh.margin, abs=0.05)
-    assert warm.name == "smollm2"
+    assert warm.name == smollm2.stem  # a path is named by its file; "smollm2" by that name
     # as a detector: a verdict with a score and one read
     v = LogProbDetector(llm=f"local:{smollm2}").detect(QUESTIONS[0], DOC)
     assert v.label in ("in_scope", "out_of_scope") and v.score is not None and v.llm_calls == 1
