@@ -17,9 +17,11 @@ Labels are 1 for out of scope, 0 for in scope.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,7 +35,10 @@ __all__ = [
     "choose_threshold",
     "fit_logistic",
     "grouped_oof",
+    "head_file",
     "operating_point",
+    "read_head_file",
+    "write_head_file",
 ]
 
 
@@ -223,3 +228,34 @@ def grouped_oof(
         train = np.setdiff1d(all_idx, test)
         out[test] = fit_predict(train, test)
     return out
+
+
+def head_file(path: str | Path, filename: str, *, create: bool = False) -> Path:
+    """The head file for ``path``: ``path/filename`` when ``path`` is a folder (or has no suffix)."""
+    p = Path(path)
+    if p.is_dir() or (create and not p.suffix):
+        if create:
+            p.mkdir(parents=True, exist_ok=True)
+        p = p / filename
+    return p
+
+
+def write_head_file(path: str | Path, filename: str, body: dict[str, Any]) -> Path:
+    """Write a head's JSON to ``path`` (a file, or a folder that gets ``filename``); returns the file."""
+    p = head_file(path, filename, create=True)
+    p.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    return p
+
+
+def read_head_file(path: str | Path, filename: str, what: str) -> dict[str, Any]:
+    """A head's JSON as a dict, or :class:`ModelError` naming ``what`` and the file."""
+    p = head_file(path, filename)
+    if not p.is_file():
+        raise ModelError(f"{what} not found: {p}")
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{p}: not a valid {what} ({type(exc).__name__}: {exc})") from None
+    if not isinstance(raw, dict):
+        raise ModelError(f"{p}: not a valid {what} (not a JSON object)")
+    return raw

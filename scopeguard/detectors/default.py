@@ -23,7 +23,6 @@ returned with the error recorded (``Verdict.error``), never worse than the fast 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Sequence
@@ -39,7 +38,10 @@ from scopeguard.calibration import (
     choose_threshold,
     fit_logistic,
     grouped_oof,
+    head_file,
     operating_point,
+    read_head_file,
+    write_head_file,
 )
 from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError, ModelError, ScopeGuardError
@@ -104,22 +106,13 @@ class DefaultHead:
         }
 
     def save(self, path: str | Path) -> Path:
-        p = Path(path)
-        if p.is_dir() or not p.suffix:
-            p.mkdir(parents=True, exist_ok=True)
-            p = p / HEAD_FILE
-        p.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        return p
+        return write_head_file(path, HEAD_FILE, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> DefaultHead:
-        p = Path(path)
-        if p.is_dir():
-            p = p / HEAD_FILE
-        if not p.is_file():
-            raise ModelError(f"default cascade head not found: {p}")
+        raw = read_head_file(path, HEAD_FILE, "default cascade head")
+        p = head_file(path, HEAD_FILE)
         try:
-            raw = json.loads(p.read_text(encoding="utf-8"))
             low, high = (float(v) for v in raw["band"])
             return cls(
                 fast=LogisticHead.from_dict(raw["fast"]),

@@ -18,7 +18,6 @@ scope) wins), and reading stops at the first passage that clearly answers it. Mo
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from scopeguard._sentences import split_sentences
-from scopeguard.calibration import LogisticHead
+from scopeguard.calibration import LogisticHead, head_file, read_head_file, write_head_file
 from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
 from scopeguard.llm.base import ChatMessage
@@ -76,22 +75,13 @@ class LogProbHead:
         }
 
     def save(self, path: str | Path) -> Path:
-        p = Path(path)
-        if p.is_dir() or not p.suffix:
-            p.mkdir(parents=True, exist_ok=True)
-            p = p / HEAD_FILE
-        p.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        return p
+        return write_head_file(path, HEAD_FILE, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> LogProbHead:
-        p = Path(path)
-        if p.is_dir():
-            p = p / HEAD_FILE
-        if not p.is_file():
-            raise ModelError(f"log-prob head not found: {p}")
+        raw = read_head_file(path, HEAD_FILE, "log-prob head")
+        p = head_file(path, HEAD_FILE)
         try:
-            raw = json.loads(p.read_text(encoding="utf-8"))
             return cls(
                 model=str(raw["model"]),
                 calibration=LogisticHead.from_dict(raw["calibration"]),
