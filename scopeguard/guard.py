@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from scopeguard.detectors.base import Detector
-from scopeguard.detectors.registry import get_detector
+from scopeguard.detectors.registry import detector_takes, get_detector
 from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.deadline import current as current_budget
@@ -120,12 +120,8 @@ class Guard:
 
     def _build_detector(self, detector: str | Detector) -> Detector:
         """The detector; one built by name gets the guard's LLM when its factory takes ``llm``."""
-        if isinstance(detector, str) and self.llm is not None:
-            try:
-                return get_detector(detector, llm=self.llm)
-            except ConfigurationError as exc:
-                if "option 'llm'" not in str(exc):  # the registry's "does not take the option 'llm'"
-                    raise
+        if isinstance(detector, str) and self.llm is not None and detector_takes(detector, "llm"):
+            return get_detector(detector, llm=self.llm)
         return get_detector(detector)
 
     # -- detection -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 from scopeguard.detectors.base import Detector
 from scopeguard.errors import ConfigurationError
 
-__all__ = ["available_detectors", "get_detector", "register_detector"]
+__all__ = ["available_detectors", "detector_takes", "get_detector", "register_detector"]
 
 Factory = Callable[..., Detector]
 
@@ -41,10 +41,7 @@ def available_detectors() -> list[str]:
     return sorted(_DETECTORS)
 
 
-def get_detector(name: str | Detector, **kwargs: Any) -> Detector:
-    """Build the detector registered as ``name`` (a detector instance passes through)."""
-    if not isinstance(name, str):
-        return name
+def _factory(name: str) -> Factory:
     try:
         factory = _DETECTORS[name]
     except KeyError:
@@ -54,6 +51,30 @@ def get_detector(name: str | Detector, **kwargs: Any) -> Detector:
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
+    return factory  # type: ignore[return-value]
+
+
+def detector_takes(name: str, option: str) -> bool:
+    """Whether the detector registered as ``name`` names ``option`` among its arguments.
+
+    A catch-all ``**kwargs`` does not count: the guard passes its ``llm`` only to detectors that
+    declare one (``judge``, ``logprob``), never to one that would reject or misuse it.
+    """
+    import inspect
+
+    try:
+        params = inspect.signature(_factory(name)).parameters
+    except (TypeError, ValueError):
+        return False
+    p = params.get(option)
+    return p is not None and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+
+
+def get_detector(name: str | Detector, **kwargs: Any) -> Detector:
+    """Build the detector registered as ``name`` (a detector instance passes through)."""
+    if not isinstance(name, str):
+        return name
+    factory = _factory(name)
     try:
         return factory(**kwargs)  # type: ignore[operator, no-any-return]
     except TypeError as exc:

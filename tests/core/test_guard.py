@@ -195,6 +195,24 @@ def test_a_failing_answer_llm_fails_closed() -> None:
     assert "without choices" in result.metadata["error"] and result.metadata["error_stage"] == "answer"
 
 
+def test_the_guards_llm_goes_only_to_detectors_that_declare_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scopeguard import ConfigurationError
+    from scopeguard.detectors import detector_takes, registry
+
+    def picky(**options: object) -> KeywordDetector:  # like `default`: a catch-all that rejects llm
+        if options:
+            raise ConfigurationError(f"picky does not take the option(s) {', '.join(options)}")
+        return KeywordDetector()
+
+    monkeypatch.setitem(registry._DETECTORS, "picky", picky)
+    llm = ScriptedChatModel(["35 minutes."])
+    assert not detector_takes("picky", "llm") and not detector_takes("default", "llm")
+    assert detector_takes("judge", "llm") and detector_takes("logprob", "llm")
+    guard = Guard(detector="picky", llm=llm, policy="refuse")
+    assert isinstance(guard.detector, KeywordDetector)
+    assert guard.answer("How long?", [DOC]).response == "35 minutes."
+
+
 async def test_a_failing_policy_llm_fails_closed_async() -> None:
     llm = ScriptedChatModel([LLMConnectionError("endpoint refused", endpoint="http://x/v1")])
     result = await Guard(detector=KeywordDetector(), policy="defuse", llm=llm).aanswer(
