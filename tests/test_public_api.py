@@ -27,6 +27,7 @@ PUBLIC_MODULES = [
     "scopeguard.fitting",
     "scopeguard.signals",
     "scopeguard.llm.deadline",
+    "scopeguard.llm.foreign",
 ]
 
 

@@ -24,11 +24,10 @@ from scopeguard import (
     ChatModel,
     Completion,
     ConfigurationError,
-    LLMConnectionError,
-    LLMError,
     ScopeGuardError,
 )
 from scopeguard.llm.base import BaseChatModel, Prompt, to_messages
+from scopeguard.llm.foreign import configured_copy, provider_error
 
 __all__ = ["LangChainLLM", "from_langchain"]
 
@@ -53,14 +52,6 @@ def _text(output: Any) -> str:
     return text if isinstance(text, str) else str(getattr(output, "content", output))
 
 
-def _llm_error(exc: Exception, name: str) -> LLMError:
-    kind = type(exc).__name__
-    message = f"{name}: {kind}: {exc}"
-    if isinstance(exc, (ConnectionError, TimeoutError)) or "Connection" in kind or "Timeout" in kind:
-        return LLMConnectionError(message)
-    return LLMError(message)
-
-
 def _model_name(model: BaseLanguageModel[Any]) -> str:
     for attr in ("model_name", "model", "model_id"):
         value = getattr(model, attr, None)
@@ -78,13 +69,7 @@ class LangChainLLM(BaseChatModel):
 
     def _configured(self, **options: Any) -> BaseLanguageModel[Any]:
         """The model, or a copy with each given option set on the field that carries it."""
-        fields = type(self.langchain_model).model_fields
-        update: dict[str, Any] = {}
-        for option, value in options.items():
-            field = next((f for f in _FIELDS[option] if f in fields), None)
-            if value is not None and field is not None and getattr(self.langchain_model, field) != value:
-                update[field] = value
-        return self.langchain_model.model_copy(update=update) if update else self.langchain_model
+        return configured_copy(self.langchain_model, _FIELDS, **options)
 
     def _completion(self, outputs: list[Any]) -> Completion:
         usage = [getattr(o, "usage_metadata", None) or {} for o in outputs]
@@ -114,7 +99,7 @@ class LangChainLLM(BaseChatModel):
         except ScopeGuardError:
             raise
         except Exception as exc:
-            raise _llm_error(exc, self.model) from exc
+            raise provider_error(exc, self.model) from exc
         return self._completion(outputs)
 
     async def acomplete(
@@ -133,7 +118,7 @@ class LangChainLLM(BaseChatModel):
         except ScopeGuardError:
             raise
         except Exception as exc:
-            raise _llm_error(exc, self.model) from exc
+            raise provider_error(exc, self.model) from exc
         return self._completion(outputs)
 
 

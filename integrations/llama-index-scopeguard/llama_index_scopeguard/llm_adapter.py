@@ -26,11 +26,10 @@ from scopeguard import (
     ChatModel,
     Completion,
     ConfigurationError,
-    LLMConnectionError,
-    LLMError,
     ScopeGuardError,
 )
 from scopeguard.llm.base import BaseChatModel, Prompt, to_messages
+from scopeguard.llm.foreign import configured_copy, provider_error
 
 __all__ = ["LlamaIndexLLM", "from_llama_index"]
 
@@ -41,14 +40,6 @@ _FIELDS = {
     "max_tokens": ("max_tokens", "max_new_tokens"),
     "seed": ("seed",),
 }
-
-
-def _llm_error(exc: Exception, name: str) -> LLMError:
-    kind = type(exc).__name__
-    message = f"{name}: {kind}: {exc}"
-    if isinstance(exc, (ConnectionError, TimeoutError)) or "Connection" in kind or "Timeout" in kind:
-        return LLMConnectionError(message)
-    return LLMError(message)
 
 
 def _to_llama_index(prompt: Prompt) -> list[ChatMessage]:
@@ -71,13 +62,7 @@ class LlamaIndexLLM(BaseChatModel):
 
     def _configured(self, **options: Any) -> LLM:
         """The LLM, or a copy with each given option set on the field that carries it."""
-        fields = type(self.llama_index_llm).model_fields
-        update: dict[str, Any] = {}
-        for option, value in options.items():
-            field = next((f for f in _FIELDS[option] if f in fields), None)
-            if value is not None and field is not None and getattr(self.llama_index_llm, field) != value:
-                update[field] = value
-        return self.llama_index_llm.model_copy(update=update) if update else self.llama_index_llm
+        return configured_copy(self.llama_index_llm, _FIELDS, **options)
 
     def _call(self, llm: LLM, prompt: Prompt) -> tuple[str, int, int]:
         if isinstance(prompt, str) and not llm.metadata.is_chat_model:
@@ -117,7 +102,7 @@ class LlamaIndexLLM(BaseChatModel):
         except ScopeGuardError:
             raise
         except Exception as exc:
-            raise _llm_error(exc, self.model) from exc
+            raise provider_error(exc, self.model) from exc
         return self._completion(replies)
 
     async def acomplete(
@@ -135,7 +120,7 @@ class LlamaIndexLLM(BaseChatModel):
         except ScopeGuardError:
             raise
         except Exception as exc:
-            raise _llm_error(exc, self.model) from exc
+            raise provider_error(exc, self.model) from exc
         return self._completion(list(replies))
 
 
