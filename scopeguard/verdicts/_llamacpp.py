@@ -1,19 +1,24 @@
 """Log-prob verdicts from a GGUF model run in-process by llama.cpp.
 
 The prompt goes through the model's own chat template (read from the GGUF), is tokenised, and
-only the tokens after the longest prefix shared with the previous prompt are decoded: the
-instruction always comes first and the documents next, so a run of questions about the same
-documents reads the documents once. Only the last position's logits are computed.
+only the tokens after the longest prefix already read are decoded: the instruction always comes
+first and the documents next, so questions about a document read it once. The model's state
+after each recent prompt is kept in memory (``state_cache_mb``, least recently used first out),
+so a document read for one question is reused even when other documents were read in between,
+as when a retriever returns the same passages for several questions. Only the last position's
+logits are computed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
 import logging
 import math
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,7 +50,12 @@ class LlamaCppVerdicts:
             :class:`~scopeguard.errors.DocumentTooLongError`; the detector chunks documents first).
         n_threads: CPU threads (default ``$SCOPEGUARD_N_THREADS``, else all cores).
         n_gpu_layers: layers to offload where llama.cpp was built with a GPU backend.
+        state_cache_mb: memory for the saved states of recent prompts (about 30 KB per token
+            for the 1.5B model); 0 keeps only the last prompt's.
     """
+
+    #: a saved state is restored only when it shares this many more tokens than the live one
+    MIN_STATE_GAIN = 16
 
     def __init__(
         self,
@@ -54,6 +64,7 @@ class LlamaCppVerdicts:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
+        state_cache_mb: float = 256.0,
     ) -> None:
         from scopeguard.models import available_ggufs, local_gguf
 
@@ -65,6 +76,11 @@ class LlamaCppVerdicts:
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1
         self.n_gpu_layers = n_gpu_layers
+        if state_cache_mb < 0:
+            raise ValueError(f"state_cache_mb must be >= 0, got {state_cache_mb}")
+        self.state_cache_bytes = int(state_cache_mb * 2**20)
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self._state_bytes = 0
         self._llm: Any = None
         self._lock = threading.Lock()
         self._past: list[int] = []
@@ -185,11 +201,10 @@ class LlamaCppVerdicts:
         with self._lock:
             llm = self._llm
             ctx = llm._ctx
-            shared = 0
-            for a, b in zip(self._past, ids, strict=False):
-                if a != b:
-                    break
-                shared += 1
+            shared = _common_prefix(self._past, ids)
+            restored = self._restore_best(ids, shared)
+            if restored:
+                shared = restored
             shared = min(shared, len(ids) - 1)  # always decode at least the last token
             try:
                 if shared == 0 or not ctx.kv_cache_seq_rm(-1, shared, -1):
@@ -202,6 +217,7 @@ class LlamaCppVerdicts:
             except Exception as exc:
                 self._past = []
                 raise LLMError(f"llama.cpp failed to read the verdict prompt: {exc}") from None
+            self._save_state(ids)
             if not ptr:
                 raise LLMError("llama.cpp returned no logits for the verdict prompt")
             logits = np.ctypeslib.as_array(ptr, shape=(int(llm.n_vocab()),)).astype(np.float64, copy=True)
@@ -213,9 +229,66 @@ class LlamaCppVerdicts:
             n_tokens=len(ids),
         )
 
+    # -- saved states ------------------------------------------------------------------------
+    def _restore_best(self, ids: list[int], live: int) -> int:
+        """Load the saved state sharing the longest prefix with ``ids`` if it beats the live one.
+
+        Returns the number of tokens the restored state shares with ``ids``, 0 if none was loaded.
+        """
+        best_key: tuple[int, ...] | None = None
+        best = live + self.MIN_STATE_GAIN
+        for key in self._states:
+            n = _common_prefix(key, ids)
+            if n > best:
+                best_key, best = key, n
+        if best_key is None:
+            return 0
+        data = self._states[best_key]
+        self._states.move_to_end(best_key)
+        ctx = self._llm._ctx
+        ctx.kv_cache_clear()
+        self._past = []
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if not self._lib.llama_state_seq_set_data(ctx.ctx, buf, len(data), 0):
+            logger.debug("llama.cpp refused a saved state; reading the prompt afresh")
+            ctx.kv_cache_clear()
+            return 0
+        self._past = list(best_key)
+        return best
+
+    def _save_state(self, ids: list[int]) -> None:
+        if self.state_cache_bytes <= 0:
+            return
+        key = tuple(ids)
+        if key in self._states:
+            self._states.move_to_end(key)
+            return
+        ctx = self._llm._ctx.ctx
+        size = int(self._lib.llama_state_seq_get_size(ctx, 0))
+        if size <= 0 or size > self.state_cache_bytes:
+            return
+        buf = (ctypes.c_uint8 * size)()
+        written = int(self._lib.llama_state_seq_get_data(ctx, buf, size, 0))
+        if written <= 0:
+            return
+        self._states[key] = bytes(buf)[:written]
+        self._state_bytes += written
+        while self._state_bytes > self.state_cache_bytes and self._states:
+            _, dropped = self._states.popitem(last=False)
+            self._state_bytes -= len(dropped)
+
     def score_many(
         self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None
     ) -> list[VerdictScore]:
         from scopeguard._progress import progress_bar
 
         return [self.score(p) for p in progress_bar(prompts, desc="verdicts", enabled=progress)]
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -45,6 +45,30 @@ def test_llamacpp_prefix_cache_gives_the_same_scores_as_a_fresh_read(smollm2: Pa
     assert v.label in ("in_scope", "out_of_scope") and v.score is not None and v.llm_calls == 1
 
 
+OTHER_DOC = (
+    "The Harrow ferry crosses the estuary every forty minutes. Tickets cost 3 euros for adults and "
+    "the crossing takes twelve minutes in calm weather."
+)
+
+
+def test_llamacpp_saved_states_reuse_a_document_read_before_another(smollm2: Path) -> None:
+    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+
+    cached = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024)
+    order = [(QUESTIONS[0], DOC), (QUESTIONS[0], OTHER_DOC), (QUESTIONS[1], DOC), (QUESTIONS[1], OTHER_DOC)]
+    got = [cached.score(verdict_messages(q, d)).margin for q, d in order]
+    assert len(cached._states) == 4 and 0 < cached._state_bytes <= cached.state_cache_bytes
+    uncached = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_cache_mb=0)
+    fresh = [uncached.score(verdict_messages(q, d)).margin for q, d in order[2:]]
+    assert got[2:] == pytest.approx(fresh, abs=0.05)
+    # a budget smaller than one state keeps none, and scoring still works
+    tiny = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_cache_mb=0.01)
+    assert tiny.score(verdict_messages(*order[0])).margin == pytest.approx(got[0], abs=0.05)
+    assert not tiny._states
+    with pytest.raises(ValueError, match="state_cache_mb"):
+        LlamaCppVerdicts(smollm2, state_cache_mb=-1)
+
+
 def test_llamacpp_server_logprobs_match_the_in_process_model(llama_server: str, local_gguf: Path) -> None:
     from scopeguard.llm.openai_compat import OpenAIChatModel
     from scopeguard.verdicts import verdict_scorer
