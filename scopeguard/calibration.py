@@ -143,16 +143,9 @@ def auroc(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarr
     pos, neg = s[y == 1], s[y == 0]
     if not len(pos) or not len(neg):
         return math.nan
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    ranks = np.empty(len(order))
-    allv = np.concatenate([pos, neg])[order]
-    i = 0
-    while i < len(allv):  # average ranks of ties
-        j = i
-        while j + 1 < len(allv) and allv[j + 1] == allv[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
+    _, inverse, counts = np.unique(np.concatenate([pos, neg]), return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)  # 1-based rank of each distinct value's last occurrence
+    ranks = (last - (counts - 1) / 2.0)[inverse]  # ties share their average rank
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2.0) / (len(pos) * len(neg)))
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scopeguard import calibration
 from scopeguard.errors import DetectionError, InputError, LLMError
 from scopeguard.types import Verdict
 
@@ -72,19 +73,15 @@ def _check_labels(y_true: Sequence[str]) -> None:
 def auroc(y_true: Sequence[str], scores: Sequence[float]) -> float:
     """Area under the ROC curve of ``scores`` (higher = more out of scope); ties count 1/2.
 
-    Returns ``nan`` when ``y_true`` lacks one of the two classes.
+    The labelled form of :func:`scopeguard.calibration.auroc`: ``y_true`` holds ``"in_scope"`` /
+    ``"out_of_scope"``. Returns ``nan`` when ``y_true`` lacks one of the two classes.
     """
     if len(y_true) != len(scores):
         raise InputError(f"auroc: {len(y_true)} labels but {len(scores)} scores")
     _check_labels(y_true)
-    s = np.asarray(scores, dtype=float)
-    pos = s[np.asarray([y == "out_of_scope" for y in y_true], dtype=bool)]
-    neg = s[np.asarray([y == "in_scope" for y in y_true], dtype=bool)]
-    if pos.size == 0 or neg.size == 0:
-        return math.nan
-    greater = (pos[:, None] > neg[None, :]).sum()
-    ties = (pos[:, None] == neg[None, :]).sum()
-    return float((greater + 0.5 * ties) / (pos.size * neg.size))
+    return calibration.auroc(
+        np.asarray(scores, dtype=float), np.asarray([y == "out_of_scope" for y in y_true], dtype=int)
+    )
 
 
 def latency_percentiles(latencies_ms: Sequence[float], qs: Sequence[float] = (50, 95)) -> dict[str, float]:
