@@ -182,15 +182,15 @@ def fit_detector(
             info=info,
         )
         path = head.save(target)
-        oof_p = _cascade_oof(signals, w, head, folds, seed)
+        cv = report.pop("out_of_fold")
         overall = dict(report["cascade"])
-        per = _per_dataset(signals, oof_p[1], oof_p[0])
-        esc = oof_p[2]
+        per = _per_dataset(signals, cv["pred"], cv["p"])
+        esc = cv["escalated"]
         names = np.array(signals.datasets)
         for name in per:
             per[name]["escalated"] = float(esc[names == name].mean())
         overall["escalated"] = float(esc.mean())
-        oof = OutOfFold(signals.ids, signals.datasets, y, oof_p[0], oof_p[1], esc)
+        oof = OutOfFold(signals.ids, signals.datasets, y, cv["p"], cv["pred"], esc)
         details = {"band": [head.low, head.high], **report}
         return FitReport("default", path, len(signals), overall, per, details, oof)
 
@@ -228,27 +228,3 @@ def fit_detector(
         path = LogProbHead(model=scorer_name, calibration=final, threshold=threshold, info=info).save(target)
     oof = OutOfFold(signals.ids, signals.datasets, y, p, pred, np.zeros(len(y), dtype=bool))
     return FitReport(detector, path, len(signals), overall, per, {"threshold": threshold}, oof)
-
-
-def _cascade_oof(
-    signals: Signals, w: np.ndarray, head: Any, folds: int, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Out-of-fold cascade P(oos), labels and escalation flags with the final band and thresholds."""
-    from scopeguard.detectors.default import COMBINED_FEATURES, FAST_FEATURES
-
-    y = signals.labels
-    xf = signals.matrix(FAST_FEATURES)
-    xc = signals.matrix(COMBINED_FEATURES)
-
-    def oof(x: np.ndarray, names: Sequence[str]) -> np.ndarray:
-        def fp(tr: np.ndarray, te: np.ndarray) -> np.ndarray:
-            return fit_logistic(x[tr], y[tr], names, weights=w[tr]).predict(x[te])
-
-        return grouped_oof(len(y), signals.groups, fp, folds=folds, seed=seed)
-
-    p_fast = oof(xf, FAST_FEATURES)
-    p_comb = oof(xc, COMBINED_FEATURES)
-    esc = (p_fast > head.low) & (p_fast < head.high)
-    p = np.where(esc, p_comb, p_fast)
-    pred = np.where(esc, p_comb >= head.threshold, p_fast >= head.fast_threshold)
-    return p, pred, esc

@@ -264,6 +264,9 @@ def _weighted_accuracy(pred: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
     return float((w * (pred == (y == 1))).sum() / w.sum())
 
 
+_NOT_IN_HEAD = ("band_curve", "out_of_fold")  # report entries too large (or not JSON) for the head file
+
+
 def fit_default_head(
     coverage: np.ndarray,
     alignment: np.ndarray,
@@ -283,7 +286,8 @@ def fit_default_head(
     ``weights`` (default equal) weigh examples in the band and threshold choice, e.g. so that
     each dataset counts equally. The band maximises out-of-fold weighted accuracy minus
     ``escalation_cost`` x the escalated share. The report holds the out-of-fold operating point,
-    the escalation share and the band curve.
+    the escalation share, the band curve, and under ``"out_of_fold"`` the per-example arrays
+    ``p`` (cascade P(out of scope)), ``pred`` (predicted out of scope) and ``escalated``.
     """
     y = np.asarray(labels, dtype=int)
     w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -348,6 +352,7 @@ def fit_default_head(
         "combined_alone": operating_point(p_comb, y, t_comb).to_dict(),
         "escalation_cost": escalation_cost,
         "band_curve": curve,
+        "out_of_fold": {"p": p_cascade, "pred": pred, "escalated": esc},
     }
     head = DefaultHead(
         fast=fit_logistic(xf, y, FAST_FEATURES, weights=w),
@@ -357,7 +362,10 @@ def fit_default_head(
         combined=fit_logistic(xc, y, COMBINED_FEATURES, weights=w),
         threshold=t_comb,
         verdict_model=verdict_model,
-        info={**(info or {}), "cv": {k: v for k, v in report.items() if k != "band_curve"}},
+        info={
+            **(info or {}),
+            "cv": {k: v for k, v in report.items() if k not in ("band_curve", "out_of_fold")},
+        },
     )
     return head, report
 
