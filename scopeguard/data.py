@@ -12,17 +12,29 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from scopeguard.errors import DatasetError
 from scopeguard.types import Document
 
-__all__ = ["Dataset", "LabeledQuestion", "atomic_write_jsonl", "load_dataset", "read_jsonl", "save_dataset"]
+__all__ = [
+    "Dataset",
+    "LabeledQuestion",
+    "atomic_open",
+    "atomic_write_json",
+    "atomic_write_jsonl",
+    "atomic_write_text",
+    "jsonl_writer",
+    "load_dataset",
+    "read_jsonl",
+    "save_dataset",
+]
 
 DOCUMENTS_FILE = "documents.jsonl"
 QUESTIONS_FILE = "questions.jsonl"
@@ -128,21 +140,45 @@ def load_dataset(directory: str | os.PathLike[str]) -> Dataset:
 
 
 @contextmanager
-def jsonl_writer(path: str | os.PathLike[str]) -> Iterator[Callable[[dict[str, Any]], None]]:
-    """``with jsonl_writer(p) as write: write(row)``: rows go to a temp file that replaces ``p`` only
-    when the block ends without an error, so a kill never leaves half a file."""
+def atomic_open(path: str | os.PathLike[str], mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
+    """``with atomic_open(p) as fh: ...``: the one atomic writer. ``fh`` is a temp file beside ``p``
+    that is fsynced and replaces ``p`` only when the block ends without an error, so a kill never
+    leaves half a file (and a failed block leaves ``p`` as it was)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(p.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    tmp = p.with_name(f".{p.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        text = "b" not in mode
+        with tmp.open(mode, encoding="utf-8" if text else None, newline="" if text else None) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_open`)."""
+    with atomic_open(path) as fh:
+        fh.write(text)
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int = 2) -> None:
+    """Write ``obj`` as indented JSON to ``path`` atomically (see :func:`atomic_open`)."""
+    atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def jsonl_writer(path: str | os.PathLike[str]) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """``with jsonl_writer(p) as write: write(row)``: rows go to ``p`` atomically (see
+    :func:`atomic_open`)."""
+    with atomic_open(path) as fh:
 
         def write(row: dict[str, Any]) -> None:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
         yield write
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, p)
 
 
 def atomic_write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> None:

@@ -36,6 +36,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scopeguard import _paths
 from scopeguard._optional import require
 from scopeguard.errors import ModelError
 
@@ -113,9 +114,7 @@ def is_packaged_gguf(path: str | os.PathLike[str]) -> bool:
 
 def cache_dir() -> Path:
     """Where assembled models live: ``$SCOPEGUARD_CACHE/models`` or ``~/.cache/scopeguard/models``."""
-    root = os.environ.get("SCOPEGUARD_CACHE")
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "scopeguard"
-    path = base / "models"
+    path = _paths.cache_dir("models")
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from scopeguard.cli._app import app, exit_if_failed, handle_errors
-from scopeguard.errors import ConfigurationError
 
 
 @app.command("evaluate")
@@ -58,44 +57,30 @@ def evaluate_command(
 
     Exits 1 when any step (answer + judgement, or detection) failed, 2 when it could not run.
     """
-    from scopeguard.evaluation import RunStore, available_rag_prompts, evaluate
+    from scopeguard.evaluation import RunConfig, available_rag_prompts, evaluate_config
 
-    prompts = list(dict.fromkeys(prompt or available_rag_prompts()))
-    unknown = [p for p in prompts if p not in available_rag_prompts()]
-    if unknown:
-        raise ConfigurationError(
-            f"unknown --prompt {', '.join(unknown)}; valid prompts: {', '.join(available_rag_prompts())}"
-        )
-    if votes < 1:
-        raise ConfigurationError(f"--votes must be at least 1, got {votes}")
-    if limit is not None and limit < 1:
-        raise ConfigurationError(f"--limit must be at least 1, got {limit}")
-    report = evaluate(
-        dataset,
+    config = RunConfig(
+        dataset=str(dataset),
         rag=rag_llm,
         judge=judge_llm,
-        prompts=prompts,
+        prompts=tuple(dict.fromkeys(prompt or available_rag_prompts())),
         detector=detector,
-        limit=limit,
         votes=votes,
         adaptive=adaptive,
         temperature=temperature,
         precheck=precheck,
         max_tokens=max_tokens,
+        limit=limit,
         followup=followup,
-        out=out,
-        progress=None if progress else False,
-        plots=plots,
     )
-    typer.echo(report.summary)
+    run = evaluate_config(config, out, progress=None if progress else False, plots=plots)
+    typer.echo(run.report.summary)
     typer.echo(f"\nReport, tables, metrics.json and plots written to {out}")
-    store = RunStore(out)
-    responses, detections = store.responses().values(), store.detections().values()
     exit_if_failed(
-        sum(r.error is not None for r in responses) + sum(d.error is not None for d in detections),
-        len(responses) + len(detections),
+        run.failed,
+        run.steps,
         "evaluation steps",
-        f"see the 'error' field in {store.responses_path} and {store.detections_path.name}; "
+        f"see the 'error' field in {run.store.responses_path} and {run.store.detections_path.name}; "
         "re-run on the same --out to retry them",
     )
 

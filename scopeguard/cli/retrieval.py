@@ -47,35 +47,20 @@ def retrieval_study(
     Exits 0 or 2 (could not run): it has no per-item failures, a question whose document is not in
     the corpus counts as a miss (and is reported on stderr).
     """
-    from scopeguard.data import load_dataset, read_jsonl
-    from scopeguard.retrieval.report import markdown_table, write_report
-    from scopeguard.retrieval.study import run_study
-    from scopeguard.types import Document
+    from scopeguard.retrieval.report import markdown_table
+    from scopeguard.retrieval.study import StudyConfig, study
 
-    names = [r.strip() for r in retrievers.split(",") if r.strip()]
-    if not names:
-        raise InputError("--retrievers is empty")
-    dataset = load_dataset(dataset_dir)
-    docs = None
-    if corpus is not None:
-        path = corpus / "documents.jsonl" if corpus.is_dir() else corpus
-        docs = []
-        for i, row in enumerate(read_jsonl(path), 1):
-            if not isinstance(row.get("doc_id"), str) or not isinstance(row.get("text"), str):
-                raise InputError(f"{path}:{i}: each corpus line needs string 'doc_id' and 'text'")
-            meta = {key: v for key, v in row.items() if key not in ("doc_id", "text")}
-            docs.append(Document(id=row["doc_id"], text=row["text"], metadata=meta))
-    result = run_study(
-        dataset,
-        names,
-        corpus=docs,
-        ks=_ints(k),
+    config = StudyConfig(
+        dataset=str(dataset_dir),
+        retrievers=tuple(r.strip() for r in retrievers.split(",") if r.strip()),
+        corpus=str(corpus) if corpus is not None else None,
+        ks=tuple(_ints(k)),
         depth=depth,
         n_bootstrap=bootstrap,
         seed=seed,
-        checkpoint_dir=out,
     )
-    paths = write_report(result, out, plot=plot)
+    done = study(config, out, plot=plot)
+    result, paths = done.result, done.files
     if as_json:
         typer.echo(json.dumps(result.summary(), indent=2))
     else:

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from scopeguard.cli._app import app, exit_if_failed, handle_errors
-from scopeguard.errors import ConfigurationError
+from scopeguard.verification.run import VerificationConfig
+
+
+def _default(name: str) -> Any:
+    """The default of a :class:`VerificationConfig` field (one source for library and CLI)."""
+    return VerificationConfig.model_fields[name].default
 
 
 @app.command("verify")
@@ -21,26 +27,36 @@ def verify(
         ..., "--corpus", help="A dataset folder (split into passages) or a collection.tsv."
     ),
     out: Path = typer.Option(..., "--out", help="Run folder: results.jsonl, config.json, report.{json,md}."),
-    llm: str = typer.Option("local", "--llm", help="LLM spec: 'local', 'local:/path.gguf', 'openai:MODEL'."),
+    llm: str = typer.Option(
+        _default("llm"), "--llm", help="LLM spec: 'local', 'local:/path.gguf', 'openai:MODEL'."
+    ),
     retriever: str = typer.Option(
-        "bm25", "--retriever", help="bm25 (k1 0.82, b 0.68), dense or hybrid (RRF)."
+        _default("retriever"), "--retriever", help="bm25 (k1 0.82, b 0.68), dense or hybrid (RRF)."
     ),
     dense_model: str | None = typer.Option(
-        None, "--dense-model", help="Embedding model for dense/hybrid (default: packaged MiniLM)."
+        _default("dense_model"),
+        "--dense-model",
+        help="Embedding model for dense/hybrid (default: packaged MiniLM).",
     ),
     reader: bool = typer.Option(
-        False, "--reader/--no-reader", help="Extract a concise answer before comparing."
+        _default("reader"), "--reader/--no-reader", help="Extract a concise answer before comparing."
     ),
-    k: int = typer.Option(3, "--k", help="Passages retrieved and kept as evidence."),
-    passages: int = typer.Option(1, "--passages", help="Top passages the reader/classifier sees (paper: 1)."),
-    limit: int | None = typer.Option(None, "--limit", help="Verify only the first N questions."),
+    k: int = typer.Option(_default("k"), "--k", help="Passages retrieved and kept as evidence."),
+    passages: int = typer.Option(
+        _default("passages"), "--passages", help="Top passages the reader/classifier sees (paper: 1)."
+    ),
+    limit: int | None = typer.Option(_default("limit"), "--limit", help="Verify only the first N questions."),
     passage_sentences: int = typer.Option(
-        3, "--passage-sentences", help="Sentences per passage (dataset corpus)."
+        _default("passage_sentences"), "--passage-sentences", help="Sentences per passage (dataset corpus)."
     ),
-    max_passages: int | None = typer.Option(None, "--max-passages", help="Index only the first N passages."),
+    max_passages: int | None = typer.Option(
+        _default("max_passages"), "--max-passages", help="Index only the first N passages."
+    ),
     qrels: Path | None = typer.Option(None, "--qrels", help="MS MARCO qrels: keep judged queries/passages."),
     negatives: int | None = typer.Option(
-        None, "--negatives", help="With --qrels: index the judged passages plus N sampled others."
+        _default("negatives"),
+        "--negatives",
+        help="With --qrels: index the judged passages plus N sampled others.",
     ),
     answers_from: Path | None = typer.Option(
         None, "--answers-from", help="Reuse the generated answers of another run folder."
@@ -49,58 +65,31 @@ def verify(
     """Answer each question, retrieve with question + answer, optionally read, and classify
     Yes / No / Not Related (Huo, Arabzadeh & Clarke). Resumable: re-run to continue.
     Exits 1 when any question failed (verdict unknown with an error), 2 when it could not run."""
-    from scopeguard.verification.hybrid import make_retriever
-    from scopeguard.verification.loop import AnswerVerifier
-    from scopeguard.verification.report import (
-        class_distribution,
-        distribution_markdown,
-        read_results,
-        write_run_report,
-    )
-    from scopeguard.verification.run import load_corpus, load_questions, prepare_run, run_verification
+    from scopeguard.verification.report import distribution_markdown
+    from scopeguard.verification.run import run_verification
 
-    qs = load_questions(questions, qrels=qrels if not questions.is_dir() else None, limit=limit)
-    config = {
-        "questions": str(questions),
-        "corpus": str(corpus),
-        "llm": llm,
-        "retriever": retriever,
-        "dense_model": dense_model,
-        "reader": reader,
-        "k": k,
-        "passages": passages,
-        "passage_sentences": passage_sentences,
-        "max_passages": max_passages,
-        "qrels": str(qrels) if qrels else None,
-        "negatives": negatives,
-        "answers_from": str(answers_from) if answers_from else None,
-        "limit": limit,
-    }
-    kwargs = {"model": dense_model} if dense_model and retriever != "bm25" else {}
-    if dense_model and retriever == "bm25":
-        raise ConfigurationError("--dense-model applies to --retriever dense or hybrid, not bm25")
-    index = make_retriever(retriever, **kwargs)
-    verifier = AnswerVerifier(llm, retriever=index, reader=reader, k=k, passages=passages)
-    answers = {r.id: r.answer for r in read_results(answers_from) if r.answer} if answers_from else None
-    # Refuse a mismatched run folder before indexing; index only when questions are left.
-    if {q.id for q in qs} - prepare_run(out, config):
-        docs = load_corpus(
-            corpus,
-            passage_sentences=passage_sentences,
-            max_passages=max_passages,
-            qrels=qrels,
-            negatives=negatives,
-        )
-        typer.echo(f"indexing {len(docs)} passages with {index.name}...", err=True)
-        index.index(docs)
-    run_verification(verifier, qs, index, out, config=config, answers=answers)
-    report = write_run_report(out)
-    dist = class_distribution(read_results(out))
-    typer.echo(distribution_markdown({report["run"]: dist}))
-    typer.echo(f"\nllm calls: {report['llm_calls']}; errors: {report['errors']}; report: {out / 'report.md'}")
+    config = VerificationConfig(
+        questions=str(questions),
+        corpus=str(corpus),
+        llm=llm,
+        retriever=retriever,
+        dense_model=dense_model,
+        reader=reader,
+        k=k,
+        passages=passages,
+        passage_sentences=passage_sentences,
+        max_passages=max_passages,
+        qrels=str(qrels) if qrels else None,
+        negatives=negatives,
+        answers_from=str(answers_from) if answers_from else None,
+        limit=limit,
+    )
+    report = run_verification(config, out)
+    typer.echo(distribution_markdown({report.run: report.distribution}))
+    typer.echo(f"\nllm calls: {report.llm_calls}; errors: {report.errors}; report: {out / 'report.md'}")
     exit_if_failed(
-        report["errors"],
-        report["n"],
+        report.errors,
+        report.n,
         "questions",
         f"verdict 'unknown', with the error in {out / 'results.jsonl'}",
     )

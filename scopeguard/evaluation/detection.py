@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from scopeguard import calibration
+from scopeguard import _progress, calibration
 from scopeguard.errors import DetectionError, InputError, LLMError
 from scopeguard.types import Verdict
 
@@ -176,7 +175,7 @@ def run_detector(
     if limit is not None and limit < 1:
         raise InputError(f"limit must be at least 1, got {limit}")
     questions = list(dataset.questions[:limit] if limit else dataset.questions)
-    show = sys.stderr.isatty() if progress is None else progress
+    show = _progress.show_progress(progress)
     y_true: list[str] = []
     verdicts: list[Verdict] = []
     for q in tqdm(questions, desc=f"detect ({detector.name})", disable=not show):

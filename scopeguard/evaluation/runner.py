@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -26,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
+from scopeguard._progress import show_progress
 from scopeguard.data import Dataset, LabeledQuestion, load_dataset
 from scopeguard.detectors.base import Detector
 from scopeguard.errors import ConfigurationError, LLMConnectionError, ScopeGuardError
-from scopeguard.evaluation.answering import Answerer, PromptAnswerer, as_answerer
+from scopeguard.evaluation.answering import Answerer, PromptAnswerer, as_answerer, available_rag_prompts
 from scopeguard.evaluation.defusion import DefusionJudge
 from scopeguard.evaluation.refusal import RefusalJudge
 from scopeguard.evaluation.store import DetectionRecord, ResponseRecord, RunConfig, RunStore
@@ -39,7 +39,15 @@ from scopeguard.types import Document
 if TYPE_CHECKING:
     from scopeguard.evaluation.report import EvaluationReport
 
-__all__ = ["DEFAULT_PROMPTS", "RunResult", "evaluate", "run_evaluation", "select_questions"]
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "EvaluationRunReport",
+    "RunResult",
+    "evaluate",
+    "evaluate_config",
+    "run_evaluation",
+    "select_questions",
+]
 
 DEFAULT_PROMPTS: tuple[str, ...] = ("basic", "two-shot", "zero-shot-cot")
 
@@ -90,10 +98,6 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _progress_disabled(progress: bool | None) -> bool:
-    return not (sys.stderr.isatty() if progress is None else progress)
-
-
 def run_evaluation(
     dataset: Dataset | str | os.PathLike[str],
     answerers: Sequence[Answerer],
@@ -135,7 +139,7 @@ def run_evaluation(
     done_detections = {k for k, r in store.detections().items() if r.error is None}
     total = len(questions) * (len(answerers) + (detector is not None))
     done = skipped = errors = 0
-    bar = tqdm(total=total, desc="evaluate", unit="step", disable=_progress_disabled(progress))
+    bar = tqdm(total=total, desc="evaluate", unit="step", disable=not show_progress(progress))
     try:
         for q in questions:
             doc = data.documents[q.doc_id]
@@ -290,3 +294,46 @@ def evaluate(
         progress=progress,
     )
     return write_report(out, plots=plots)
+
+
+@dataclass(frozen=True)
+class EvaluationRunReport:
+    """The report of a run folder after :func:`evaluate_config`, and how many of its steps failed."""
+
+    report: EvaluationReport
+    steps: int
+    failed: int
+    store: RunStore
+
+
+def evaluate_config(
+    config: RunConfig, out: str | os.PathLike[str], *, progress: bool | None = None, plots: bool = True
+) -> EvaluationRunReport:
+    """Run (or resume) the evaluation ``config`` describes (LLM and detector specs by name) into
+    ``out`` and write its report; see :func:`evaluate`."""
+    unknown = [p for p in config.prompts if p not in available_rag_prompts()]
+    if unknown:
+        raise ConfigurationError(
+            f"unknown --prompt {', '.join(unknown)}; valid prompts: {', '.join(available_rag_prompts())}"
+        )
+    if config.votes < 1:
+        raise ConfigurationError(f"--votes must be at least 1, got {config.votes}")
+    if config.limit is not None and config.limit < 1:
+        raise ConfigurationError(f"--limit must be at least 1, got {config.limit}")
+    settings = config.model_dump(exclude={"dataset", "rag", "judge", "prompts"})
+    report = evaluate(
+        config.dataset,
+        rag=config.rag,
+        judge=config.judge,
+        prompts=config.prompts or DEFAULT_PROMPTS,
+        out=out,
+        progress=progress,
+        plots=plots,
+        **settings,
+    )
+    store = RunStore(out)
+    responses, detections = store.responses().values(), store.detections().values()
+    failed = sum(r.error is not None for r in responses) + sum(d.error is not None for d in detections)
+    return EvaluationRunReport(
+        report=report, steps=len(responses) + len(detections), failed=failed, store=store
+    )

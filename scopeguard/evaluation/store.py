@@ -13,16 +13,16 @@ once (a retried error), the last record wins.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from scopeguard.errors import ConfigurationError, InputError
+from scopeguard.errors import InputError
 from scopeguard.evaluation.defusion import Judgement
+from scopeguard.runs import JsonlLog, RunFolder, append_jsonl, repair_torn_tail
 from scopeguard.types import Verdict
 
 __all__ = ["DetectionRecord", "ResponseRecord", "RunConfig", "RunStore"]
@@ -37,7 +37,7 @@ class _Record(BaseModel):
 
 
 class RunConfig(_Record):
-    """What a run evaluates; a resumed run must match it (prompts and limit may grow)."""
+    """What a run evaluates; a resumed run must match it (dataset, prompts and limit may change)."""
 
     dataset: str
     rag: str
@@ -52,20 +52,13 @@ class RunConfig(_Record):
     limit: int | None = None
     followup: bool = True
 
-    def mismatch(self, other: RunConfig) -> list[str]:
-        """Fields that differ in ways that would mix incomparable results."""
-        fixed = (
-            "rag",
-            "judge",
-            "detector",
-            "votes",
-            "adaptive",
-            "temperature",
-            "precheck",
-            "max_tokens",
-            "followup",
-        )
-        return [f for f in fixed if getattr(self, f) != getattr(other, f)]
+
+_FREE = ("dataset", "prompts", "limit")
+"""Fields a resumed run may change: more prompts or a larger limit extend it."""
+
+
+def _merge_prompts(saved: RunConfig, config: RunConfig) -> RunConfig:
+    return config.model_copy(update={"prompts": tuple(dict.fromkeys(saved.prompts + config.prompts))})
 
 
 class ResponseRecord(_Record):
@@ -101,103 +94,46 @@ class DetectionRecord(_Record):
     error: str | None = None
 
 
-R = TypeVar("R", bound=BaseModel)
-
-
-def _cut_torn_tail(path: Path) -> None:
-    """Drop a partial last line left by a kill mid-write."""
-    if not path.is_file():
-        return
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        keep = data.rfind(b"\n") + 1
-        logger.warning(
-            "%s: dropping a torn last line (%d bytes) from an interrupted run", path, len(data) - keep
-        )
-        with path.open("r+b") as fh:
-            fh.truncate(keep)
-
-
 class RunStore:
-    """Reads and appends the records of one run folder."""
+    """Reads and appends the records of one run folder (a :class:`~scopeguard.runs.RunFolder`)."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.root = Path(directory)
-        self.config_path = self.root / "run.json"
+        self._folder = RunFolder(self.root, RunConfig, config_file="run.json", free=_FREE)
+        self.config_path = self._folder.config_path
         self.responses_path = self.root / "responses.jsonl"
         self.detections_path = self.root / "detections.jsonl"
 
     def exists(self) -> bool:
-        return self.config_path.is_file()
+        return self._folder.exists()
 
     def open(self, config: RunConfig) -> None:
-        """Create the folder, or check that ``config`` matches the run being resumed."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        if self.exists():
-            previous = self.read_config()
-            bad = previous.mismatch(config)
-            if bad:
-                raise ConfigurationError(
-                    f"{self.root} holds a run with different settings ({', '.join(bad)}: "
-                    + "; ".join(f"{f} was {getattr(previous, f)!r}, now {getattr(config, f)!r}" for f in bad)
-                    + "): use another --out folder to start a new run"
-                )
-            merged = config.model_copy(
-                update={"prompts": tuple(dict.fromkeys(previous.prompts + config.prompts))}
-            )
-        else:
-            merged = config
-        tmp = self.config_path.with_suffix(".json.tmp")
-        tmp.write_text(merged.model_dump_json(indent=2), encoding="utf-8")
-        os.replace(tmp, self.config_path)
+        """Create the folder, or check that ``config`` matches the run being resumed (its prompts
+        are added to the saved ones); a torn last record left by a kill is cut off."""
+        self._folder.open(config, merge=_merge_prompts)
         for path in (self.responses_path, self.detections_path):
-            _cut_torn_tail(path)
+            repair_torn_tail(path)
 
     def read_config(self) -> RunConfig:
-        if not self.config_path.is_file():
+        if not self.exists():
             raise InputError(f"{self.root} is not an evaluation run folder (no run.json)")
-        try:
-            return RunConfig.model_validate_json(self.config_path.read_text(encoding="utf-8"))
-        except ValidationError as exc:
-            raise InputError(
-                f"{self.config_path}: not a valid run configuration ({exc.error_count()} errors)"
-            ) from None
-
-    @staticmethod
-    def _append(path: Path, record: BaseModel) -> None:
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(record.model_dump_json() + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        return self._folder.read_config()
 
     def append_response(self, record: ResponseRecord) -> None:
-        self._append(self.responses_path, record)
+        append_jsonl(self.responses_path, record)
 
     def append_detection(self, record: DetectionRecord) -> None:
-        self._append(self.detections_path, record)
-
-    @staticmethod
-    def _read(path: Path, model: type[R]) -> list[R]:
-        if not path.is_file():
-            return []
-        out: list[R] = []
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    out.append(model.model_validate(json.loads(line)))
-                except (json.JSONDecodeError, ValidationError):
-                    logger.warning("%s:%d: skipping an unreadable record", path, lineno)
-        return out
+        append_jsonl(self.detections_path, record)
 
     def responses(self) -> dict[tuple[str, str], ResponseRecord]:
         """The latest record per (question id, prompt)."""
-        return {r.key: r for r in self._read(self.responses_path, ResponseRecord)}
+        log = JsonlLog(self.responses_path, repair=False)
+        return {r.key: r for r in log.records(ResponseRecord)}
 
     def detections(self) -> dict[str, DetectionRecord]:
         """The latest record per question id."""
-        return {r.question_id: r for r in self._read(self.detections_path, DetectionRecord)}
+        log = JsonlLog(self.detections_path, repair=False)
+        return {r.question_id: r for r in log.records(DetectionRecord)}
 
     def summary(self) -> dict[str, Any]:
         responses = self.responses()

@@ -23,6 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from scopeguard._paths import cache_dir
+from scopeguard.data import atomic_open, atomic_write_text
 from scopeguard.errors import ConfigurationError
 from scopeguard.types import Document
 
@@ -33,12 +35,6 @@ __all__ = [
     "extractor_from_identity",
     "get_extractor",
 ]
-
-
-def cache_dir() -> Path:
-    """Root of scopeguard's caches: ``$SCOPEGUARD_CACHE`` or ``~/.cache/scopeguard``."""
-    env = os.environ.get("SCOPEGUARD_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "scopeguard"
 
 
 def stable_hash(*parts: Any) -> str:
@@ -52,7 +48,7 @@ class FeatureCache:
 
     def __init__(self, identity: dict[str, Any], *, root: str | os.PathLike[str] | None = None) -> None:
         self.identity = identity
-        base = Path(root) if root is not None else cache_dir() / "features"
+        base = Path(root) if root is not None else cache_dir("features")
         self.directory = base / stable_hash(identity)[:24]
 
     def _path(self, key: str) -> Path:
@@ -72,12 +68,9 @@ class FeatureCache:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         if not (self.directory / "identity.json").is_file():
-            (self.directory / "identity.json").write_text(
-                json.dumps(self.identity, indent=2), encoding="utf-8"
-            )
-        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
-        np.save(tmp, np.asarray(vector, dtype=np.float32), allow_pickle=False)
-        os.replace(tmp, path)
+            atomic_write_text(self.directory / "identity.json", json.dumps(self.identity, indent=2))
+        with atomic_open(path, "wb") as fh:
+            np.save(fh, np.asarray(vector, dtype=np.float32), allow_pickle=False)
 
 
 @runtime_checkable

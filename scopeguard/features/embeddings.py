@@ -11,12 +11,12 @@ guarded RAG pipeline pays only for embedding the question.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 
+from scopeguard import _progress
 from scopeguard.errors import ConfigurationError
 from scopeguard.features import FeatureCache, stable_hash
 from scopeguard.types import Document
@@ -119,7 +119,7 @@ class EmbeddingFeatures:
     def batch_features(
         self, pairs: Sequence[tuple[str, Document]], *, progress: bool | None = None
     ) -> np.ndarray:
-        show = sys.stderr.isatty() if progress is None else progress
+        show = _progress.show_progress(progress)
         u = self.embed([d.text for _, d in pairs], progress=show)
         v = self.embed([q for q, _ in pairs], progress=show)
         return self.combine(u, v)

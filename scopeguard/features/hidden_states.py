@@ -21,13 +21,13 @@ are cached on disk by model, backend, layer, token, template and the content has
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from scopeguard import _progress
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
 from scopeguard.features import FeatureCache, stable_hash
 from scopeguard.prompts import fenced, render, render_documents
@@ -294,7 +294,7 @@ class HiddenStateFeatures:
     ) -> np.ndarray:
         from tqdm.auto import tqdm
 
-        show = sys.stderr.isatty() if progress is None else progress
+        show = _progress.show_progress(progress)
         rows: list[np.ndarray | None] = [None] * len(pairs)
         # questions about one document run back to back, so its KV prefix is reused
         order = sorted(range(len(pairs)), key=lambda i: pairs[i][1].content_hash)

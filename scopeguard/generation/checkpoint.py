@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE, jsonl_writer
+from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE, atomic_write_text, jsonl_writer
 from scopeguard.errors import DatasetError
 from scopeguard.generation.accounting import Usage
 
@@ -170,14 +170,8 @@ class CheckpointStore:
         return self.dir / safe_name(doc_id)
 
     def save(self, record: DocumentRecord) -> Path:
-        self.dir.mkdir(parents=True, exist_ok=True)
         path = self.path_for(record.doc_id)
-        tmp = path.with_suffix(".json.tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write(record.model_dump_json(indent=1))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write_text(path, record.model_dump_json(indent=1))
         return path
 
     def _read(self, path: Path) -> DocumentRecord:

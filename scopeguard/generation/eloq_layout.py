@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from scopeguard.data import Dataset, LabeledQuestion, load_dataset
+from scopeguard.data import Dataset, LabeledQuestion, atomic_open, atomic_write_text, load_dataset
 from scopeguard.errors import DatasetError
 from scopeguard.types import Document
 
@@ -41,9 +41,7 @@ _LABELS: dict[str, Literal["in_scope", "out_of_scope"]] = {
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1))
 
 
 def export_eloq(dataset: Dataset | str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
@@ -67,13 +65,11 @@ def export_eloq(dataset: Dataset | str | os.PathLike[str], out_dir: str | os.Pat
     }
     _write_json(out / NEWS_FILE, news)
     _write_json(out / QUESTIONS_JSON, questions)
-    tmp = out / (SILVER_FILE + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as fh:
+    with atomic_open(out / SILVER_FILE) as fh:
         writer = csv.writer(fh)
         writer.writerow(["doc_id", "question_id", "label", "question"])
         for q in ds.questions:
             writer.writerow([q.doc_id, q.id, q.label, q.question])
-    os.replace(tmp, out / SILVER_FILE)
     return out
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from scopeguard import _progress
 from scopeguard._optional import require
 from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.retrieval._ranking import check_k, validate_query
@@ -59,7 +59,7 @@ class SentenceEncoder:
         query_prompt_name / document_prompt_name: a prompt defined in the model's own config
             (``model.prompts``), such as Stella's ``s2p_query``; resolved to its text.
         batch_size: texts per forward pass. max_seq_length: truncate inputs (model default if None).
-        cache: use the embedding cache; cache_dir: its root (see ``default_cache_dir``).
+        cache: use the embedding cache; cache_dir: its root (default ``$SCOPEGUARD_CACHE/embeddings``).
         show_progress: progress bar; ``None`` shows it only on a terminal.
     """
 
@@ -152,7 +152,7 @@ class SentenceEncoder:
 
         model = self.model
         chunk = max(self.batch_size * 8, 64)  # one cache shard per chunk: a kill loses at most one
-        show = sys.stderr.isatty() if self.show_progress is None else self.show_progress
+        show = _progress.show_progress(self.show_progress)
         logger.info("%s: encoding %d of %d texts", self.model_name, len(todo), len(texts))
         with tqdm(total=len(todo), desc=f"embed {self.model_name}", unit="text", disable=not show) as bar:
             for start in range(0, len(todo), chunk):

@@ -3,8 +3,8 @@
 Layout: ``<root>/<model-slug>/shard-*.npz``; each shard holds ``keys`` (SHA-256 of the prompt and
 text) and ``vectors``. Shards are written atomically (temp file + rename) after every encoded
 chunk, so a killed job loses at most the chunk in flight and a re-run encodes only what is missing.
-The root is ``$SCOPEGUARD_CACHE/embeddings`` when ``SCOPEGUARD_CACHE`` is set, else
-``~/.cache/scopeguard/embeddings``.
+The root is ``cache_dir("embeddings")``: ``$SCOPEGUARD_CACHE/embeddings`` when ``SCOPEGUARD_CACHE``
+is set, else ``~/.cache/scopeguard/embeddings``.
 """
 
 from __future__ import annotations
@@ -20,16 +20,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["EmbeddingCache", "default_cache_dir", "text_key"]
+from scopeguard._paths import cache_dir
+from scopeguard.data import atomic_open
+
+__all__ = ["EmbeddingCache", "text_key"]
 
 logger = logging.getLogger(__name__)
-
-
-def default_cache_dir() -> Path:
-    """``$SCOPEGUARD_CACHE/embeddings`` or ``~/.cache/scopeguard/embeddings``."""
-    env = os.environ.get("SCOPEGUARD_CACHE")
-    base = Path(env).expanduser() if env else Path.home() / ".cache" / "scopeguard"
-    return base / "embeddings"
 
 
 def text_key(text: str, *, prompt: str = "", variant: str = "") -> str:
@@ -51,7 +47,7 @@ class EmbeddingCache:
 
     def __init__(self, model_id: str, root: str | os.PathLike[str] | None = None) -> None:
         self.model_id = model_id
-        self.directory = Path(root).expanduser() if root is not None else default_cache_dir()
+        self.directory = Path(root).expanduser() if root is not None else cache_dir("embeddings")
         self.directory = self.directory / _slug(model_id)
         self._vectors: dict[str, npt.NDArray[np.float32]] | None = None
 
@@ -85,11 +81,8 @@ class EmbeddingCache:
         arr = np.asarray(vectors, dtype=np.float32)
         if arr.ndim != 2 or arr.shape[0] != len(keys):
             raise ValueError(f"expected {len(keys)} vectors, got an array of shape {arr.shape}")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        name = f"shard-{uuid.uuid4().hex}"
-        tmp = self.directory / f".{name}.tmp.npz"
-        np.savez(tmp, keys=np.asarray(list(keys), dtype=str), vectors=arr)
-        os.replace(tmp, self.directory / f"{name}.npz")
+        with atomic_open(self.directory / f"shard-{uuid.uuid4().hex}.npz", "wb") as fh:
+            np.savez(fh, keys=np.asarray(list(keys), dtype=str), vectors=arr)
         store = self._load()
         for key, vec in zip(keys, arr, strict=True):
             store[key] = vec

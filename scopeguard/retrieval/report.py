@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from scopeguard._optional import require
+from scopeguard.data import atomic_write_text
 from scopeguard.retrieval.study import StudyResult
 
 __all__ = ["markdown_table", "plot_recall_curves", "write_report"]
@@ -134,12 +135,6 @@ def plot_recall_curves(result: StudyResult, path: str | os.PathLike[str]) -> Pat
     return out
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_report(
     result: StudyResult, out_dir: str | os.PathLike[str], *, plot: bool = True
 ) -> dict[str, Path]:
@@ -151,9 +146,9 @@ def write_report(
         "csv": out / "retrieval_study.csv",
         "json": out / "retrieval_study.json",
     }
-    _atomic_write(paths["markdown"], _markdown(result))
-    _atomic_write(paths["csv"], _csv(result))
-    _atomic_write(paths["json"], json.dumps(result.to_json(), indent=2) + "\n")
+    atomic_write_text(paths["markdown"], _markdown(result))
+    atomic_write_text(paths["csv"], _csv(result))
+    atomic_write_text(paths["json"], json.dumps(result.to_json(), indent=2) + "\n")
     if plot:
         paths["plot"] = plot_recall_curves(result, out / "recall_at_k.png")
     return paths

@@ -20,14 +20,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scopeguard.data import Dataset, LabeledQuestion, atomic_write_jsonl, read_jsonl
+from pydantic import BaseModel, ConfigDict
+
+from scopeguard.data import Dataset, LabeledQuestion, atomic_write_jsonl, load_dataset, read_jsonl
 from scopeguard.errors import DatasetError, InputError
 from scopeguard.retrieval.base import Retriever
 from scopeguard.retrieval.metrics import GroupMetrics, aggregate, recall_curve
 from scopeguard.retrieval.registry import get_retriever
 from scopeguard.types import Document
 
-__all__ = ["RankedQuestion", "RetrieverResult", "StudyResult", "run_study"]
+__all__ = [
+    "RankedQuestion",
+    "RetrieverResult",
+    "StudyConfig",
+    "StudyReport",
+    "StudyResult",
+    "run_study",
+    "study",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -258,3 +268,60 @@ def run_study(
             name, tuple(rows), _groups(rows, ks, n_bootstrap, seed), curves, index_s, query_s
         )
     return result
+
+
+class StudyConfig(BaseModel):
+    """One retrieval study: the dataset folder, the retrievers and the metric settings.
+
+    A resumed study reuses the rankings of each retriever whose checkpoint matches the corpus,
+    questions and depth (a fingerprint); the other settings only change the metrics.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dataset: str
+    retrievers: tuple[str, ...] = ("bm25", "sbert")
+    corpus: str | None = None
+    """A documents.jsonl (or a folder holding one) searched instead of the dataset's documents."""
+    ks: tuple[int, ...] = (1, 5, 10)
+    depth: int = 100
+    n_bootstrap: int = 1000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class StudyReport:
+    """A finished study and the report files written for it."""
+
+    result: StudyResult
+    files: dict[str, Path]
+
+
+def _read_corpus(path: Path) -> list[Document]:
+    file = path / "documents.jsonl" if path.is_dir() else path
+    docs = []
+    for i, row in enumerate(read_jsonl(file), 1):
+        if not isinstance(row.get("doc_id"), str) or not isinstance(row.get("text"), str):
+            raise InputError(f"{file}:{i}: each corpus line needs string 'doc_id' and 'text'")
+        meta = {key: v for key, v in row.items() if key not in ("doc_id", "text")}
+        docs.append(Document(id=row["doc_id"], text=row["text"], metadata=meta))
+    return docs
+
+
+def study(config: StudyConfig, out: str | Path, *, plot: bool = True) -> StudyReport:
+    """Run (or resume) ``config`` with its checkpoints and report in the folder ``out``."""
+    from scopeguard.retrieval.report import write_report
+
+    if not config.retrievers:
+        raise InputError("--retrievers is empty")
+    result = run_study(
+        load_dataset(config.dataset),
+        config.retrievers,
+        corpus=_read_corpus(Path(config.corpus)) if config.corpus is not None else None,
+        ks=config.ks,
+        depth=config.depth,
+        n_bootstrap=config.n_bootstrap,
+        seed=config.seed,
+        checkpoint_dir=out,
+    )
+    return StudyReport(result=result, files=write_report(result, out, plot=plot))

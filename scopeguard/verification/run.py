@@ -1,27 +1,31 @@
 """Resumable verification runs: questions and a corpus from a dataset folder or MS MARCO TSV files.
 
-A run folder holds ``config.json`` (what was run), ``results.jsonl`` (one
-:class:`VerificationResult` per question, appended and fsynced as each finishes) and, at the end,
-``report.json`` / ``report.md``. Re-running into the same folder skips the ids already done (a
-half-written last line from a kill is dropped); a different configuration is refused.
+Options -> :class:`VerificationConfig` -> :func:`run_verification` -> :class:`VerificationRunReport`.
+The run folder (a :class:`~scopeguard.runs.RunFolder`) holds ``config.json`` (what was run),
+``results.jsonl`` (one :class:`VerificationResult` per question, appended and fsynced as each
+finishes) and, at the end, ``report.json`` / ``report.md``. Re-running into the same folder skips
+the ids already done (a half-written last line from a kill is dropped); a different configuration
+is refused (``limit`` may change, so a run can be extended).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
+from pydantic import BaseModel, ConfigDict
 
+from scopeguard._progress import progress_bar
 from scopeguard.data import load_dataset
 from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, LLMError
+from scopeguard.llm.base import ChatModel
 from scopeguard.retrieval.base import Retriever
+from scopeguard.runs import JsonlLog, RunFolder
 from scopeguard.types import Document
+from scopeguard.verification.hybrid import make_retriever
 from scopeguard.verification.loop import AnswerVerifier, VerificationResult
 from scopeguard.verification.msmarco import (
     Query,
@@ -31,13 +35,59 @@ from scopeguard.verification.msmarco import (
     sample_collection,
 )
 from scopeguard.verification.passages import dataset_passages
-from scopeguard.verification.report import RESULTS_FILE
+from scopeguard.verification.report import RESULTS_FILE, ClassDistribution, read_results, write_run_report
 
-__all__ = ["completed_ids", "load_corpus", "load_questions", "prepare_run", "run_verification"]
+__all__ = [
+    "VerificationConfig",
+    "VerificationRunReport",
+    "load_corpus",
+    "load_questions",
+    "run_verification",
+]
 
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
+
+
+class VerificationConfig(BaseModel):
+    """One verification run (saved as the run folder's ``config.json``; paths as given)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    questions: str
+    """A dataset folder (its in-scope questions) or an MS MARCO ``queries.tsv``."""
+    corpus: str
+    """A dataset folder (split into passages) or a ``collection.tsv``."""
+    llm: str = "local"
+    retriever: str = "bm25"
+    dense_model: str | None = None
+    reader: bool = False
+    k: int = 3
+    passages: int = 1
+    passage_sentences: int = 3
+    max_passages: int | None = None
+    qrels: str | None = None
+    negatives: int | None = None
+    answers_from: str | None = None
+    limit: int | None = None
+
+
+class VerificationRunReport(BaseModel):
+    """What a run folder holds after :func:`run_verification` (and what this call added)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run: str
+    out: str
+    written: int
+    distribution: ClassDistribution
+    llm_calls: int
+    errors: int
+
+    @property
+    def n(self) -> int:
+        return self.distribution.n
 
 
 def load_questions(
@@ -87,89 +137,87 @@ def load_corpus(
     return list(iter_collection(p, limit=max_passages))
 
 
-def completed_ids(results_path: str | os.PathLike[str]) -> set[str]:
-    """Ids already in a results file; a torn last line (killed mid-write) is cut off."""
-    p = Path(results_path)
-    if not p.is_file():
-        return set()
-    data = p.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        logger.warning("%s: dropping a half-written last line", p)
-        with p.open("r+b") as fh:
-            fh.truncate(cut)
-        data = data[:cut]
-    done: set[str] = set()
-    for lineno, line in enumerate(data.decode("utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                done.add(str(json.loads(line)["id"]))
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise InputError(f"{p}:{lineno}: not a verification result row") from None
-    return done
-
-
-def prepare_run(out_dir: str | os.PathLike[str], config: dict[str, Any]) -> set[str]:
-    """Create or reopen a run folder: refuse another configuration, return the ids already done."""
-    out = Path(out_dir)
-    _check_config(out, config)
-    return completed_ids(out / RESULTS_FILE)
-
-
-def _check_config(out: Path, config: dict[str, Any]) -> None:
-    path = out / CONFIG_FILE
-    if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        diff = {k: (old.get(k), v) for k, v in config.items() if k != "limit" and old.get(k) != v}
-        if diff:
-            changes = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items())
-            raise ConfigurationError(
-                f"{out} holds a run with another configuration ({changes}); use a new --out folder"
-            )
-    out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-
-
 def run_verification(
-    verifier: AnswerVerifier,
-    questions: Sequence[Query],
-    corpus: Sequence[Document] | Retriever,
-    out_dir: str | os.PathLike[str],
+    config: VerificationConfig,
+    out: str | os.PathLike[str],
     *,
-    config: dict[str, Any] | None = None,
-    answers: dict[str, str] | None = None,
+    llm: ChatModel | None = None,
     progress: bool | None = None,
-) -> list[VerificationResult]:
-    """Verify ``questions`` against ``corpus`` into ``out_dir``, resuming a killed run.
+) -> VerificationRunReport:
+    """Verify the questions of ``config`` against its corpus into the folder ``out``, resuming a
+    killed run there, and write its report.
 
-    ``answers`` (id -> answer) reuses generated answers, for example from another run, so two
-    runs differ only in retrieval or reading. An unreachable LLM aborts the run (re-run to resume);
-    another LLM failure is recorded for that question as verdict ``unknown`` with the error.
-    Returns the results written by this call.
+    ``llm`` replaces the model named by ``config.llm`` (its spec is still what the folder records).
+    ``config.answers_from`` reuses the answers of another run folder, so two runs differ only in
+    retrieval or reading. An unreachable LLM aborts the run (re-run to resume); another LLM failure
+    is recorded for that question as verdict ``unknown`` with the error.
     """
-    done = prepare_run(out_dir, config or {})
-    results_path = Path(out_dir) / RESULTS_FILE
-    todo = [q for q in questions if q.id not in done]
-    logger.info("%d question(s) to verify, %d already done", len(todo), len(questions) - len(todo))
-    if not todo:
-        return []
-    # a document list is indexed once for the whole run
-    retriever = corpus if isinstance(corpus, Retriever) else verifier.retriever_for(list(corpus), split=False)
-    written: list[VerificationResult] = []
-    show = sys.stderr.isatty() if progress is None else progress
-    with results_path.open("a", encoding="utf-8") as fh:
-        for q in tqdm(todo, desc="verify", unit="q", disable=not show):
-            try:
-                result = verifier.verify(q.text, (answers or {}).get(q.id), retriever, id=q.id)
-            except LLMConnectionError:
-                raise
-            except LLMError as exc:
-                logger.warning("question %s: %s", q.id, exc)
-                result = VerificationResult(
-                    id=q.id, question=q.text, answer="", verdict="unknown", error=str(exc)
-                )
-            fh.write(result.model_dump_json() + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-            written.append(result)
+    questions = Path(config.questions)
+    qs = load_questions(questions, qrels=config.qrels if not questions.is_dir() else None, limit=config.limit)
+    if config.dense_model and config.retriever == "bm25":
+        raise ConfigurationError("--dense-model applies to --retriever dense or hybrid, not bm25")
+    kwargs = {"model": config.dense_model} if config.dense_model else {}
+    index = make_retriever(config.retriever, **kwargs)
+    verifier = AnswerVerifier(
+        llm if llm is not None else config.llm,
+        retriever=index,
+        reader=config.reader,
+        k=config.k,
+        passages=config.passages,
+    )
+    answers = (
+        {r.id: r.answer for r in read_results(config.answers_from) if r.answer} if config.answers_from else {}
+    )
+    # Refuse a mismatched run folder before indexing; index only when questions are left.
+    folder = RunFolder(out, VerificationConfig, config_file=CONFIG_FILE, free=("limit",))
+    folder.open(config)
+    results = folder.log(RESULTS_FILE)
+    done = results.keys(lambda row: str(row["id"]))
+    todo = [q for q in qs if q.id not in done]
+    logger.info("%d question(s) to verify, %d already done", len(todo), len(qs) - len(todo))
+    written = 0
+    if todo:
+        docs = load_corpus(
+            config.corpus,
+            passage_sentences=config.passage_sentences,
+            max_passages=config.max_passages,
+            qrels=config.qrels,
+            negatives=config.negatives,
+        )
+        logger.info("indexing %d passages with %s", len(docs), index.name)
+        index.index(docs)
+        written = _verify_all(verifier, todo, index, results, answers, progress)
+    report: dict[str, Any] = write_run_report(out)
+    return VerificationRunReport(
+        run=report["run"],
+        out=str(out),
+        written=written,
+        distribution=ClassDistribution(n=report["n"], counts=report["counts"]),
+        llm_calls=report["llm_calls"],
+        errors=report["errors"],
+    )
+
+
+def _verify_all(
+    verifier: AnswerVerifier,
+    todo: Sequence[Query],
+    retriever: Retriever,
+    results: JsonlLog,
+    answers: dict[str, str],
+    progress: bool | None,
+) -> int:
+    """Verify ``todo`` one by one, appending each result; returns how many were written."""
+    written = 0
+    for q in progress_bar(todo, desc="verify", enabled=progress):
+        try:
+            result = verifier.verify(q.text, answers.get(q.id), retriever, id=q.id)
+        except LLMConnectionError:
+            raise
+        except LLMError as exc:
+            logger.warning("question %s: %s", q.id, exc)
+            result = VerificationResult(
+                id=q.id, question=q.text, answer="", verdict="unknown", error=str(exc)
+            )
+        results.append(result)
+        written += 1
     return written

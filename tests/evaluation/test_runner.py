@@ -106,7 +106,7 @@ def test_resume_with_other_settings_is_refused(tiny_dataset: Path, tmp_path: Pat
     evaluate(
         tiny_dataset, rag=llm, judge=llm, out=out, prompts=["basic"], limit=2, progress=False, plots=False
     )
-    with pytest.raises(ConfigurationError, match="votes was 3, now 5"):
+    with pytest.raises(ConfigurationError, match="votes: 3 -> 5"):
         evaluate(tiny_dataset, rag=llm, judge=llm, out=out, votes=5, limit=2, progress=False, plots=False)
 
 
