@@ -18,8 +18,8 @@ from scopeguard.verification.guard_result import (
 )
 from scopeguard.verification.hybrid import (
     BM25_MSMARCO,
+    VERIFIER_RETRIEVERS,
     HybridRetriever,
-    available_retrievers,
     make_retriever,
     rrf_fuse,
 )
@@ -43,11 +43,15 @@ from scopeguard.verification.report import (
     read_results,
     write_run_report,
 )
+from scopeguard.verification.run import VerificationConfig, VerificationRunReport, run_verification
+from scopeguard.verification.sampling import CheckItem, check_summary, sample_for_check, write_check_sample
 
 __all__ = [
     "BM25_MSMARCO",
+    "VERIFIER_RETRIEVERS",
     "AgreementMatrix",
     "AnswerVerifier",
+    "CheckItem",
     "ClassDistribution",
     "Evidence",
     "HybridRetriever",
@@ -55,13 +59,15 @@ __all__ = [
     "OnVerifyError",
     "Query",
     "Source",
+    "VerificationConfig",
     "VerificationLabel",
     "VerificationResult",
+    "VerificationRunReport",
     "VerifyAnswers",
     "agreement_markdown",
     "agreement_matrix",
-    "available_retrievers",
     "averify_guard_result",
+    "check_summary",
     "class_distribution",
     "dataset_passages",
     "distribution_markdown",
@@ -73,9 +79,12 @@ __all__ = [
     "read_qrels",
     "read_results",
     "rrf_fuse",
+    "run_verification",
     "sample_collection",
+    "sample_for_check",
     "split_passages",
     "split_sentences",
     "verify_guard_result",
+    "write_check_sample",
     "write_run_report",
 ]
