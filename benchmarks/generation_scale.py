@@ -2,7 +2,7 @@
 
     python benchmarks/generation_scale.py --docs 2000 --latency 0.02 --concurrency 16 --work /tmp/genscale
 
-The LLM is the tests' scripted ELOQ fake (``tests/generation/fake_eloq.py``: well-formed replies, an
+The LLM is scopeguard's ELOQ-shaped fake (``scopeguard.testing.EloqChatModel``: well-formed replies, an
 LLM-judge filter) behind an async API that waits ``--latency`` seconds per call (like a remote
 endpoint: calls overlap up to ``--concurrency`` documents), so what is measured is scopeguard's
 machinery: scheduling, parsing, the reply cache, one checkpoint per document, the output files.
@@ -19,49 +19,20 @@ folder sizes; no text).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
 import resource
 import shutil
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "generation"))
+from _report import report
 
-from _report import report  # noqa: E402
-from fake_eloq import eloq_reply, make_text  # noqa: E402
-
-from scopeguard.generation import GenerationConfig, Generator  # noqa: E402
-from scopeguard.llm.base import Completion, Prompt  # noqa: E402
-from scopeguard.testing import ScriptedChatModel  # noqa: E402
+from scopeguard.generation import GenerationConfig, Generator
+from scopeguard.testing import EloqChatModel, invented_document
 
 RESULT = Path(__file__).resolve().parent / "results" / "generation_scale.json"
-
-
-class _RemoteFake(ScriptedChatModel):
-    """The scripted fake behind a non-blocking wait, as an async HTTP backend would be."""
-
-    def __init__(self, latency: float) -> None:
-        super().__init__(eloq_reply, model="fake-eloq")
-        self.latency = latency
-
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        await asyncio.sleep(self.latency)
-        done = self.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        self.calls.clear()  # the fake's own call log is not scopeguard's memory
-        return done
 
 
 def _size_mb(path: Path) -> float:
@@ -82,9 +53,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.work.exists():
         shutil.rmtree(args.work)
-    docs = [{"doc_id": f"doc{i:05d}", "text": make_text(f"plan-{i}")} for i in range(args.docs)]
+    docs = [{"doc_id": f"doc{i:05d}", "text": invented_document(f"plan-{i}")} for i in range(args.docs)]
     first = docs[: int(args.docs * 0.9)]
-    llm = _RemoteFake(args.latency)
+    # the fake behind a non-blocking wait, as an async HTTP backend; its own call log is not kept
+    llm = EloqChatModel(latency=args.latency, keep_calls=False)
     config = GenerationConfig(mode=args.mode)  # type: ignore[arg-type]
     rows = []
     for name, corpus in (("fresh 90%", first), ("same again", first), ("all (new 10%)", docs)):
@@ -122,7 +94,7 @@ def main() -> None:
         "mode": args.mode,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, load average "
         f"{os.getloadavg()[0]:.1f} at the end, no GPU",
-        "note": "fake LLM (tests/generation/fake_eloq.py) behind an async wait of latency_s per call; the "
+        "note": "fake LLM (scopeguard.testing.EloqChatModel) behind an async wait of latency_s per call; the "
         "LLM-judge filter is on (the fake answers it). cpu_ms_per_doc = this process's CPU time per "
         "generated document (scopeguard's machinery plus the fake's regexes)",
         "questions": len(ids),

@@ -1,18 +1,63 @@
-"""``scopeguard generate``: build a test set (out-of-scope + in-scope questions) from a corpus."""
+"""``scopeguard generate``: build a test set (out-of-scope + in-scope questions) from a corpus.
+
+Every generation option's default is the :class:`~scopeguard.generation.config.GenerationConfig`
+field's; ``--paper`` starts from :meth:`GenerationConfig.paper` instead, and only the options
+given on the command line override it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from scopeguard.cli._app import app, exit_if_failed, handle_errors
 from scopeguard.errors import ConfigurationError
+from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig
+
+# CLI option -> GenerationConfig field
+_FIELDS = {
+    "mode": "mode",
+    "claims": "n_claims",
+    "rounds": "rounds",
+    "in_scope": "n_in_scope",
+    "filter_": "filter",
+    "votes": "judge_votes",
+    "min_oos": "min_oos",
+    "extra_rounds": "extra_rounds",
+}
+
+
+def _default(name: str) -> Any:
+    """The default of a :class:`GenerationConfig` field (one source for library and CLI)."""
+    return GenerationConfig.model_fields[name].default
+
+
+def _given(ctx: typer.Context, option: str) -> bool:
+    """Whether ``option`` was set on the command line (or by an environment variable)."""
+    source = ctx.get_parameter_source(option)
+    # compared by name: typer ships its own copy of click's ParameterSource enum
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _config(ctx: typer.Context, paper: bool, values: dict[str, Any]) -> GenerationConfig:
+    """The config from the options; with ``paper``, only the options given explicitly override."""
+    from pydantic import ValidationError
+
+    given = {field: values[option] for option, field in _FIELDS.items() if not paper or _given(ctx, option)}
+    try:
+        return GenerationConfig.paper(**given) if paper else GenerationConfig(**given)
+    except ValidationError as exc:
+        raise ConfigurationError(
+            f"invalid option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}"
+        ) from None
 
 
 @app.command("generate")
 @handle_errors
 def generate(
+    ctx: typer.Context,
     corpus: str = typer.Argument(..., help="A folder of .txt/.md files, a .jsonl file, or a dataset folder."),
     out: Path = typer.Option(..., "--out", help="Output folder; re-run on the same folder to resume."),
     llm: str = typer.Option(
@@ -23,13 +68,22 @@ def generate(
     ),
     concurrency: int = typer.Option(4, "--concurrency", help="Documents processed at the same time."),
     mode: str = typer.Option(
-        "faithful", "--mode", help="faithful (the paper's 13 calls) or efficient (batched recovery)."
+        _default("mode"), "--mode", help="faithful (the paper's 13 calls) or efficient (batched recovery)."
     ),
-    claims: int = typer.Option(6, "--claims", help="Claims extracted per document."),
-    rounds: int = typer.Option(3, "--rounds", help="Masking/recovery rounds."),
-    in_scope: int = typer.Option(3, "--in-scope", help="In-scope questions per document."),
+    claims: int = typer.Option(_default("n_claims"), "--claims", help="Claims extracted per document."),
+    rounds: int = typer.Option(_default("rounds"), "--rounds", help="Masking/recovery rounds."),
+    in_scope: int = typer.Option(
+        _default("n_in_scope"),
+        "--in-scope",
+        help=f"In-scope questions per document (--paper: {PAPER_IN_SCOPE}).",
+    ),
     filter_: bool = typer.Option(
-        True, "--filter/--no-filter", help="Drop questions the judge finds answerable."
+        _default("filter"), "--filter/--no-filter", help="Drop questions the judge finds answerable."
+    ),
+    votes: int = typer.Option(
+        _default("judge_votes"),
+        "--votes",
+        help=f"Votes m of the LLM-judge filter (self-consistency majority; --paper: {PAPER_VOTES}).",
     ),
     judge_llm: str | None = typer.Option(
         None, "--judge-llm", help="LLM spec of the filter's judge (default: --llm)."
@@ -42,19 +96,21 @@ def generate(
         "judgement is near chance: then fast).",
     ),
     min_oos: int = typer.Option(
-        1,
+        _default("min_oos"),
         "--min-oos",
         help="Run extra sampled rounds for a document that keeps fewer out-of-scope questions "
         "(scopeguard's addition; 0 = the paper).",
     ),
     extra_rounds: int = typer.Option(
-        2, "--extra-rounds", help="At most this many extra rounds per document."
+        _default("extra_rounds"), "--extra-rounds", help="At most this many extra rounds per document."
     ),
     paper: bool = typer.Option(
         False,
         "--paper",
-        help="The paper's method only: no extra rounds, no recovery or question fallbacks, no judge "
-        "follow-up, and (unless --filter-with says otherwise) the LLM-judge filter.",
+        help=f"The paper's method only: m={PAPER_VOTES} judge votes with no reply cap and no follow-up, "
+        f"{PAPER_IN_SCOPE} in-scope questions, no extra rounds, no recovery or question fallbacks, "
+        "and (unless --filter-with says otherwise) the LLM-judge filter. Options given explicitly "
+        "still apply.",
     ),
     min_words: int = typer.Option(150, "--min-words", help="Skip documents shorter than this (0: keep all)."),
     max_words: int = typer.Option(
@@ -71,29 +127,24 @@ def generate(
 
     Exits 1 when any document failed (the summary says how many), 2 when it could not run.
     """
-    from pydantic import ValidationError
-
-    from scopeguard.generation import GenerationConfig, Generator, LengthRule, export_eloq
+    from scopeguard.generation import Generator, LengthRule, export_eloq
 
     if mode not in ("faithful", "efficient"):
         raise ConfigurationError(f"--mode must be 'faithful' or 'efficient', got {mode!r}")
-    try:
-        settings: dict[str, object] = {
+    config = _config(
+        ctx,
+        paper,
+        {
             "mode": mode,
-            "n_claims": claims,
+            "claims": claims,
             "rounds": rounds,
-            "n_in_scope": in_scope,
-            "filter": filter_,
+            "in_scope": in_scope,
+            "filter_": filter_,
+            "votes": votes,
+            "min_oos": min_oos,
             "extra_rounds": extra_rounds,
-        }
-        if paper:
-            config = GenerationConfig.paper(**settings)
-        else:
-            config = GenerationConfig(min_oos=min_oos, **settings)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise ConfigurationError(
-            f"invalid option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}"
-        ) from None
+        },
+    )
     rule = LengthRule(min_words=min_words or None, max_words=max_words or None)
     generator = Generator(
         llm,

@@ -9,10 +9,11 @@ See :mod:`scopeguard.generation.pipeline` for the output folder layout and resum
 from scopeguard.generation.accounting import PRICES_DATE, PRICES_PER_1M, Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord, GeneratedQuestion
+from scopeguard.generation.config import GenerationConfig
 from scopeguard.generation.corpus import Corpus, LengthRule, SkippedDocument, load_corpus, truncate_words
 from scopeguard.generation.eloq_layout import export_eloq, import_eloq
 from scopeguard.generation.pipeline import Generator, RunSummary
-from scopeguard.generation.steps import GenerationConfig, generate_document
+from scopeguard.generation.steps import generate_document
 
 __all__ = [
     "PRICES_DATE",

@@ -25,7 +25,11 @@ PRICES_PER_1M: dict[str, tuple[float, float]] = {
 
 
 class Usage(BaseModel):
-    """LLM requests and tokens. ``cached`` requests were served from the reply cache (no cost)."""
+    """LLM requests and tokens. ``cached`` requests were served from the reply cache (no cost).
+
+    ``truncated`` counts the replies (samples) that stopped at the token cap (finish reason
+    ``length``), whatever happened to them afterwards.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -35,6 +39,7 @@ class Usage(BaseModel):
     completion_tokens: int = 0
     billed_prompt_tokens: int = 0
     billed_completion_tokens: int = 0
+    truncated: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(**{k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields})

@@ -4,7 +4,7 @@ Each reply is keyed by the prompt, the model name, the sampling settings and an 
 (the k-th identical request in a run gets the k-th cached reply, so repeated sampling stays diverse
 and a resumed run replays exactly). Every reply gets a stable id (``r-`` + 12 hex digits) that
 provenance records refer to. A kill while appending leaves at most one torn last line, which is
-ignored on load.
+cut off on load (:func:`scopeguard.runs.repair_torn_tail`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 from scopeguard.generation.accounting import Usage
 from scopeguard.llm.base import ChatModel, Completion, Prompt, to_messages
+from scopeguard.runs import append_jsonl, repair_torn_tail
 
 __all__ = ["CachedReply", "RecordingChatModel", "ReplyCache", "UsageLedger"]
 
@@ -42,7 +43,13 @@ class CachedReply:
 
     @property
     def truncated(self) -> bool:
+        """Whether the first reply stopped at the token cap (the one the generator parses)."""
         return bool(self.finish_reasons) and self.finish_reasons[0] == "length"
+
+    @property
+    def truncated_count(self) -> int:
+        """How many of the replies (samples) stopped at the token cap."""
+        return sum(reason == "length" for reason in self.finish_reasons)
 
 
 class ReplyCache:
@@ -50,7 +57,7 @@ class ReplyCache:
 
     With a path, memory holds only each key's byte offset in the log and a hit reads its line back,
     so a run over many thousands of documents does not keep every reply in memory. A torn last
-    line (a killed write) is skipped with a warning and never glued to the next entry.
+    line (a killed write) is cut off when the cache is opened, so it is never glued to the next entry.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -59,17 +66,16 @@ class ReplyCache:
         self._entries: dict[str, dict[str, Any]] = {}  # path=None only
         self._offsets: dict[str, int] = {}
         self._reader: BinaryIO | None = None
-        self._needs_newline = False
         if self.path is not None and self.path.is_file():
+            repair_torn_tail(self.path)
             offset = 0
             with self.path.open("rb") as fh:
                 for line in fh:
                     try:
                         self._offsets[json.loads(line)["key"]] = offset
                     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
-                        logger.warning("reply cache %s: ignoring a torn or invalid line", self.path)
+                        logger.warning("reply cache %s: ignoring an invalid line", self.path)
                     offset += len(line)
-                    self._needs_newline = not line.endswith(b"\n")
 
     def __len__(self) -> int:
         return len(self._offsets) if self.path is not None else len(self._entries)
@@ -93,16 +99,7 @@ class ReplyCache:
             if self.path is None:
                 self._entries[key] = entry
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
-            with self.path.open("ab") as fh:
-                if self._needs_newline:  # end a torn line first, so this entry stays readable
-                    fh.write(b"\n")
-                    self._needs_newline = False
-                offset = fh.seek(0, os.SEEK_END)
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            offset = append_jsonl(self.path, entry)
             self._offsets[key] = offset
 
     def close(self) -> None:
@@ -127,6 +124,7 @@ class UsageLedger:
             completion_tokens=reply.completion_tokens,
             billed_prompt_tokens=0 if reply.cached else reply.prompt_tokens,
             billed_completion_tokens=0 if reply.cached else reply.completion_tokens,
+            truncated=reply.truncated_count,
         )
         self.by_step[step] = self.by_step.get(step, Usage()) + usage
         self.reply_ids.append(reply.id)
@@ -182,6 +180,15 @@ class RecordingChatModel:
             step=step,
             _occurrences=self._occurrences,
             _lock=self._lock,
+        )
+
+    def sharing(self, llm: ChatModel, *, step: str = "llm") -> RecordingChatModel:
+        """A recording wrapper of another model (a judge) sharing this one's cache and occurrence count.
+
+        Both count identical requests together, so a resumed run replays the same reply to each.
+        """
+        return RecordingChatModel(
+            llm, self.cache, UsageLedger(), step=step, _occurrences=self._occurrences, _lock=self._lock
         )
 
     def _key(

@@ -14,10 +14,8 @@ resumes where it stopped with no lost or duplicated questions.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -26,22 +24,34 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from scopeguard._progress import show_progress
 from scopeguard.detectors.base import Detector
 from scopeguard.errors import ConfigurationError, LLMError, ScopeGuardError
 from scopeguard.generation.accounting import PRICES_DATE, Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
+from scopeguard.generation.config import GenerationConfig
 from scopeguard.generation.corpus import Corpus, LengthRule, load_corpus
-from scopeguard.generation.steps import GenerationConfig, generate_document
+from scopeguard.generation.steps import generate_document
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.registry import from_spec
+from scopeguard.runs import RunFolder
 from scopeguard.types import Document
 
-__all__ = ["Generator", "RunSummary"]
+__all__ = ["GenerationRunConfig", "Generator", "RunSummary"]
 
 logger = logging.getLogger(__name__)
 JudgeSpec = Detector | Callable[[ChatModel], Detector] | None
 _REBUILD_EVERY_S = 60.0
+
+
+class GenerationRunConfig(GenerationConfig):
+    """The settings of a run folder (``run.json``): :class:`GenerationConfig` plus the models and
+    the filter; a resume with other settings is refused."""
+
+    model: str
+    judge_model: str
+    filter_with: str
 
 
 class RunSummary(BaseModel):
@@ -99,7 +109,11 @@ class RunSummary(BaseModel):
                 f"({self.docs_without_oos} without an out-of-scope question, "
                 f"{self.docs_without_in_scope} without an in-scope one)",
             ),
-            ("LLM calls", f"{u.calls - u.cached} new + {u.cached} cached this run; {t.calls} in total"),
+            (
+                "LLM calls",
+                f"{u.calls - u.cached} new + {u.cached} cached this run; {t.calls} in total; "
+                f"{u.truncated} replies cut at the token cap this run ({t.truncated} in total)",
+            ),
             (
                 "tokens",
                 f"{u.prompt_tokens} prompt + {u.completion_tokens} completion this run; "
@@ -129,6 +143,7 @@ def _default_judge(config: GenerationConfig) -> Callable[[ChatModel], Detector]:
             temperature=config.judge_temperature,
             adaptive=True,
             followup=config.judge_followup,
+            max_tokens=config.judge_max_tokens,
         )
 
     return factory
@@ -191,27 +206,14 @@ class Generator:
         """Generate questions for ``corpus`` into ``out_dir`` (resuming a previous run there)."""
         return asyncio.run(self.arun(corpus, out_dir, length_rule=length_rule, max_docs=max_docs))
 
-    def _check_settings(self, out: Path) -> None:
-        settings = {
-            "model": self.llm.name,
-            "judge_model": self.judge_llm.name,
-            "filter_with": self.filter_name,
+    def run_config(self) -> GenerationRunConfig:
+        """What the run folder records (``run.json``): the models, the filter and the settings."""
+        return GenerationRunConfig(
+            model=self.llm.name,
+            judge_model=self.judge_llm.name,
+            filter_with=self.filter_name,
             **self.config.model_dump(),
-        }
-        path = out / "run.json"
-        if path.is_file():
-            previous = json.loads(path.read_text(encoding="utf-8"))
-            changed = sorted(k for k in settings if k in previous and previous[k] != settings[k])
-            if changed:
-                raise ConfigurationError(
-                    f"{out} was generated with other settings "
-                    f"({', '.join(f'{k}={previous[k]!r}' for k in changed)}); "
-                    "resume with the same settings or choose a new output folder"
-                )
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(settings, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        )
 
     async def arun(
         self,
@@ -228,7 +230,7 @@ class Generator:
             if isinstance(corpus, Corpus)
             else load_corpus(corpus, length_rule=length_rule, max_docs=max_docs)
         )
-        self._check_settings(out)
+        RunFolder(out, GenerationRunConfig, config_file="run.json").open(self.run_config())
         store = CheckpointStore(out)
         # a document is done when its checkpoint exists (the rebuild below reads and checks them all)
         done = {d.id for d in loaded.documents if store.path_for(d.id).is_file()}
@@ -236,9 +238,7 @@ class Generator:
             store.rebuild()
         cache = ReplyCache(out / ".cache" / "replies.jsonl")
         gen_llm = RecordingChatModel(self.llm, cache)
-        judge_llm = RecordingChatModel(
-            self.judge_llm, cache, _occurrences=gen_llm._occurrences, _lock=gen_llm._lock
-        )
+        judge_llm = gen_llm.sharing(self.judge_llm)
         todo = [(i, d) for i, d in enumerate(loaded.documents) if d.id not in done]
         resumed = len(loaded.documents) - len(todo)
         results: list[tuple[str, Usage]] = []  # (status, usage) of this run's documents
@@ -296,8 +296,7 @@ class Generator:
         return self.judge(llm)
 
     def _bar(self, total: int) -> Any:
-        show = self.progress if self.progress is not None else sys.stderr.isatty()
-        if not show or total == 0:
+        if not show_progress(self.progress) or total == 0:
             return None
         from tqdm.auto import tqdm
 

@@ -17,6 +17,7 @@ from scopeguard.detectors import register_detector
 from scopeguard.detectors import registry as detector_registry
 from scopeguard.detectors.cascade import CascadeDetector
 from scopeguard.llm.deadline import check_deadline, current
+from scopeguard.testing import ScriptedDetector
 
 DOC = "The ferry Kestrel carries 180 passengers across the bay in 35 minutes."
 
@@ -28,15 +29,6 @@ class _Staged(BaseDetector):
     stages = ("fast", "logprob")
 
     def __init__(self, verdict: Verdict) -> None:
-        self.verdict = verdict
-
-    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
-        return self.verdict
-
-
-class _Scripted(BaseDetector):
-    def __init__(self, name: str, verdict: Verdict) -> None:
-        self.name = name
         self.verdict = verdict
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
@@ -121,13 +113,14 @@ def test_the_default_detector_is_shown_with_its_stages(doc: Path, verdict: Verdi
 
 
 def test_other_detectors_are_shown_as_named(doc: Path) -> None:
-    register_detector("plain", lambda: _Scripted("plain", IN))
+    register_detector("plain", lambda: ScriptedDetector(lambda _q: IN, name="plain"))
     assert _detector_line(_check(doc, "--detector", "plain")[1]).startswith("detector: plain  (")
     # a name that stands for a detector of another name (what `default` was: the fast stage alone)
-    register_detector("alias", lambda: _Scripted("fast", IN))
+    register_detector("alias", lambda: ScriptedDetector(lambda _q: IN, name="fast"))
     assert _detector_line(_check(doc, "--detector", "alias")[1]).startswith("detector: alias (fast)  (")
     # a stage named by the verdict, the detector declaring no stages
-    register_detector("staged", lambda: _Scripted("staged", IN.model_copy(update={"stage": "logprob"})))
+    staged = IN.model_copy(update={"stage": "logprob"})
+    register_detector("staged", lambda: ScriptedDetector(lambda _q: staged, name="staged"))
     line = _detector_line(_check(doc, "--detector", "staged")[1])
     assert line.startswith("detector: staged (decided by logprob)  (")
 
@@ -136,7 +129,11 @@ def test_a_cascade_shows_the_stage_that_decided(doc: Path) -> None:
     unsure = Verdict(label="in_scope", score=0.5)
     register_detector(
         "two-step",
-        lambda: CascadeDetector(_Scripted("fast", unsure), _Scripted("judge", IN), name="two-step"),
+        lambda: CascadeDetector(
+            ScriptedDetector(lambda _q: unsure, name="fast"),
+            ScriptedDetector(lambda _q: IN, name="judge"),
+            name="two-step",
+        ),
     )
     line = _detector_line(_check(doc, "--detector", "two-step")[1])
     assert line.startswith("detector: two-step (fast -> judge; decided by judge)  (")

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
 from scopeguard.detectors import get_detector
-from scopeguard.detectors.base import BaseDetector
 from scopeguard.detectors.cascade import CascadeDetector
 from scopeguard.detectors.lexical import LexicalDetector
 from scopeguard.errors import ConfigurationError, LLMConnectionError
-from scopeguard.types import Document, Label, Verdict
+from scopeguard.testing import ScriptedDetector
 
 # An invented document (written for these tests; no dataset text).
 DOC = (
@@ -20,32 +17,12 @@ DOC = (
 )
 
 
-class Scripted(BaseDetector):
-    """Returns a fixed score (or raises) and counts calls."""
-
-    def __init__(
-        self, name: str, score: float | None, *, fail: bool = False, uncovered: tuple[str, ...] = ()
-    ):
-        self.name = name
-        self.score = score
-        self.fail = fail
-        self.uncovered = uncovered
-        self.calls = 0
-
-    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
-        self.calls += 1
-        if self.fail:
-            raise LLMConnectionError("server down", endpoint="http://127.0.0.1:9")
-        if self.score is None:
-            return Verdict(label="unknown", rationale="no idea")
-        label: Label = "out_of_scope" if self.score >= 0.5 else "in_scope"
-        return Verdict(
-            label=label,
-            score=self.score,
-            rationale=f"{self.name} says",
-            uncovered=self.uncovered,
-            llm_calls=1,
-        )
+def Scripted(
+    name: str, score: float | None, *, fail: bool = False, uncovered: tuple[str, ...] = ()
+) -> ScriptedDetector:
+    """A detector returning a fixed score (or raising); ``.calls`` counts its calls."""
+    reply = LLMConnectionError("server down", endpoint="http://127.0.0.1:9") if fail else score
+    return ScriptedDetector(lambda _q: reply, name=name, uncovered=uncovered, llm_calls=1)
 
 
 @pytest.mark.parametrize("score", [0.05, 0.25, 0.75, 0.97])

@@ -6,18 +6,13 @@ Usage: python run_fake_generation.py CORPUS OUT DELAY_SECONDS
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fake_eloq import slow_eloq_reply
 
 from scopeguard.llm import register_backend
-from scopeguard.testing import ScriptedChatModel
+from scopeguard.testing import EloqChatModel
 
 
-def _factory(arg: str, **_: object) -> ScriptedChatModel:
-    return ScriptedChatModel(slow_eloq_reply(float(arg or 0)), model="fake-eloq")
+def _factory(arg: str, **_: object) -> EloqChatModel:
+    return EloqChatModel(latency=float(arg or 0))
 
 
 if __name__ == "__main__":

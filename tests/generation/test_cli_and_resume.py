@@ -16,9 +16,7 @@ from scopeguard.cli._app import app
 from scopeguard.data import load_dataset
 from scopeguard.generation import import_eloq
 from scopeguard.llm import register_backend
-from scopeguard.testing import ScriptedChatModel
-
-from .fake_eloq import eloq_reply, make_text
+from scopeguard.testing import ScriptedChatModel, eloq_reply, invented_document
 
 HELPER = Path(__file__).with_name("run_fake_generation.py")
 
@@ -26,7 +24,7 @@ HELPER = Path(__file__).with_name("run_fake_generation.py")
 def _corpus(folder: Path, n: int) -> Path:
     folder.mkdir()
     for i in range(n):
-        (folder / f"doc{i:02d}.txt").write_text(make_text(f"plan-{i}"), encoding="utf-8")
+        (folder / f"doc{i:02d}.txt").write_text(invented_document(f"plan-{i}"), encoding="utf-8")
     (folder / "tiny.txt").write_text("Too short to use.", encoding="utf-8")
     return folder
 
@@ -94,7 +92,7 @@ def test_cli_filter_and_top_up_options_reach_the_run(tmp_path: Path) -> None:
     assert settings["filter_with"] == "lexical" and settings["min_oos"] == 0
     # resuming with another filter mixes incomparable questions: refused in one line
     again = CliRunner().invoke(app, [*base, "--filter-with", "judge", "--min-oos", "0"])
-    assert again.exit_code == 2 and "filter_with='lexical'" in again.output
+    assert again.exit_code == 2 and "filter_with: 'lexical' -> 'judge'" in again.output
     bad = CliRunner().invoke(app, [*base[:3], str(tmp_path / "o2"), *base[4:], "--filter-with", "nope"])
     assert bad.exit_code == 2 and "nope" in bad.output
 

@@ -14,13 +14,11 @@ from scopeguard.detectors.judge import JudgeDetector
 from scopeguard.errors import ConfigurationError, LLMConnectionError
 from scopeguard.generation import GenerationConfig, Generator
 from scopeguard.generation.checkpoint import CheckpointStore
-from scopeguard.testing import ScriptedChatModel
-
-from .fake_eloq import eloq_reply, make_text
+from scopeguard.testing import ScriptedChatModel, eloq_reply, invented_document
 
 DOCS = [
-    {"doc_id": "harbour", "text": make_text("harbour")},
-    {"doc_id": "school", "text": make_text("school")},
+    {"doc_id": "harbour", "text": invented_document("harbour")},
+    {"doc_id": "school", "text": invented_document("school")},
 ]
 
 
@@ -111,7 +109,7 @@ def test_second_run_adds_nothing_and_other_settings_are_refused(tmp_path: Path) 
     assert (tmp_path / "questions.jsonl").read_text() == before
     assert second.oos_kept == first.oos_kept
     gen3, _ = _generator(eloq_reply, rounds=2)
-    with pytest.raises(ConfigurationError, match="rounds=3"):
+    with pytest.raises(ConfigurationError, match="rounds: 3 -> 2"):
         gen3.run(DOCS, tmp_path)
 
 

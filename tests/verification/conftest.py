@@ -8,6 +8,6 @@ from verify_helpers import CORPUS, TinyRetriever
 
 @pytest.fixture
 def tiny() -> TinyRetriever:
-    r = TinyRetriever()
+    r = TinyRetriever("tiny")
     r.index(CORPUS)
     return r

@@ -109,7 +109,7 @@ def test_documents_source_is_split_and_indexed_with_bm25() -> None:
 
 async def test_async_twin_matches_sync(tiny: TinyRetriever) -> None:
     sync = AnswerVerifier(routed(verdict="No"), retriever=tiny, reader=True).verify(QUESTION, id="a")
-    other = TinyRetriever()
+    other = TinyRetriever("tiny")
     other.index(CORPUS)
     asyn = await AnswerVerifier(routed(verdict="No"), retriever=other, reader=True).averify(QUESTION, id="a")
     assert asyn.model_dump(exclude={"latency_ms"}) == sync.model_dump(exclude={"latency_ms"})

@@ -1,0 +1,82 @@
+"""The generator's settings: one :class:`GenerationConfig`, the single source of every default.
+
+The CLI (``scopeguard generate``) reads its option defaults from these fields, and ``--paper``
+is :meth:`GenerationConfig.paper`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["PAPER_IN_SCOPE", "PAPER_VOTES", "GenerationConfig"]
+
+# ELOQ section 4.4: "we adopted m=9 in our experiments" (Algorithm 2's self-consistency votes).
+PAPER_VOTES = 9
+# Appendix B.9 leaves {num_q} open; ELOQ-Silver has 8,949 in-scope questions over 1,955
+# documents (Table 2), 4.6 per document, so the paper preset asks for 5.
+PAPER_IN_SCOPE = 5
+
+
+class GenerationConfig(BaseModel):
+    """Settings of the generator; the defaults are the paper's (6 claims, 3 subsets, 3 rounds).
+
+    The ``judge_*`` fields configure the LLM-judge filter (Algorithm 1 step 10, Appendix B.3):
+    ``judge_votes`` is the number of votes ``m``, ``judge_max_tokens`` the cap on each judge reply
+    (``None``: no cap, the paper's). A judge reply cut at the cap whose verdict ends ``unknown`` is
+    judged again without a cap and recorded (``issues``), never silently dropped as unknown.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["faithful", "efficient"] = "faithful"
+    n_claims: int = Field(default=6, ge=2, le=30)
+    n_subsets: int = Field(default=3, ge=1)
+    rounds: int = Field(default=3, ge=1, le=10)
+    n_in_scope: int = Field(default=3, ge=0, le=20)
+    filter: bool = True
+    judge_votes: int = Field(default=3, ge=1)
+    judge_temperature: float = Field(default=0.7, ge=0.0)
+    judge_max_tokens: int | None = Field(default=256, ge=1)
+    # scopeguard's addition: a judge sample without a verdict is asked once more for one
+    # (see scopeguard.voting); False is the paper's judge.
+    judge_followup: bool = True
+    temperature: float = Field(default=0.0, ge=0.0)
+    seed: int | None = 0
+    retries: int = Field(default=1, ge=0, le=3)
+    # scopeguard's addition, not in the paper: a document that ends with fewer than ``min_oos``
+    # kept out-of-scope questions gets up to ``extra_rounds`` more recovery rounds, sampled at
+    # ``extra_temperature`` (a greedy repeat would give the same replies), each followed by the
+    # removal, question and filter steps for the claims that round changed. 0 = the paper.
+    min_oos: int = Field(default=1, ge=0, le=20)
+    extra_rounds: int = Field(default=2, ge=0, le=10)
+    extra_temperature: float = Field(default=0.7, ge=0.0)
+    # scopeguard's addition: when the paper's recovery prompt gives no usable reply (after its
+    # retry), ask once more for the guesses alone (template gen_recover_guesses). False = the paper.
+    recover_fallback: bool = True
+    # scopeguard's addition: hallucinated facts whose question was lost in the batched question
+    # step (an unusable reply, or the same question written for several facts) are asked for one
+    # at a time, with the paper's prompt and a one-fact list. Facts the model chose to omit stay
+    # omitted, as the paper's prompt allows. False = the paper.
+    question_fallback: bool = True
+
+    @classmethod
+    def paper(cls, **settings: object) -> GenerationConfig:
+        """The paper's Algorithm 1 with every scopeguard addition off (``settings`` override).
+
+        The judge filter votes ``m=9`` times (section 4.4) with no follow-up turn and no reply cap;
+        :data:`PAPER_IN_SCOPE` in-scope questions per document. Pair it with
+        ``Generator(judge="judge")`` for the paper's LLM-judge filter. What still differs from the
+        paper is listed in the README's generation section.
+        """
+        additions: dict[str, object] = {
+            "n_in_scope": PAPER_IN_SCOPE,
+            "judge_votes": PAPER_VOTES,
+            "judge_max_tokens": None,
+            "judge_followup": False,
+            "min_oos": 0,
+            "recover_fallback": False,
+            "question_fallback": False,
+        }
+        return cls(**{**additions, **settings})  # type: ignore[arg-type]

@@ -1,0 +1,103 @@
+"""The state one document's run shares between its steps: the LLM, the issues, the questions so far."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Literal, TypeVar
+
+from scopeguard.detectors.base import Detector
+from scopeguard.generation.cache import CachedReply, RecordingChatModel
+from scopeguard.generation.checkpoint import DocumentRecord, StepIssue
+from scopeguard.generation.config import GenerationConfig
+from scopeguard.generation.parsers import ReplyParseError
+from scopeguard.prompts import render
+from scopeguard.types import Document
+
+T = TypeVar("T")
+Sampling = tuple[float, int | None]
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+class DocumentContext:
+    """One document's run: :meth:`ask` calls and parses; every failure lands in ``issues``."""
+
+    def __init__(
+        self,
+        doc: Document,
+        order: int,
+        llm: RecordingChatModel,
+        judge: Detector | None,
+        cfg: GenerationConfig,
+    ) -> None:
+        self.doc, self.order, self.cfg, self.judge = doc, order, cfg, judge
+        self.llm = llm
+        self.ledger = llm.ledger
+        self.issues: list[StepIssue] = []
+        self._seen_questions: set[str] = set()
+        self.started = time.perf_counter()
+
+    def note(self, step: str, reason: str, **fields: object) -> None:
+        """Record an issue of ``step`` (see :class:`StepIssue`)."""
+        self.issues.append(StepIssue(step=step, reason=reason, **fields))  # type: ignore[arg-type]
+
+    async def ask(
+        self,
+        step: str,
+        template: str,
+        parse: Callable[[CachedReply, bool], T],
+        max_tokens: int,
+        sampling: Sampling | None = None,
+        **variables: object,
+    ) -> tuple[T, CachedReply] | None:
+        """Call, parse strictly; on failure retry with ``firm=True``; the last retry may parse leniently.
+
+        ``sampling`` overrides the configured ``(temperature, seed)``.
+        """
+        view = self.llm.for_step(step)
+        temperature, seed = sampling if sampling is not None else (self.cfg.temperature, self.cfg.seed)
+        for attempt in range(self.cfg.retries + 1):
+            prompt = render(template, firm=attempt > 0, **variables)
+            reply = await view.acall(prompt, temperature=temperature, max_tokens=max_tokens, seed=seed)
+            try:
+                return parse(reply, False), reply
+            except ReplyParseError as exc:
+                self.note(step, exc.reason, reply_id=reply.id, detail=str(exc))
+                if attempt > 0:
+                    try:
+                        value = parse(reply, True)
+                    except ReplyParseError:
+                        continue
+                    self.note(step, "accepted_lenient", reply_id=reply.id, accepted=True)
+                    return value, reply
+        return None
+
+    def unique(self, step: str, questions: list[str], reply_id: str) -> list[str]:
+        """``questions`` without repeats of a question this document already has (recorded)."""
+        out: list[str] = []
+        for q in questions:
+            key = " ".join(q.lower().split())
+            if key in self._seen_questions:
+                self.note(step, "duplicate", reply_id=reply_id, accepted=True, detail=q)
+                continue
+            self._seen_questions.add(key)
+            out.append(q)
+        return out
+
+    def record(self, status: Literal["done", "failed"], **fields: object) -> DocumentRecord:
+        return DocumentRecord(
+            doc_id=self.doc.id,
+            order=self.order,
+            text=self.doc.text,
+            metadata=self.doc.metadata,
+            status=status,
+            mode=self.cfg.mode,
+            model=self.llm.name,
+            issues=tuple(self.issues),
+            usage=dict(self.ledger.by_step),
+            seconds=time.perf_counter() - self.started,
+            **fields,  # type: ignore[arg-type]
+        )

@@ -1,0 +1,20 @@
+"""Step 1: extract ``n`` claims from the document (Appendix B.1)."""
+
+from __future__ import annotations
+
+from scopeguard.generation.cache import CachedReply
+from scopeguard.generation.parsers import parse_claims
+from scopeguard.generation.steps._context import DocumentContext
+
+
+async def extract_claims(ctx: DocumentContext) -> tuple[list[str], CachedReply] | None:
+    """The document's claims and the reply they came from; ``None`` when no reply was usable."""
+    n = ctx.cfg.n_claims
+    return await ctx.ask(
+        "extract",
+        "gen_extract_claims",
+        lambda r, lenient: parse_claims(r.text, n, truncated=r.truncated, lenient=lenient),
+        max_tokens=60 * n + 80,
+        document=ctx.doc.text,
+        n=n,
+    )

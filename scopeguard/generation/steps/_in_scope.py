@@ -1,0 +1,37 @@
+"""In-scope questions: the questions the document directly answers (Appendix B.9)."""
+
+from __future__ import annotations
+
+from scopeguard.generation.checkpoint import GeneratedQuestion
+from scopeguard.generation.parsers import parse_question_list
+from scopeguard.generation.steps._context import DocumentContext, words
+
+
+async def in_scope_questions(ctx: DocumentContext) -> list[GeneratedQuestion]:
+    """``n_in_scope`` questions (fewer when the reply repeats itself; none without a usable reply)."""
+    n = ctx.cfg.n_in_scope
+    if n == 0:
+        return []
+    got = await ctx.ask(
+        "in_scope_questions",
+        "gen_in_scope_questions",
+        lambda r, lenient: parse_question_list(r.text, n, truncated=r.truncated, lenient=lenient),
+        max_tokens=50 * n + 60,
+        document=ctx.doc.text,
+        n=n,
+    )
+    if got is None:
+        return []
+    questions, reply = got
+    unique = ctx.unique("in_scope_questions", questions, reply.id)
+    return [
+        GeneratedQuestion(
+            id=f"{ctx.doc.id}_ins_{k}",
+            doc_id=ctx.doc.id,
+            question=q,
+            label="in_scope",
+            words=words(q),
+            reply_ids={"question": (reply.id,)},
+        )
+        for k, q in enumerate(unique)
+    ]

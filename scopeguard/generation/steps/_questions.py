@@ -1,0 +1,110 @@
+"""Step 9: one question per remaining hallucinated claim (Appendix B.10), each through the filter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scopeguard.generation.cache import CachedReply
+from scopeguard.generation.checkpoint import ClaimVersion, DroppedQuestion, FilterRecord, GeneratedQuestion
+from scopeguard.generation.parsers import parse_questions_by_number
+from scopeguard.generation.steps._context import DocumentContext, words
+from scopeguard.generation.steps._filter import CUT_AT_CAP, filter_question
+
+
+def _drop_reason(filt: FilterRecord) -> str:
+    if filt.label == "in_scope":
+        return "filter: answerable from the document"
+    return f"filter: unknown ({CUT_AT_CAP})" if filt.error == CUT_AT_CAP else "filter: unknown"
+
+
+async def oos_questions(
+    ctx: DocumentContext,
+    claims: list[str],
+    hallucinated: list[ClaimVersion],
+    remaining: list[int],
+    remove_id: str | None,
+    first_id: int,
+) -> tuple[list[GeneratedQuestion], list[DroppedQuestion]]:
+    """The kept out-of-scope questions (ids from ``first_id``) and the ones the filter dropped."""
+    if not remaining:
+        return [], []
+    facts = [hallucinated[i].text for i in remaining]
+    written = await _write_questions(ctx, facts)
+    kept: list[GeneratedQuestion] = []
+    dropped: list[DroppedQuestion] = []
+    for j, question, reply_id in written:
+        h = hallucinated[remaining[j]]
+        filt = await filter_question(ctx, question)
+        if filt is not None and filt.label != "out_of_scope":
+            dropped.append(
+                DroppedQuestion(
+                    question=question, claim_index=h.position, reason=_drop_reason(filt), filter=filt
+                )
+            )
+            continue
+        ids: dict[str, tuple[str, ...]] = {"question": (reply_id,), "claim": (h.reply_id or "",)}
+        if remove_id:
+            ids["remove"] = (remove_id,)
+        if filt is not None:
+            ids["filter"] = filt.reply_ids
+        kept.append(
+            GeneratedQuestion(
+                id=f"{ctx.doc.id}_oos_{first_id + len(kept)}",
+                doc_id=ctx.doc.id,
+                question=question,
+                label="out_of_scope",
+                words=words(question),
+                claim_index=h.position,
+                true_claim=claims[h.position],
+                hallucinated_claim=h.text,
+                round=h.round,
+                reply_ids=ids,
+                filter=filt,
+            )
+        )
+    return kept, dropped
+
+
+async def _write_questions(ctx: DocumentContext, facts: list[str]) -> list[tuple[int, str, str]]:
+    """``(fact index, question, reply id)`` for the facts that got a new question.
+
+    One call for all ``facts`` (the paper); with ``question_fallback``, the facts whose question
+    was lost (no usable reply, or a repeat of another question) are asked for one by one.
+    """
+
+    def parse(n: int) -> Callable[[CachedReply, bool], dict[int, str]]:
+        return lambda r, lenient: parse_questions_by_number(r.text, n, truncated=r.truncated, lenient=lenient)
+
+    got = await ctx.ask(
+        "oos_questions",
+        "gen_oos_questions",
+        parse(len(facts)),
+        max_tokens=50 * len(facts) + 60,
+        document=ctx.doc.text,
+        facts=facts,
+    )
+    written: list[tuple[int, str, str]] = []
+    lost: list[int] = []
+    if got is None:
+        lost = list(range(len(facts)))
+    else:
+        by_fact, reply = got
+        for j, question in sorted(by_fact.items()):
+            if ctx.unique("oos_questions", [question], reply.id):
+                written.append((j, question, reply.id))
+            else:
+                lost.append(j)
+    if not ctx.cfg.question_fallback or len(facts) == 1:
+        return written  # a one-fact list was already asked for alone
+    for j in lost:
+        one = await ctx.ask(
+            "oos_questions_each",
+            "gen_oos_questions",
+            parse(1),
+            max_tokens=110,
+            document=ctx.doc.text,
+            facts=[facts[j]],
+        )
+        if one is not None and ctx.unique("oos_questions_each", [one[0][0]], one[1].id):
+            written.append((j, one[0][0], one[1].id))
+    return sorted(written)
