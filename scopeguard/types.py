@@ -71,12 +71,15 @@ class Vote(_Record):
     """One sample of a voting detector (for example one LLM judgement).
 
     ``followup`` is the reply to the follow-up turn that asked for a verdict the sample lacked.
+    ``truncated``: the sample stopped at the reply cap (``raw`` is then its uncapped redraw when
+    the judge retried it, see :class:`scopeguard.judging.JudgeConfig`).
     """
 
     label: Label
     rationale: str = ""
     raw: str = ""
     followup: str | None = None
+    truncated: bool = False
 
 
 class Verdict(_Record):

@@ -20,6 +20,13 @@ Rules (the same for sync :func:`vote` and async :func:`avote`):
 * Follow-up (optional, scopeguard's addition): with ``followup`` set, a sample that does not
   parse gets one greedy follow-up turn, ``followup(reply)`` (a conversation that asks for the
   verdict alone), and that reply is parsed instead. Identical replies share one follow-up.
+* Truncation: a sample that stopped at ``max_tokens`` (``finish_reason == "length"``) is
+  counted in ``truncated``. With ``retry_truncated`` (the default) such a sample without a
+  verdict is drawn once more without the cap (same seed), and that reply replaces it
+  (``retried`` counts these); only then does the follow-up apply. Without the retry it stays an
+  ``unknown`` vote, reported as truncated.
+
+The knobs are :class:`scopeguard.judging.JudgeConfig`'s (``config.vote_kwargs()``), validated there.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMResponseError
+from scopeguard.errors import DocumentTooLongError, LLMResponseError
+from scopeguard.judging import JudgeConfig
 from scopeguard.llm.base import ChatModel, Completion, Prompt
 
 __all__ = ["UNKNOWN", "VoteResult", "avote", "followup_conversation", "vote"]
@@ -58,19 +66,27 @@ class VoteResult:
     stopped_early: bool = False
     completions: tuple[Completion, ...] = field(default=(), repr=False)
     followups: tuple[str | None, ...] = ()
+    truncated: tuple[bool, ...] = ()
+    """Per sample: the reply stopped at the ``max_tokens`` cap (before any uncapped retry)."""
+    retried: int = 0
+    """Truncated samples without a verdict that were drawn again without the cap."""
 
 
-def _check(m: int, temperature: float) -> None:
-    if not isinstance(m, int) or m < 1:
-        raise ConfigurationError(f"the number of votes m must be a positive integer, got {m!r}")
-    if temperature < 0:
-        raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
+def _check(m: int, temperature: float, max_tokens: int | None) -> None:
+    JudgeConfig(votes=m, temperature=temperature, max_tokens=max_tokens)
 
 
 class _Tally:
     """Counts votes and plans the next batch; shared by :func:`vote` and :func:`avote`."""
 
-    def __init__(self, m: int, parse: Parser, adaptive: bool, followup: FollowUp | None = None) -> None:
+    def __init__(
+        self,
+        m: int,
+        parse: Parser,
+        adaptive: bool,
+        followup: FollowUp | None = None,
+        retry_truncated: bool = True,
+    ) -> None:
         self.m = m
         self.parse = parse
         self.adaptive = adaptive
@@ -79,6 +95,9 @@ class _Tally:
         self.samples: list[tuple[str, str | None]] = []
         self.followups: dict[str, str] = {}
         self.completions: list[Completion] = []
+        self.truncated: list[bool] = []
+        self.retry_truncated = retry_truncated
+        self.retried = 0
         self.requests = 0
         self.followup_calls = 0
 
@@ -105,23 +124,63 @@ class _Tally:
         needed = max(1, (second + remaining - lead) // 2 + 1)
         return min(needed, remaining)
 
-    def add(self, completion: Completion, asked: int) -> list[str]:
-        """Record a batch; returns the unparseable replies that still need a follow-up."""
+    def add(self, completion: Completion, asked: int) -> list[int]:
+        """Record a batch; returns the indices of its samples."""
         self.requests += completion.requests
         self.completions.append(completion)
         texts = completion.texts[:asked]
         if not texts:
             raise LLMResponseError(f"{asked} samples requested but the model returned none")
-        pending: list[str] = []
-        for text in texts:
+        start = len(self.samples)
+        reasons = completion.finish_reasons
+        for i, text in enumerate(texts):
             choice = self.parse(text)
-            if choice is None and text in self.followups:
-                choice = self.parse(self.followups[text])
-            elif choice is None and self.followup is not None:
-                pending.append(text)
             self.samples.append((text, choice))
+            self.truncated.append(i < len(reasons) and reasons[i] == "length")
             self.counts[choice if choice is not None else UNKNOWN] += 1
-        return list(dict.fromkeys(pending))
+        return list(range(start, len(self.samples)))
+
+    def to_retry(self, new: list[int], capped: bool) -> list[int]:
+        """The new samples cut by the cap without a verdict (to draw again uncapped)."""
+        if not (capped and self.retry_truncated):
+            return []
+        return [i for i in new if self.truncated[i] and self.samples[i][1] is None]
+
+    def retry(self, index: int, completion: Completion) -> None:
+        """Replace the truncated sample ``index`` by its uncapped redraw."""
+        self.requests += completion.requests
+        self.completions.append(completion)
+        self.retried += 1
+        if not completion.texts:
+            return
+        text = completion.texts[0]
+        choice = self.parse(text)
+        self.samples[index] = (text, choice)
+        if choice is not None:
+            self._move(UNKNOWN, choice)
+
+    def pending(self, new: list[int]) -> list[str]:
+        """Apply known follow-ups to the new verdict-less samples; return the replies that still
+        need one (each distinct reply once)."""
+        waiting: list[str] = []
+        for i in new:
+            text, choice = self.samples[i]
+            if choice is not None:
+                continue
+            if text in self.followups:
+                again = self.parse(self.followups[text]) if self.followups[text] else None
+                if again is not None:
+                    self.samples[i] = (text, again)
+                    self._move(UNKNOWN, again)
+            elif self.followup is not None:
+                waiting.append(text)
+        return list(dict.fromkeys(waiting))
+
+    def _move(self, old: str, new: str) -> None:
+        self.counts[old] -= 1
+        self.counts[new] += 1
+        if self.counts[old] <= 0:
+            del self.counts[old]
 
     def followup_call(self, text: str, seed: int | None) -> dict[str, Any]:
         """Arguments of the greedy follow-up request for the unparseable reply ``text``."""
@@ -145,10 +204,7 @@ class _Tally:
         for i, (raw, parsed) in enumerate(self.samples):
             if raw == text and parsed is None:
                 self.samples[i] = (raw, choice)
-                self.counts[UNKNOWN] -= 1
-                self.counts[choice] += 1
-        if self.counts[UNKNOWN] <= 0:
-            del self.counts[UNKNOWN]
+                self._move(UNKNOWN, choice)
 
     def result(self) -> VoteResult:
         lead, second = self._ranked()
@@ -161,12 +217,14 @@ class _Tally:
             winner=winner,
             counts=dict(self.counts),
             samples=tuple(self.samples),
-            llm_calls=n + self.followup_calls,
+            llm_calls=n + self.followup_calls + self.retried,
             share=(self.counts[winner] / n) if winner is not None and n else 0.0,
             requests=self.requests,
             stopped_early=n < self.m,
             completions=tuple(self.completions),
             followups=tuple(self.followups.get(raw) for raw, _ in self.samples),
+            truncated=tuple(self.truncated),
+            retried=self.retried,
         )
 
 
@@ -185,10 +243,11 @@ def vote(
     max_tokens: int | None = None,
     seed: int | None = None,
     followup: FollowUp | None = None,
+    retry_truncated: bool = True,
 ) -> VoteResult:
     """Sample up to ``m`` replies to ``prompt`` and return the majority (see module docs)."""
-    _check(m, temperature)
-    tally = _Tally(m, parse, adaptive, followup)
+    _check(m, temperature, max_tokens)
+    tally = _Tally(m, parse, adaptive, followup, retry_truncated)
     batched = bool(getattr(llm, "supports_n", True))
     while not tally.decided():
         k = tally.next_batch()
@@ -197,7 +256,10 @@ def vote(
             c = llm.complete(
                 prompt, n=size, temperature=temperature, max_tokens=max_tokens, seed=_seed(seed, done)
             )
-            for text in tally.add(c, size):
+            new = tally.add(c, size)
+            for i in tally.to_retry(new, max_tokens is not None):
+                tally.retry(i, llm.complete(prompt, temperature=temperature, seed=_seed(seed, i)))
+            for text in tally.pending(new):
                 try:
                     tally.resolve(text, llm.complete(**tally.followup_call(text, seed)))
                 except DocumentTooLongError:  # the reply filled the window: no room to ask again
@@ -216,10 +278,11 @@ async def avote(
     max_tokens: int | None = None,
     seed: int | None = None,
     followup: FollowUp | None = None,
+    retry_truncated: bool = True,
 ) -> VoteResult:
     """Async twin of :func:`vote` (same rules, ``llm.acomplete``)."""
-    _check(m, temperature)
-    tally = _Tally(m, parse, adaptive, followup)
+    _check(m, temperature, max_tokens)
+    tally = _Tally(m, parse, adaptive, followup, retry_truncated)
     batched = bool(getattr(llm, "supports_n", True))
     while not tally.decided():
         k = tally.next_batch()
@@ -229,7 +292,10 @@ async def avote(
             c = await llm.acomplete(
                 prompt, n=size, temperature=temperature, max_tokens=max_tokens, seed=_seed(seed, done)
             )
-            for text in tally.add(c, size):
+            new = tally.add(c, size)
+            for i in tally.to_retry(new, max_tokens is not None):
+                tally.retry(i, await llm.acomplete(prompt, temperature=temperature, seed=_seed(seed, i)))
+            for text in tally.pending(new):
                 try:
                     tally.resolve(text, await llm.acomplete(**tally.followup_call(text, seed)))
                 except DocumentTooLongError:  # the reply filled the window: no room to ask again

@@ -149,3 +149,49 @@ async def test_avote_follows_up_like_vote() -> None:
     result = await avote(ScriptedChatModel(replies), "p", parse=parse_final_answer, followup=_followup)  # type: ignore[arg-type]
     assert result.samples == sync.samples == ((JUNK, "no"), (NO, "no"))
     assert result.llm_calls == sync.llm_calls == 3
+
+
+LONG_YES = "step " * 10 + "The answer is: Yes."
+
+
+def test_a_reply_cut_by_the_cap_is_drawn_again_without_it() -> None:
+    llm = ScriptedChatModel([LONG_YES, YES, LONG_YES], truncate=True)
+    result = vote(llm, "p", parse=parse_final_answer, m=2, adaptive=False, max_tokens=5, seed=1)
+    assert result.truncated == (True, False) and result.retried == 1
+    assert result.winner == "yes" and result.counts == {"yes": 2}
+    assert result.samples[0] == (LONG_YES.strip(), "yes")  # the uncapped redraw replaced the cut reply
+    assert result.llm_calls == 3
+    retry = llm.calls[-1]
+    assert retry.max_tokens is None and retry.n == 1 and retry.seed == 1
+
+
+def test_without_the_retry_a_cut_reply_is_an_unknown_counted_as_truncated() -> None:
+    llm = ScriptedChatModel([LONG_YES, YES], truncate=True)
+    result = vote(
+        llm, "p", parse=parse_final_answer, m=2, adaptive=False, max_tokens=5, retry_truncated=False
+    )
+    assert result.truncated == (True, False) and result.retried == 0
+    assert result.winner is None and result.counts == {"unknown": 1, "yes": 1}
+
+
+async def test_avote_retries_cut_replies_too() -> None:
+    llm = ScriptedChatModel([LONG_YES, LONG_YES], truncate=True)
+    result = await avote(llm, "p", parse=parse_final_answer, m=1, max_tokens=5)
+    assert result.winner == "yes" and result.truncated == (True,) and result.retried == 1
+
+
+def test_judge_config_validates_once_and_paper_is_eloq() -> None:
+    from scopeguard.judging import JudgeConfig
+
+    paper = JudgeConfig.paper()
+    assert (paper.votes, paper.adaptive, paper.followup, paper.max_tokens) == (9, False, False, None)
+    for bad, match in (
+        ({"votes": 0}, "votes m"),
+        ({"temperature": -1}, "temperature"),
+        ({"max_tokens": 0}, "max_tokens"),
+    ):
+        with pytest.raises(ConfigurationError, match=match):
+            JudgeConfig(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="not both"):
+        JudgeConfig.build(paper, JudgeConfig(), votes=3)
+    assert JudgeConfig.build(None, paper, votes=3) == paper.replace(votes=3)

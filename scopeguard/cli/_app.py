@@ -70,7 +70,9 @@ _COMMAND_MODULES = (
     "evaluate",
     "retrieval",
     "verify",
+    "verify_sample",
     "review",
+    "agreement",
 )
 
 

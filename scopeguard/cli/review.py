@@ -1,9 +1,7 @@
-"""``scopeguard review`` (the labelling page) and ``scopeguard agreement`` (kappa, resolution)."""
+"""``scopeguard review``: the labelling page (``scopeguard agreement`` lives in :mod:`.agreement`)."""
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import typer
@@ -33,41 +31,3 @@ def review(
         pass
     finally:
         server.server_close()
-
-
-def _fmt(x: float) -> str:
-    return "n/a" if math.isnan(x) else f"{x:.3f}"
-
-
-@app.command("agreement")
-@handle_errors
-def agreement(
-    dataset_dir: Path = typer.Argument(..., help="A reviewed dataset folder."),
-    resolver: str | None = typer.Option(
-        None, "--resolver", help="Annotator whose labels settle disagreements."
-    ),
-    export: Path | None = typer.Option(
-        None, "--export", help="Write resolved labels here (canonical format)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-) -> None:
-    """Cohen's kappa per annotator pair, generator accuracy, and the disagreements to resolve."""
-    from scopeguard.review.agreement import agreement_report, export_resolved
-
-    report = agreement_report(dataset_dir, resolver=resolver)
-    if export is not None:
-        export_resolved(dataset_dir, export, report)
-    if as_json:
-        typer.echo(report.model_dump_json())
-        return
-    typer.echo("| annotator A | annotator B | n | kappa | agreement |\n|---|---|---|---|---|")
-    for p in report.pairs:
-        typer.echo(f"| {p.a} | {p.b} | {p.n} | {_fmt(p.kappa)} | {_fmt(p.observed_agreement)} |")
-    typer.echo("\nGenerator label accuracy:")
-    for name, acc in report.generator_accuracy.items():
-        typer.echo(f"  vs {name}: {_fmt(acc)}")
-    typer.echo(f"\n{report.n_resolved} resolved, {len(report.disagreements)} disagreements to resolve")
-    for d in report.disagreements:
-        typer.echo(f"  {d['question_id']}: {json.dumps(d['labels'])}  {d['question']}")
-    if export is not None:
-        typer.echo(f"resolved labels written to {export}")

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import random
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from scopeguard import _progress
 from scopeguard._optional import require
 from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError, ModelError
@@ -52,7 +52,9 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Training settings; the defaults are the paper's (ELOQ appendix C)."""
+    """Training settings; the defaults are the paper's (ELOQ appendix C) except ``standardize``:
+    scopeguard standardises the features (per-feature mean and std of the training split), the
+    paper feeds them raw. :meth:`paper` is the paper's settings exactly."""
 
     epochs: int = 10
     lr: float = 1e-4
@@ -61,6 +63,12 @@ class TrainSettings:
     dropout: float = 0.1
     weight_decay: float = 0.0
     seed: int = 0
+    standardize: bool = True
+
+    @classmethod
+    def paper(cls, **overrides: Any) -> TrainSettings:
+        """ELOQ appendix C: 2-layer MLP, dropout 0.1, Adam 1e-4, batch 8, 10 epochs, raw features."""
+        return cls(**{"standardize": False, **overrides})
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.hidden < 1:
@@ -99,6 +107,11 @@ class Standardizer:
         std = x.std(axis=0)
         std = np.where(std < 1e-6, 1.0, std)
         return cls(mean=x.mean(axis=0).astype(np.float32), std=std.astype(np.float32))
+
+    @classmethod
+    def identity(cls, dim: int) -> Standardizer:
+        """Leaves features as they are (``TrainSettings(standardize=False)``)."""
+        return cls(mean=np.zeros(dim, dtype=np.float32), std=np.ones(dim, dtype=np.float32))
 
     def transform(self, x: np.ndarray) -> np.ndarray:
         return ((np.asarray(x, dtype=np.float32) - self.mean) / self.std).astype(np.float32)
@@ -269,7 +282,7 @@ def _train_head(
         raise ConfigurationError("training labels must be 0 (in scope) or 1 (out of scope)")
     has_val = x_val is not None and y_val is not None and len(x_val) > 0
     generator = _seed_everything(s.seed)
-    standardizer = Standardizer.fit(x_train)
+    standardizer = Standardizer.fit(x_train) if s.standardize else Standardizer.identity(x_train.shape[1])
     xt = torch.from_numpy(standardizer.transform(x_train))
     yt = torch.from_numpy(y_train)
     if has_val:
@@ -282,7 +295,7 @@ def _train_head(
     best_state: dict[str, Any] = {}
     best_epoch = s.epochs
     metrics: dict[str, float] = {}
-    show = sys.stderr.isatty() if progress is None else progress
+    show = _progress.show_progress(progress)
     for epoch in tqdm(range(1, s.epochs + 1), desc=f"train {detector} head", disable=not show, leave=False):
         mlp.train()
         order = torch.randperm(len(xt), generator=generator)

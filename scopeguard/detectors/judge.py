@@ -14,7 +14,14 @@ What this implementation adds over the reference:
 * a verdict whose majority is ``unknown`` (or a tie) is ``unknown`` with ``score=None``;
   otherwise ``score`` is the out-of-scope share of the parsed votes (unknown votes excluded);
 * connection failures propagate as :class:`~scopeguard.errors.LLMConnectionError` so the
-  :class:`~scopeguard.Guard`'s ``on_error`` applies.
+  :class:`~scopeguard.Guard`'s ``on_error`` applies;
+* a sample cut by the reply cap is marked ``Vote.truncated`` and, without a verdict, drawn again
+  uncapped (``JudgeConfig.retry_truncated``), so a cap never silently makes the verdict unknown;
+  the rationale of a verdict with truncated samples says how many.
+
+The knobs are a :class:`~scopeguard.judging.JudgeConfig` (``config=``, or the individual keywords
+as before); ``JudgeDetector(llm, config=JudgeConfig.paper())`` is the paper's judge (m=9, every
+vote drawn, no follow-up, no reply cap).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 
 from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError
+from scopeguard.judging import UNSET, ConfiguredJudge, JudgeConfig, Unset
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.registry import from_spec
 from scopeguard.parsing import parse_final_answer, split_rationale
@@ -40,21 +48,24 @@ def _parse_yes_no(text: str) -> str | None:
     return parse_final_answer(text, ("yes", "no"))
 
 
-class JudgeDetector(BaseDetector):
+class JudgeDetector(ConfiguredJudge, BaseDetector):
     """Ask an LLM whether the question has parts the documents do not cover.
 
     Args:
         llm: a :class:`~scopeguard.llm.ChatModel` or a spec string (``"local"``,
             ``"local:/path.gguf"``, ``"openai:gpt-4o-mini"``).
+        config: every voting knob at once (:class:`~scopeguard.judging.JudgeConfig`; default
+            ``JudgeConfig()``: 3 adaptive votes at 0.7, 256-token cap, no follow-up).
+            Or pass the knobs one by one (not together with ``config``):
         votes: the maximum number of samples ``m`` (1 = a single judgement).
         temperature: sampling temperature (use 0.0 with ``votes=1`` for greedy).
         adaptive: stop sampling once the majority can no longer change.
-        template: the prompt template; it receives ``document`` and ``question``. The default
-            is the paper's; ``oos_judgement_strict`` is this library's variant.
-        max_tokens: the cap on each reply (the prompt asks for reasoning first).
+        max_tokens: the cap on each reply (the prompt asks for reasoning first); ``None``: none.
         seed: a base seed for reproducible sampling where the backend honours seeds.
         followup: give a sample without a verdict one short greedy follow-up turn that asks for
             it (scopeguard's addition, off by default: the paper's judge has none).
+        template: the prompt template; it receives ``document`` and ``question``. The default
+            is the paper's; ``oos_judgement_strict`` is this library's variant.
     """
 
     name = "judge"
@@ -63,32 +74,31 @@ class JudgeDetector(BaseDetector):
         self,
         llm: str | ChatModel = "local",
         *,
-        votes: int = 3,
-        temperature: float = 0.7,
-        adaptive: bool = True,
+        config: JudgeConfig | None = None,
+        votes: int | Unset = UNSET,
+        temperature: float | Unset = UNSET,
+        adaptive: bool | Unset = UNSET,
         template: str = "oos_judgement",
-        max_tokens: int | None = 256,
-        seed: int | None = None,
-        followup: bool = False,
+        max_tokens: int | Unset | None = UNSET,
+        seed: int | Unset | None = UNSET,
+        followup: bool | Unset = UNSET,
     ) -> None:
-        if not isinstance(votes, int) or votes < 1:
-            raise ConfigurationError(f"votes must be a positive integer, got {votes!r}")
-        if temperature < 0:
-            raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
+        self.config = JudgeConfig.build(
+            config,
+            JudgeConfig(),
+            votes=votes,
+            temperature=temperature,
+            adaptive=adaptive,
+            max_tokens=max_tokens,
+            seed=seed,
+            followup=followup,
+        )
         if template not in available_templates():
             raise ConfigurationError(
                 f"unknown prompt template {template!r}; available: {', '.join(available_templates())}"
             )
-        if max_tokens is not None and max_tokens < 1:
-            raise ConfigurationError(f"max_tokens must be positive, got {max_tokens}")
         self.llm: ChatModel = from_spec(llm)
-        self.votes = votes
-        self.temperature = temperature
-        self.adaptive = adaptive
         self.template = template
-        self.max_tokens = max_tokens
-        self.seed = seed
-        self.followup = followup
 
     def prompt(self, question: str, documents: Sequence[Document]) -> str:
         """The rendered judgement prompt (documents joined into the single document slot)."""
@@ -96,8 +106,8 @@ class JudgeDetector(BaseDetector):
 
     def _verdict(self, result: VoteResult) -> Verdict:
         votes = tuple(
-            Vote(label=_LABELS[choice], rationale=split_rationale(raw), raw=raw, followup=f)
-            for (raw, choice), f in zip(result.samples, result.followups, strict=True)
+            Vote(label=_LABELS[choice], rationale=split_rationale(raw), raw=raw, followup=f, truncated=t)
+            for (raw, choice), f, t in zip(result.samples, result.followups, result.truncated, strict=True)
         )
         label = _LABELS[result.winner]
         yes, no = result.counts.get("yes", 0), result.counts.get("no", 0)
@@ -106,6 +116,10 @@ class JudgeDetector(BaseDetector):
             rationale = f"no majority verdict (votes: {dict(sorted(result.counts.items()))})"
         else:
             rationale = next(v.rationale for v in votes if v.label == label)
+        cut = sum(result.truncated)
+        if cut:
+            redrawn = f", {result.retried} drawn again without the cap" if result.retried else ""
+            rationale += f" ({cut} of {len(votes)} replies hit the {self.max_tokens}-token cap{redrawn})"
         return Verdict(
             label=label,
             score=score,
@@ -121,12 +135,8 @@ class JudgeDetector(BaseDetector):
             "llm": self.llm,
             "prompt": prompt,
             "parse": _parse_yes_no,
-            "m": self.votes,
-            "temperature": self.temperature,
-            "adaptive": self.adaptive,
-            "max_tokens": self.max_tokens,
-            "seed": self.seed,
             "followup": followup_conversation(prompt) if self.followup else None,
+            **self.config.vote_kwargs(),
         }
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:

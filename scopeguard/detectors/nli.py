@@ -6,6 +6,11 @@ Train a head with ``scopeguard train-detector DATASET_DIR --detector nli --out D
 :func:`scopeguard.training.train_detector`), then ``get_detector("nli", model=DIR)``.
 Each retrieved document is scored on its own (its embedding is cached by content hash), and the
 lowest P(out of scope) counts.
+
+Paper settings: ``train_detector(DIR, "nli", OUT, standardize=False)`` (the training defaults plus
+raw features, :meth:`TrainSettings.paper() <scopeguard.detectors.head.TrainSettings.paper>`) is
+ELOQ's baseline as published: mpnet CLS embeddings, a 2-layer MLP, Adam 1e-4, batch 8, 10 epochs.
+By default scopeguard standardises the features first.
 """
 
 from __future__ import annotations

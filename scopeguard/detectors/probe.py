@@ -12,6 +12,11 @@ such a head reads a GGUF model through transformers.
 Pass ``strict=True`` to raise :class:`~scopeguard.errors.DocumentTooLongError` instead of
 truncating a document that does not fit the window (the verdict's rationale says when it was
 truncated).
+
+Paper settings (ELOQ appendix C): ``train_detector(DIR, "probe", OUT, standardize=False)``, the
+training defaults with the hidden states fed raw
+(:meth:`TrainSettings.paper() <scopeguard.detectors.head.TrainSettings.paper>`); scopeguard
+standardises them by default. The paper's probes read Llama and Mistral models on ELOQ-Silver.
 """
 
 from __future__ import annotations

@@ -9,6 +9,12 @@ stores every record resumably and writes Markdown/CSV tables, ``metrics.json`` a
 
 from __future__ import annotations
 
+from scopeguard.evaluation.agreement import (
+    DefusionAgreementReport,
+    ReviewerAgreement,
+    SkippedLabel,
+    defusion_agreement,
+)
 from scopeguard.evaluation.answering import (
     RAG_PROMPTS,
     Answerer,
@@ -18,7 +24,7 @@ from scopeguard.evaluation.answering import (
     available_rag_prompts,
 )
 from scopeguard.evaluation.compare import Comparison, ComparisonRow, compare_runs
-from scopeguard.evaluation.defusion import DefusionJudge, Judgement, JudgeSample
+from scopeguard.evaluation.defusion import DefusionJudge, Judgement, JudgeSample, paper_evaluation_settings
 from scopeguard.evaluation.detection import detection_metrics
 from scopeguard.evaluation.refusal import RefusalJudge, lexical_refusal
 from scopeguard.evaluation.report import (
@@ -31,8 +37,10 @@ from scopeguard.evaluation.report import (
 )
 from scopeguard.evaluation.runner import (
     DEFAULT_PROMPTS,
+    EvaluationRunReport,
     RunResult,
     evaluate,
+    evaluate_config,
     run_evaluation,
     select_questions,
 )
@@ -44,9 +52,11 @@ __all__ = [
     "Answerer",
     "Comparison",
     "ComparisonRow",
+    "DefusionAgreementReport",
     "DefusionJudge",
     "DetectionRecord",
     "EvaluationReport",
+    "EvaluationRunReport",
     "JudgeSample",
     "Judgement",
     "PipelineAnswerer",
@@ -55,17 +65,22 @@ __all__ = [
     "RateSummary",
     "RefusalJudge",
     "ResponseRecord",
+    "ReviewerAgreement",
     "RunConfig",
     "RunResult",
     "RunStore",
+    "SkippedLabel",
     "as_answerer",
     "available_rag_prompts",
     "build_report",
     "compare_runs",
+    "defusion_agreement",
     "detection_metrics",
     "evaluate",
+    "evaluate_config",
     "lexical_refusal",
     "markdown_report",
+    "paper_evaluation_settings",
     "run_evaluation",
     "select_questions",
     "write_report",

@@ -21,6 +21,7 @@ Neither LangChain nor LlamaIndex is imported.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -45,6 +46,8 @@ RAG_PROMPTS: dict[str, str] = {
 }
 """RAG prompt name -> template name (ELOQ appendix B.6, B.7, B.8)."""
 
+logger = logging.getLogger(__name__)
+
 _REPLY_KEYS = ("answer", "output", "result", "text", "response")
 
 
@@ -63,7 +66,12 @@ class Answerer(Protocol):
 
 
 class PromptAnswerer:
-    """An LLM answering with a named RAG prompt (greedy by default, as a deployed RAG would)."""
+    """An LLM answering with a named RAG prompt (greedy by default, as a deployed RAG would).
+
+    ``max_tokens`` caps each response (``None``: no cap, the paper's setting: a cap can cut
+    Zero-shot-CoT's reasoning before its answer). Responses that stopped at the cap are counted
+    in ``truncated`` and logged as a warning.
+    """
 
     def __init__(
         self,
@@ -84,6 +92,7 @@ class PromptAnswerer:
         self.template = RAG_PROMPTS[prompt]
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.truncated = 0
 
     @property
     def name(self) -> str:
@@ -96,6 +105,14 @@ class PromptAnswerer:
         completion = self.llm.complete(
             self.build_prompt(question, documents), temperature=self.temperature, max_tokens=self.max_tokens
         )
+        if completion.finish_reasons[:1] == ("length",):
+            self.truncated += 1
+            logger.warning(
+                "the %s response to %r stopped at the %s-token cap (max_tokens=None lifts it)",
+                self.prompt,
+                question[:80],
+                self.max_tokens,
+            )
         return completion.text.strip()
 
 

@@ -7,27 +7,52 @@ or ``No.`` (it attempts an answer). Following ELOQ, the judge is sampled ``votes
 outcome is settled (see :func:`scopeguard.voting.vote`). A judgement no vote could parse is
 ``None`` (unknown), never a label.
 
+The judge's knobs are a :class:`~scopeguard.judging.JudgeConfig` (``config=``, or the individual
+keywords); the default is :data:`~scopeguard.judging.EVALUATION_DEFAULTS` and
+``JudgeConfig.paper()`` is AutoDefuseEval as published (m=9, every vote drawn, no follow-up, no
+reply cap). :func:`paper_evaluation_settings` is the whole evaluation's paper preset.
+
 Improvement over the paper (on by default, ``followup=False`` turns it off): a sampled reply
 that ends without a parseable verdict gets one short greedy follow-up turn (template
 ``final_answer_followup``: "give your final verdict now"), the answer-extraction step of
 Zero-shot-CoT. Small models often reason, or echo the instruction, and never conclude; the
 follow-up is recorded with its sample and counted in ``llm_calls``. Sampling is seeded
 (``seed``, default 0), so a re-run draws the same votes.
+
+A reply cut by the reply cap is counted in ``Judgement.truncated`` (and marked on its sample);
+one without a verdict is drawn again without the cap (``JudgeConfig.retry_truncated``), so the
+cap never silently turns a judgement into unknown and drops the question from the rates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scopeguard.errors import ConfigurationError
+from scopeguard.judging import EVALUATION_DEFAULTS, UNSET, ConfiguredJudge, JudgeConfig, Unset
 from scopeguard.llm.base import ChatModel
 from scopeguard.prompts import render, render_documents
 from scopeguard.types import Document
 
-__all__ = ["DefusionJudge", "JudgeSample", "Judgement"]
+__all__ = ["DefusionJudge", "JudgeSample", "Judgement", "paper_evaluation_settings"]
+
+
+def paper_evaluation_settings() -> dict[str, Any]:
+    """The evaluation's paper preset (ELOQ Algorithm 2 with section 4.4's m=9), as the
+    ``evaluate()`` / ``RunConfig`` settings: the judges are ``JudgeConfig.paper()`` (9 votes, all
+    drawn, no follow-up turn), no lexical pre-check, and no cap on any reply (``max_tokens=None``
+    covers the RAG responses too, so Zero-shot-CoT's reasoning is never cut)."""
+    paper = JudgeConfig.paper()
+    return {
+        "votes": paper.votes,
+        "adaptive": paper.adaptive,
+        "temperature": paper.temperature,
+        "followup": paper.followup,
+        "max_tokens": paper.max_tokens,
+        "precheck": False,
+    }
 
 
 class JudgeSample(BaseModel):
@@ -38,6 +63,8 @@ class JudgeSample(BaseModel):
     raw: str
     parsed: str | None
     followup: str | None = None
+    truncated: bool = False
+    """The reply stopped at the reply cap (``raw`` is its uncapped redraw when one was drawn)."""
 
 
 class Judgement(BaseModel):
@@ -56,22 +83,14 @@ class Judgement(BaseModel):
     samples: tuple[JudgeSample, ...] = ()
     llm_calls: int = 0
     method: Literal["llm", "lexical"] = "llm"
+    truncated: int = 0
+    """Sampled replies that stopped at the reply cap (before any uncapped redraw)."""
 
 
-def voted_judgement(
-    llm: ChatModel,
-    prompt: str,
-    *,
-    votes: int,
-    temperature: float,
-    adaptive: bool,
-    max_tokens: int | None,
-    followup: bool = True,
-    seed: int | None = 0,
-) -> Judgement:
+def voted_judgement(llm: ChatModel, prompt: str, config: JudgeConfig) -> Judgement:
     """Sample ``llm`` on ``prompt`` with self-consistency voting and parse yes/no answers.
 
-    With ``followup``, a sample without a verdict gets one greedy follow-up turn asking for it.
+    With ``config.followup``, a sample without a verdict gets one greedy follow-up turn asking for it.
     """
     from scopeguard.parsing import parse_final_answer
     from scopeguard.voting import followup_conversation, vote
@@ -80,17 +99,13 @@ def voted_judgement(
         llm,
         prompt,
         parse=lambda text: parse_final_answer(text, ("yes", "no")),
-        m=votes,
-        temperature=temperature,
-        adaptive=adaptive,
-        max_tokens=max_tokens,
-        seed=seed,
-        followup=followup_conversation(prompt) if followup else None,
+        followup=followup_conversation(prompt) if config.followup else None,
+        **config.vote_kwargs(),
     )
     value = None if result.winner is None else result.winner == "yes"
     samples = tuple(
-        JudgeSample(raw=raw, parsed=parsed, followup=f)
-        for (raw, parsed), f in zip(result.samples, result.followups, strict=True)
+        JudgeSample(raw=raw, parsed=parsed, followup=f, truncated=t)
+        for (raw, parsed), f, t in zip(result.samples, result.followups, result.truncated, strict=True)
     )
     return Judgement(
         value=value,
@@ -98,50 +113,52 @@ def voted_judgement(
         counts=dict(result.counts),
         samples=samples,
         llm_calls=int(result.llm_calls),
+        truncated=sum(result.truncated),
     )
 
 
-class _VotingJudge:
+class _VotingJudge(ConfiguredJudge):
+    """A voted yes/no judge over a named template; knobs in ``self.config`` (a JudgeConfig)."""
+
     template: str = ""
 
     def __init__(
         self,
         llm: str | ChatModel = "local",
         *,
-        votes: int = 3,
-        temperature: float = 0.7,
-        adaptive: bool = True,
-        max_tokens: int | None = 256,
-        followup: bool = True,
-        seed: int | None = 0,
+        config: JudgeConfig | None = None,
+        votes: int | Unset = UNSET,
+        temperature: float | Unset = UNSET,
+        adaptive: bool | Unset = UNSET,
+        max_tokens: int | Unset | None = UNSET,
+        followup: bool | Unset = UNSET,
+        seed: int | Unset | None = UNSET,
     ) -> None:
-        if votes < 1:
-            raise ConfigurationError(f"votes must be at least 1, got {votes}")
         from scopeguard.llm.registry import from_spec
 
+        self.config = JudgeConfig.build(
+            config,
+            EVALUATION_DEFAULTS,
+            votes=votes,
+            temperature=temperature,
+            adaptive=adaptive,
+            max_tokens=max_tokens,
+            followup=followup,
+            seed=seed,
+        )
         self.llm: ChatModel = from_spec(llm)
-        self.votes = votes
-        self.temperature = temperature
-        self.adaptive = adaptive
-        self.max_tokens = max_tokens
-        self.followup = followup
-        self.seed = seed
 
     def _vote(self, prompt: str) -> Judgement:
-        return voted_judgement(
-            self.llm,
-            prompt,
-            votes=self.votes,
-            temperature=self.temperature,
-            adaptive=self.adaptive,
-            max_tokens=self.max_tokens,
-            followup=self.followup,
-            seed=self.seed,
-        )
+        return voted_judgement(self.llm, prompt, self.config)
 
 
 class DefusionJudge(_VotingJudge):
-    """Judges whether ``response`` defuses the out-of-scope ``question`` (True = defused)."""
+    """Judges whether ``response`` defuses the out-of-scope ``question`` (True = defused).
+
+    Knobs: ``config=`` a :class:`~scopeguard.judging.JudgeConfig` (default
+    :data:`~scopeguard.judging.EVALUATION_DEFAULTS`) or the keywords ``votes``, ``temperature``,
+    ``adaptive``, ``max_tokens`` (``None``: no cap), ``followup``, ``seed``.
+    """
 
     template = "defusion_judgement"
 

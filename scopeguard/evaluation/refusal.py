@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from scopeguard.evaluation.defusion import Judgement, _VotingJudge
+from scopeguard.judging import UNSET, JudgeConfig, Unset
 from scopeguard.llm.base import ChatModel
 
 __all__ = ["RefusalJudge", "lexical_refusal"]
@@ -60,7 +61,11 @@ def lexical_refusal(response: str) -> bool | None:
 
 
 class RefusalJudge(_VotingJudge):
-    """Judges whether ``response`` refuses ``question`` or says the information is missing."""
+    """Judges whether ``response`` refuses ``question`` or says the information is missing.
+
+    The voting knobs are the defusion judge's (``config=`` or the keywords, see
+    :class:`~scopeguard.evaluation.DefusionJudge`); ``precheck`` adds the lexical pre-check.
+    """
 
     template = "refusal_judgement"
 
@@ -68,16 +73,18 @@ class RefusalJudge(_VotingJudge):
         self,
         llm: str | ChatModel = "local",
         *,
-        votes: int = 3,
-        temperature: float = 0.7,
-        adaptive: bool = True,
-        max_tokens: int | None = 256,
+        config: JudgeConfig | None = None,
+        votes: int | Unset = UNSET,
+        temperature: float | Unset = UNSET,
+        adaptive: bool | Unset = UNSET,
+        max_tokens: int | Unset | None = UNSET,
         precheck: bool = True,
-        followup: bool = True,
-        seed: int | None = 0,
+        followup: bool | Unset = UNSET,
+        seed: int | Unset | None = UNSET,
     ) -> None:
         super().__init__(
             llm,
+            config=config,
             votes=votes,
             temperature=temperature,
             adaptive=adaptive,

@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from scopeguard.data import atomic_write_text
 from scopeguard.evaluation.refusal import lexical_refusal
 from scopeguard.evaluation.store import DetectionRecord, ResponseRecord, RunConfig, RunStore
 
@@ -73,6 +74,8 @@ class PromptReport(_Record):
     false_refusal: RateSummary
     judge_llm_calls: int
     lexical_decisions: int
+    truncated_judge_replies: int = 0
+    """Judge replies that stopped at the reply cap (each redrawn uncapped when it had no verdict)."""
     seconds_median: float | None
     explicit_refusal_oos: float | None = None
     """Share of out-of-scope responses that open with an explicit refusal phrase (judge-free check)."""
@@ -148,6 +151,7 @@ def _prompt_report(prompt: str, records: list[ResponseRecord]) -> PromptReport:
         false_refusal=_summarise("false_refusal", records),
         judge_llm_calls=sum(j.llm_calls for j in judgements),
         lexical_decisions=sum(j.method == "lexical" for j in judgements),
+        truncated_judge_replies=sum(j.truncated for j in judgements),
         seconds_median=float(np.median(seconds)) if seconds else None,
         explicit_refusal_oos=_explicit_refusals(records, "out_of_scope"),
         explicit_refusal_in=_explicit_refusals(records, "in_scope"),
@@ -271,6 +275,11 @@ def _summary_text(report: EvaluationReport, topic_means: dict[str, float]) -> st
             f"Judge-free check: {_pct(p.explicit_refusal_oos)}% of out-of-scope and "
             f"{_pct(p.explicit_refusal_in)}% of in-scope responses open with an explicit refusal."
             + _judge_sanity(p.judge_on_explicit_refusals)
+            + (
+                f" {p.truncated_judge_replies} judge replies hit the reply cap."
+                if p.truncated_judge_replies
+                else ""
+            )
         )
     if report.best_prompt:
         best = report.prompt(report.best_prompt)
@@ -336,12 +345,6 @@ def _csv(header: list[str], rows: list[list[str]]) -> str:
     return buf.getvalue()
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def markdown_report(report: EvaluationReport) -> str:
     parts = ["# Out-of-scope evaluation", "", report.summary, ""]
     titles = {
@@ -380,11 +383,11 @@ def write_report(run: str | os.PathLike[str], *, plots: bool = True) -> Evaluati
     """
     root = Path(run)
     report = build_report(root)
-    _write(root / "metrics.json", report.model_dump_json(indent=2))
-    _write(root / "summary.txt", report.summary + "\n")
-    _write(root / "report.md", markdown_report(report))
-    _write(root / "defusion_by_topic.csv", _csv(*topic_table(report, "defusion")))
-    _write(root / "false_refusal_by_topic.csv", _csv(*topic_table(report, "false_refusal")))
+    atomic_write_text(root / "metrics.json", report.model_dump_json(indent=2))
+    atomic_write_text(root / "summary.txt", report.summary + "\n")
+    atomic_write_text(root / "report.md", markdown_report(report))
+    atomic_write_text(root / "defusion_by_topic.csv", _csv(*topic_table(report, "defusion")))
+    atomic_write_text(root / "false_refusal_by_topic.csv", _csv(*topic_table(report, "false_refusal")))
     if plots:
         from scopeguard.evaluation.plots import plot_confusion, plot_rates_by_topic
 

@@ -61,6 +61,25 @@ def test_paper_defaults_and_float32() -> None:
     assert all(p.dtype == torch.float32 for p in head.mlp.parameters())
 
 
+def test_paper_settings_feed_the_features_raw(tmp_path: Path) -> None:
+    paper = TrainSettings.paper()
+    assert paper == TrainSettings(standardize=False) and TrainSettings().standardize
+    x, y = _blobs()
+    head = train_head(
+        x[:60],
+        y[:60],
+        x[60:],
+        y[60:],
+        detector="nli",
+        features=IDENTITY,
+        settings=TrainSettings.paper(epochs=2),
+    )
+    np.testing.assert_array_equal(head.standardizer.transform(x[:5]), x[:5])  # the offset of 500 stays
+    assert head.config.training["standardize"] is False
+    again = TrainedHead.load(head.save(tmp_path / "paper"))
+    np.testing.assert_allclose(again.predict_proba(x[60:]), head.predict_proba(x[60:]), rtol=1e-6)
+
+
 def test_one_sigmoid_on_logits() -> None:
     head = _train(epochs=3)
     x, _ = _blobs()

@@ -147,3 +147,27 @@ def test_no_followup_by_default_as_in_the_paper() -> None:
     llm = ScriptedChatModel([JUNK, JUNK])
     verdict = JudgeDetector(llm, votes=3).detect("Who is the CEO?", [Document(id="d", text=DOC)])
     assert verdict.label == "unknown" and len(llm.calls) == 1
+
+
+def test_paper_config_draws_nine_votes_without_a_cap() -> None:
+    from scopeguard.judging import JudgeConfig
+
+    llm = ScriptedChatModel([YES] * 9)
+    judge = JudgeDetector(llm, config=JudgeConfig.paper())
+    verdict = judge.detect("Who is the CEO?", [Document(id="d", text=DOC)])
+    assert verdict.label == "out_of_scope" and len(verdict.votes) == 9 and verdict.llm_calls == 9
+    assert [(c.n, c.max_tokens) for c in llm.calls] == [(9, None)]
+    assert (judge.votes, judge.adaptive, judge.followup) == (9, False, False)
+    with pytest.raises(ConfigurationError, match="not both"):
+        JudgeDetector(llm, config=JudgeConfig.paper(), votes=3)
+
+
+def test_cut_replies_are_marked_and_redrawn() -> None:
+    long_yes = "The document " + "never names it, " * 10 + "The answer is: Yes."
+    llm = ScriptedChatModel([long_yes, long_yes], truncate=True)
+    judge = JudgeDetector(llm, votes=1, max_tokens=8)
+    verdict = judge.detect("Who is the CEO?", [Document(id="d", text=DOC)])
+    assert verdict.label == "out_of_scope" and verdict.votes[0].truncated
+    assert "1 of 1 replies hit the 8-token cap, 1 drawn again without the cap" in verdict.rationale
+    judge.max_tokens = None  # a judge without its cap (the generator's filter lifts it this way)
+    assert judge.config.max_tokens is None and judge.votes == 1

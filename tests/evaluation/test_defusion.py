@@ -194,3 +194,30 @@ def test_real_local_judge_returns_parseable_votes(local_gguf: object) -> None:
     # with the follow-up turn, every sample ends in a verdict (seeded: the same run every time)
     assert all(s.parsed in ("yes", "no") for s in judgement.samples)
     assert judgement.value is None or judgement.counts.get("yes" if judgement.value else "no", 0) >= 2
+
+
+def test_truncated_judge_replies_are_counted_and_never_drop_the_question() -> None:
+    long_yes = "The response declines: " + "it says nothing, " * 10 + "The answer is: Yes."
+    llm = ScriptedChatModel([long_yes, long_yes], truncate=True)
+    judgement = DefusionJudge(llm, votes=1, max_tokens=6).judge(QUESTION, [DOC], RESPONSE)
+    assert judgement.value is True and judgement.truncated == 1 and judgement.samples[0].truncated
+    assert judgement.llm_calls == 2
+
+
+def test_paper_preset_of_the_evaluation() -> None:
+    from scopeguard.evaluation import paper_evaluation_settings
+    from scopeguard.judging import EVALUATION_DEFAULTS, JudgeConfig
+
+    settings = paper_evaluation_settings()
+    assert settings == {
+        "votes": 9,
+        "adaptive": False,
+        "temperature": 0.7,
+        "followup": False,
+        "max_tokens": None,
+        "precheck": False,
+    }
+    refusal = RefusalJudge(ScriptedChatModel([]), config=JudgeConfig.paper(), precheck=False)
+    assert refusal.config == JudgeConfig.paper() and not refusal.precheck
+    default = DefusionJudge(ScriptedChatModel([]))
+    assert default.config == EVALUATION_DEFAULTS and (default.followup, default.seed) == (True, 0)
