@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from scopeguard.errors import ConfigurationError, ModelError
+from scopeguard.errors import ConfigurationError, DatasetError, ModelError
 
 __all__ = [
     "LogisticHead",
@@ -34,7 +34,9 @@ __all__ = [
     "auroc",
     "choose_threshold",
     "fit_logistic",
+    "grouped_folds",
     "grouped_oof",
+    "grouped_split",
     "head_file",
     "operating_point",
     "read_head_file",
@@ -202,6 +204,34 @@ def choose_threshold(
     return best
 
 
+def grouped_folds(groups: Sequence[str], folds: int, *, seed: int = 0) -> list[np.ndarray]:
+    """Test indices of ``folds`` folds; every group (document) lands in exactly one fold."""
+    unique = sorted(set(groups))
+    if folds < 2:
+        raise ConfigurationError(f"folds must be at least 2, got {folds}")
+    if len(unique) < folds:
+        raise DatasetError(f"{len(unique)} documents cannot be split into {folds} document-grouped folds")
+    order = np.random.default_rng(seed).permutation(len(unique))
+    fold_of = {unique[j]: rank % folds for rank, j in enumerate(order)}
+    g = np.array([fold_of[x] for x in groups])
+    return [np.flatnonzero(g == k) for k in range(folds)]
+
+
+def grouped_split(
+    groups: Sequence[str], val_fraction: float, *, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(train, val)`` indices with about ``val_fraction`` of the groups (at least one) in val."""
+    unique = sorted(set(groups))
+    if not 0.0 < val_fraction < 1.0:
+        raise ConfigurationError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    if len(unique) < 2:
+        raise DatasetError("need questions about at least 2 documents to hold some out for validation")
+    n_val = min(len(unique) - 1, max(1, round(val_fraction * len(unique))))
+    val_groups = {unique[j] for j in np.random.default_rng(seed).permutation(len(unique))[:n_val]}
+    is_val = np.array([x in val_groups for x in groups])
+    return np.flatnonzero(~is_val), np.flatnonzero(is_val)
+
+
 def grouped_oof(
     n: int,
     groups: Sequence[str],
@@ -211,8 +241,6 @@ def grouped_oof(
     seed: int = 0,
 ) -> np.ndarray:
     """Out-of-fold predictions: ``fit_predict(train_idx, test_idx)`` per document-grouped fold."""
-    from scopeguard.training import grouped_folds
-
     if len(groups) != n:
         raise ConfigurationError(f"grouped_oof: {len(groups)} groups for {n} examples")
     out = np.full(n, np.nan)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from scopeguard.calibration import grouped_folds, grouped_split
 from scopeguard.data import Dataset, load_dataset
 from scopeguard.detectors.head import TrainedHead, TrainSettings, train_head
 from scopeguard.errors import ConfigurationError, DatasetError
@@ -55,34 +55,6 @@ def _check_detector(detector: str) -> None:
 def _split_kwargs(seed: int, kw: dict[str, Any]) -> tuple[TrainSettings, dict[str, Any]]:
     settings = TrainSettings(seed=seed, **{k: v for k, v in kw.items() if k in _SETTINGS and k != "seed"})
     return settings, {k: v for k, v in kw.items() if k not in _SETTINGS}
-
-
-def grouped_folds(groups: Sequence[str], folds: int, *, seed: int = 0) -> list[np.ndarray]:
-    """Test indices of ``folds`` folds; every group (document) lands in exactly one fold."""
-    unique = sorted(set(groups))
-    if folds < 2:
-        raise ConfigurationError(f"folds must be at least 2, got {folds}")
-    if len(unique) < folds:
-        raise DatasetError(f"{len(unique)} documents cannot be split into {folds} document-grouped folds")
-    order = np.random.default_rng(seed).permutation(len(unique))
-    fold_of = {unique[j]: rank % folds for rank, j in enumerate(order)}
-    g = np.array([fold_of[x] for x in groups])
-    return [np.flatnonzero(g == k) for k in range(folds)]
-
-
-def grouped_split(
-    groups: Sequence[str], val_fraction: float, *, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(train, val)`` indices with about ``val_fraction`` of the groups (at least one) in val."""
-    unique = sorted(set(groups))
-    if not 0.0 < val_fraction < 1.0:
-        raise ConfigurationError(f"val_fraction must be in (0, 1), got {val_fraction}")
-    if len(unique) < 2:
-        raise DatasetError("need questions about at least 2 documents to hold some out for validation")
-    n_val = min(len(unique) - 1, max(1, round(val_fraction * len(unique))))
-    val_groups = {unique[j] for j in np.random.default_rng(seed).permutation(len(unique))[:n_val]}
-    is_val = np.array([x in val_groups for x in groups])
-    return np.flatnonzero(~is_val), np.flatnonzero(is_val)
 
 
 def dataset_features(
