@@ -11,6 +11,15 @@ Run::
 
     HF_HUB_OFFLINE=1 python examples/llamaindex_guarded_rag.py
 
+Bring your own model: ``--base-url`` points LlamaIndex's own ``OpenAILike`` at any
+OpenAI-compatible server (``pip install llama-index-llms-openai-like``; the key is read from
+``OPENAI_API_KEY``, a local server needs none) and uses it for the answers and for the guard
+(its clarify/defuse answers; ``--detector judge`` makes it the judge too)::
+
+    python examples/llamaindex_guarded_rag.py --base-url http://127.0.0.1:8080/v1 --model local
+
+Without ``--base-url`` everything stays offline.
+
 It indexes a small invented corpus in a FAISS vector store with the packaged MiniLM embeddings
 (through ``HuggingFaceEmbedding`` and a local path), answers with the packaged local LLM
 (Qwen2.5-Coder-0.5B through llama.cpp, wrapped as a LlamaIndex ``CustomLLM``) and guards the
@@ -22,9 +31,11 @@ still invents an answer, which is why the example uses ``clarify``.)
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -33,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import faiss
 from _corpus import CORPUS, IN_SCOPE_QUESTION, OUT_OF_SCOPE_QUESTION
 from llama_index.core import StorageContext, VectorStoreIndex
+from llama_index.core.llms import LLM
 from llama_index.core.response_synthesizers import get_response_synthesizer
 from llama_index.core.schema import TextNode
 from llama_index.embeddings.huggingface import HuggingFaceEmbedding
@@ -43,7 +55,30 @@ from scopeguard import Action, Guard, from_spec
 from scopeguard.models import minilm_path
 
 
-def main() -> int:
+def llms(base_url: str | None, model: str) -> tuple[Any, LLM]:
+    """The guard's LLM and the answering LLM: the packaged local one, or your OpenAILike."""
+    if base_url is None:
+        llm = from_spec("local")  # the packaged Qwen2.5-Coder-0.5B GGUF, llama.cpp in-process
+        return llm, ScopeGuardLLM(chat_model=llm, max_tokens=64)
+    from llama_index.llms.openai_like import OpenAILike  # pip install llama-index-llms-openai-like
+
+    own = OpenAILike(
+        api_base=base_url,
+        api_key=os.environ.get("OPENAI_API_KEY", "x"),
+        model=model,
+        is_chat_model=True,
+        max_tokens=64,
+    )
+    return own, own  # Guard(llm=own) wraps it with llama_index_scopeguard.from_llama_index
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", help="an OpenAI-compatible server for your own OpenAILike")
+    parser.add_argument("--model", default="local", help="the model name the server expects")
+    parser.add_argument("--detector", default="default", help="'judge' asks your model too")
+    args = parser.parse_args(argv)
+
     embed_model = HuggingFaceEmbedding(model_name=minilm_path(), device="cpu")
     store = FaissVectorStore(faiss_index=faiss.IndexFlatL2(384))  # MiniLM vectors are 384-d
     index = VectorStoreIndex(
@@ -52,13 +87,11 @@ def main() -> int:
         embed_model=embed_model,
     )
 
-    llm = from_spec("local")  # the packaged Qwen2.5-Coder-0.5B GGUF, llama.cpp in-process
+    llm, answering = llms(args.base_url, args.model)
     engine = GuardedQueryEngine(
         retriever=index.as_retriever(similarity_top_k=1),
-        guard=Guard(detector="default", policy="clarify", llm=llm),
-        response_synthesizer=get_response_synthesizer(
-            llm=ScopeGuardLLM(chat_model=llm, max_tokens=64), text_qa_template=rag_prompt()
-        ),
+        guard=Guard(detector=args.detector, policy="clarify", llm=llm),
+        response_synthesizer=get_response_synthesizer(llm=answering, text_qa_template=rag_prompt()),
     )
 
     actions = []
@@ -77,7 +110,7 @@ def main() -> int:
             print(f"   not covered by the documents: {', '.join(verdict.uncovered)}")
         print(f"A: {str(response).strip()}\n")
 
-    if actions != [Action.ANSWERED, Action.CLARIFIED]:
+    if args.base_url is None and actions != [Action.ANSWERED, Action.CLARIFIED]:
         print(f"unexpected actions: {[a.value for a in actions]}", file=sys.stderr)
         return 1
     return 0

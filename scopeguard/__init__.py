@@ -22,7 +22,7 @@ from scopeguard.errors import (
     ScopeGuardError,
 )
 from scopeguard.guard import Guard
-from scopeguard.llm import ChatModel, Completion, available_backends, from_spec
+from scopeguard.llm import ChatModel, Completion, StreamingChatModel, available_backends, from_spec
 from scopeguard.policies import (
     CallablePolicy,
     ClarifyPolicy,
@@ -67,6 +67,7 @@ __all__ = [
     "Policy",
     "RefusePolicy",
     "ScopeGuardError",
+    "StreamingChatModel",
     "Verdict",
     "Vote",
     "__version__",

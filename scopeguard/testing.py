@@ -1,22 +1,46 @@
 """Test helpers shipped with scopeguard, for our tests and for users' own.
 
 :class:`ScriptedChatModel` replays scripted replies (or raises scripted errors) and records
-every prompt it was given, so parsing and control flow can be tested without an LLM.
+every prompt it was given, so parsing and control flow can be tested without an LLM;
+:class:`StreamingScriptedChatModel` also streams each reply word by word.
 :class:`ScriptedVerdictScorer` does the same for log-prob verdicts (scripted margins).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import math
+import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError
-from scopeguard.llm.base import BaseChatModel, ChatMessage, Completion, Prompt, to_messages
+from scopeguard.llm.base import (
+    BaseChatModel,
+    BaseStreamingChatModel,
+    ChatMessage,
+    Completion,
+    Prompt,
+    to_messages,
+)
+from scopeguard.retrieval.base import Hit
+from scopeguard.types import Document, Label, Verdict
 from scopeguard.verdicts.base import VerdictScore
 
-__all__ = ["RecordedCall", "ScriptedChatModel", "ScriptedVerdictScorer"]
+__all__ = [
+    "EloqChatModel",
+    "InMemoryRetriever",
+    "RecordedCall",
+    "ScriptedChatModel",
+    "ScriptedDetector",
+    "ScriptedVerdictScorer",
+    "StreamingScriptedChatModel",
+    "eloq_reply",
+    "invented_document",
+]
 
 Reply = str | BaseException
 Script = Iterable[Reply] | Callable[[str], Reply]
@@ -38,11 +62,16 @@ class ScriptedChatModel(BaseChatModel):
     ``n=3`` consumes three), or a callable ``prompt -> reply``. A reply that is an exception
     instance is raised instead of returned. When a sequence runs out, a
     :class:`ConfigurationError` says so (a test asked for more than it scripted).
+    With ``truncate=True`` a reply of more than ``max_tokens`` words is cut to that many words
+    and reported with ``finish_reason`` ``"length"``, as a real backend does at its cap.
     """
 
-    def __init__(self, replies: Script, *, model: str = "scripted", supports_n: bool = True):
+    def __init__(
+        self, replies: Script, *, model: str = "scripted", supports_n: bool = True, truncate: bool = False
+    ):
         self.model = model
         self.supports_n = supports_n
+        self.truncate = truncate
         self.calls: list[RecordedCall] = []
         self._lock = threading.Lock()
         if callable(replies):
@@ -80,12 +109,45 @@ class ScriptedChatModel(BaseChatModel):
         with self._lock:
             self.calls.append(RecordedCall(text, n, temperature, max_tokens, seed))
             texts = tuple(self._next(text) for _ in range(n))
+        reasons: tuple[str, ...] = ()
+        if self.truncate:
+            cut = [max_tokens is not None and len(t.split()) > max_tokens for t in texts]
+            texts = tuple(
+                " ".join(t.split()[:max_tokens]) if c and max_tokens is not None else t
+                for t, c in zip(texts, cut, strict=True)
+            )
+            reasons = tuple("length" if c else "stop" for c in cut)
         return Completion(
             texts=texts,
             model=self.model,
             prompt_tokens=len(text.split()),
             completion_tokens=sum(len(t.split()) for t in texts),
+            finish_reasons=reasons,
         )
+
+
+class StreamingScriptedChatModel(ScriptedChatModel, BaseStreamingChatModel):
+    """A :class:`ScriptedChatModel` that also streams (a
+    :class:`~scopeguard.llm.base.StreamingChatModel`): each reply in word pieces (``"Hello "``,
+    ``"there!"``), consuming one scripted reply per stream.
+
+    ``streamed`` counts the pieces handed out, so a test can tell an early stop from a full read.
+    """
+
+    streamed = 0
+
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Iterator[str]:
+        text = self.complete(prompt, temperature=temperature, max_tokens=max_tokens, seed=seed).text
+        for piece in re.findall(r"\S+\s*|\s+", text):
+            self.streamed += 1
+            yield piece
 
 
 class ScriptedVerdictScorer:
@@ -119,3 +181,246 @@ class ScriptedVerdictScorer:
         self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None
     ) -> list[VerdictScore]:
         return [self.score(p) for p in prompts]
+
+
+# --- detectors, retrievers and the ELOQ-shaped fake LLM -----------------------------------------
+
+VerdictReply = Verdict | Label | float | None | BaseException
+VerdictScript = Mapping[str, VerdictReply] | Iterable[VerdictReply] | Callable[[str], VerdictReply]
+
+
+class ScriptedDetector(BaseDetector):
+    """A :class:`~scopeguard.detectors.Detector` whose verdicts are scripted.
+
+    ``script`` is a mapping ``question -> reply``, a sequence of replies consumed in order, or a
+    callable ``question -> reply``. A reply is a :class:`~scopeguard.types.Verdict` (returned as
+    is), a label (``"in_scope"``, ``"out_of_scope"``, ``"unknown"``), a score (``>= threshold``
+    is out of scope), ``None`` (an ``unknown`` verdict) or an exception instance (raised). Verdicts
+    built from a label or score carry ``uncovered`` and ``llm_calls``, and a rationale that starts
+    with ``"<name> says"``. Every question asked is recorded in ``questions``; a question missing
+    from the mapping, or a sequence that runs out, raises :class:`ConfigurationError`.
+    """
+
+    def __init__(
+        self,
+        script: VerdictScript,
+        *,
+        name: str = "scripted",
+        threshold: float = 0.5,
+        uncovered: tuple[str, ...] = (),
+        llm_calls: int = 0,
+    ) -> None:
+        self.name = name
+        self.threshold = threshold
+        self.uncovered = uncovered
+        self.llm_calls = llm_calls
+        self.questions: list[str] = []
+        self._lock = threading.Lock()
+        self._map: Mapping[str, VerdictReply] | None = None
+        self._fn: Callable[[str], VerdictReply] | None = None
+        self._queue: list[VerdictReply] = []
+        if isinstance(script, Mapping):
+            self._map = script
+        elif callable(script):
+            self._fn = script
+        else:
+            self._queue = list(script)
+
+    @property
+    def calls(self) -> int:
+        """How many questions the detector was asked."""
+        return len(self.questions)
+
+    def _reply(self, question: str) -> VerdictReply:
+        with self._lock:
+            self.questions.append(question)
+            if self._fn is not None:
+                return self._fn(question)
+            if self._map is not None:
+                if question not in self._map:
+                    raise ConfigurationError(f"ScriptedDetector has no verdict scripted for {question!r}")
+                return self._map[question]
+            if not self._queue:
+                raise ConfigurationError("ScriptedDetector ran out of scripted verdicts")
+            return self._queue.pop(0)
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        reply = self._reply(question)
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, Verdict):
+            return reply
+        if reply is None or reply == "unknown":
+            return Verdict(label="unknown", rationale=f"{self.name} says nothing (scripted)")
+        if isinstance(reply, str):
+            label: Label = reply
+            score = None
+        else:
+            score = float(reply)
+            label = "out_of_scope" if score >= self.threshold else "in_scope"
+        return Verdict(
+            label=label,
+            score=score,
+            rationale=f"{self.name} says {label} (scripted)",
+            uncovered=self.uncovered,
+            llm_calls=self.llm_calls,
+        )
+
+
+def _terms(text: str) -> set[str]:
+    return {t for t in re.findall(r"\w+", text.lower()) if len(t) > 2}
+
+
+class InMemoryRetriever:
+    """A tiny :class:`~scopeguard.retrieval.Retriever` over documents held in memory.
+
+    Ranks documents by the number of distinct query words (3+ letters, case-folded) they share,
+    ties in index order; a document sharing no word is not a hit. Indexed documents are in
+    ``docs``, every query searched in ``queries``. No extras needed.
+    """
+
+    def __init__(self, name: str = "in-memory") -> None:
+        self._name = name
+        self.docs: list[Document] = []
+        self.queries: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def index(self, documents: Sequence[Document]) -> None:
+        self.docs = list(documents)
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        self.queries.append(query)
+        q = _terms(query)
+        scored = [(len(q & _terms(d.text)), i, d) for i, d in enumerate(self.docs)]
+        ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:k]
+        return [Hit(document=d, score=float(s), rank=r) for r, (s, _, d) in enumerate(ranked, 1)]
+
+    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        return [self.search(q, k) for q in queries]
+
+
+_ITEM = re.compile(r"^(\d+)\. (.+)$", re.MULTILINE)
+
+
+def _last_block(prompt: str, header: str) -> list[str]:
+    block = prompt.rsplit(header, 1)[1]
+    block = re.split(r"\n\n", block.strip(), maxsplit=1)[0]
+    return [m.group(2) for m in _ITEM.finditer(block)]
+
+
+def _count(pattern: str, prompt: str) -> int:
+    found = re.search(pattern, prompt)
+    if found is None:
+        raise ConfigurationError(f"eloq_reply: no count in the prompt {prompt[:200]!r}")
+    return int(found.group(1))
+
+
+def eloq_reply(prompt: str, *, answerable_word: str = "ANSWERABLE") -> str:
+    """The reply a cooperative model would give to one of the ELOQ generator's prompts.
+
+    Claims, recoveries (the masked facts come back as invented ferry sponsors), the removal step
+    (drops the first hallucinated fact), one question per fact (the first one contains
+    ``answerable_word``), in-scope questions, and the judge: "Yes" (out of scope) unless the
+    question contains ``answerable_word``. Any other prompt raises :class:`ConfigurationError`.
+    """
+    if "The answer is: Yes or No" in prompt:
+        verdict = "No" if answerable_word in prompt.rsplit("Question:", 1)[-1] else "Yes"
+        return f"The question names a detail the document never mentions.\nThe answer is: {verdict}"
+    if prompt.rstrip().endswith("most important facts:"):
+        n = _count(r"list (\d+) most important facts", prompt)
+        return "Here are the facts:\n" + "\n".join(
+            f"{i}. The council of Alderby approved spending plan {i} for the harbour district."
+            for i in range(1, n + 1)
+        )
+    if prompt.rstrip().endswith("Completed list of facts:"):
+        facts = [m.group(2) for m in _ITEM.finditer(prompt.split('"""')[1])]
+        return "\n".join(
+            f"{i}. A regional ferry operator {i} agreed to sponsor the plan in {2020 + i}."
+            if f == "(missing)"
+            else f"{i}. {f}"
+            for i, f in enumerate(facts, 1)
+        )
+    if "Write only your guesses" in prompt:
+        numbers = re.findall(r"^(\d+)\. <your guess for fact \d+>$", prompt, re.MULTILINE)
+        return "\n".join(
+            f"{m}. A regional ferry operator {m} agreed to sponsor the plan in {2020 + int(m)}."
+            for m in numbers
+        )
+    if prompt.rstrip().endswith("Remaining hallucinated facts:"):
+        facts = _last_block(prompt, "hallucinated facts:\n")
+        return "\n".join(f"{i}. {f}" for i, f in enumerate(facts, 1) if i != 1)
+    if "hallucinated facts:" in prompt and prompt.rstrip().endswith("Questions:"):
+        facts = _last_block(prompt, "hallucinated facts:\n")
+        questions = []
+        for i, f in enumerate(facts, 1):
+            word = f" {answerable_word}" if i == 1 else ""
+            op = re.search(r"operator (\d+)", f)
+            ref = op.group(1) if op else "X"
+            questions.append(
+                f"{i}. Why did regional ferry operator {ref} decide to sponsor"
+                f" the harbour plan{word} that year?"
+            )
+        return "\n".join(questions)
+    if "questions that the document directly answers" in prompt:
+        n = _count(r"top (\d+) questions", prompt)
+        return "\n".join(
+            f"{i}. Which spending plan number {i} did the council of Alderby approve for the harbour?"
+            for i in range(1, n + 1)
+        )
+    raise ConfigurationError(f"eloq_reply got an unexpected prompt: {prompt[:200]!r}")
+
+
+def invented_document(topic: str, words: int = 180) -> str:
+    """An invented document of about ``words`` words about ``topic`` (for generator tests)."""
+    sentence = (
+        f"The council of Alderby discussed the {topic} plan for the harbour district on Monday evening. "
+    )
+    n = len(sentence.split())
+    return (sentence * (words // n + 1)).strip()
+
+
+class EloqChatModel(ScriptedChatModel):
+    """A fake LLM that answers every ELOQ generator prompt in the expected shapes (:func:`eloq_reply`).
+
+    ``latency`` seconds are awaited (without blocking) on each async request, as with a remote
+    endpoint; ``keep_calls=False`` forgets each request once answered (long benchmark runs).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = "fake-eloq",
+        answerable_word: str = "ANSWERABLE",
+        latency: float = 0.0,
+        keep_calls: bool = True,
+        supports_n: bool = True,
+    ) -> None:
+        super().__init__(
+            functools.partial(eloq_reply, answerable_word=answerable_word), model=model, supports_n=supports_n
+        )
+        self.latency = latency
+        self.keep_calls = keep_calls
+
+    async def acomplete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+            done = self.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        else:
+            done = await super().acomplete(
+                prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
+            )
+        if not self.keep_calls:
+            with self._lock:
+                self.calls.clear()
+        return done

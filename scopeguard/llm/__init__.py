@@ -1,14 +1,24 @@
 """LLM backends behind one small chat protocol, selected by spec strings."""
 
-from scopeguard.llm.base import BaseChatModel, ChatMessage, ChatModel, Completion, Prompt
+from scopeguard.llm.base import (
+    BaseChatModel,
+    BaseStreamingChatModel,
+    ChatMessage,
+    ChatModel,
+    Completion,
+    Prompt,
+    StreamingChatModel,
+)
 from scopeguard.llm.registry import available_backends, from_spec, register_backend
 
 __all__ = [
     "BaseChatModel",
+    "BaseStreamingChatModel",
     "ChatMessage",
     "ChatModel",
     "Completion",
     "Prompt",
+    "StreamingChatModel",
     "available_backends",
     "from_spec",
     "register_backend",

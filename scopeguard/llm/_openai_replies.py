@@ -2,8 +2,8 @@
 
 Helpers of :mod:`scopeguard.llm.openai_compat`: secret redaction, ``Retry-After`` parsing, the
 translation of the SDK's errors into scopeguard's, and the shape checks that turn a malformed
-reply (an HTML page, ``{"object": "error"}``, no ``choices``, a choice without content) into
-:class:`~scopeguard.errors.LLMResponseError`.
+reply (an HTML page, ``{"object": "error"}``, no ``choices``, a choice without content, a
+streamed event that is not a chunk) into :class:`~scopeguard.errors.LLMResponseError`.
 """
 
 from __future__ import annotations
@@ -129,6 +129,29 @@ def validate(reply: Any, url: str, *secrets: str | None) -> Any:
                 f"the LLM endpoint {url} sent a choice without a message ({body})", reply=body
             )
     return reply
+
+
+def delta_text(chunk: Any, url: str, *secrets: str | None) -> str:
+    """The text piece of one streamed chunk (``""`` for a role-only, final or usage-only chunk)."""
+    choices = getattr(chunk, "choices", None)
+    if not isinstance(choices, list):
+        body = snippet(chunk, *secrets)
+        raise LLMResponseError(
+            f"the LLM endpoint {url} streamed an event that is not a chat completion chunk ({body})",
+            reply=body,
+        )
+    delta = getattr(choices[0], "delta", None) if choices else None
+    content = getattr(delta, "content", None)
+    if isinstance(content, str):
+        return content
+    refusal = getattr(delta, "refusal", None)
+    if isinstance(refusal, str) and refusal:
+        said = redact(refusal[:_SNIPPET], *secrets)
+        raise LLMResponseError(f"the model behind {url} refused to answer: {said!r}", reply=said)
+    if content is not None:
+        body = snippet(chunk, *secrets)
+        raise LLMResponseError(f"the LLM endpoint {url} streamed non-text content ({body})", reply=body)
+    return ""
 
 
 def _count(value: Any) -> int:

@@ -3,12 +3,16 @@
 A backend turns a prompt (a string, or a list of chat messages) into one or more sampled
 replies. Sync and async share one contract; :class:`BaseChatModel` derives the async twin
 from the sync one (in a worker thread) for backends that have no native async client.
+
+A backend that can also hand out one reply as it is generated implements
+:class:`StreamingChatModel` (``stream``/``astream`` yield text pieces, token by token);
+:class:`BaseStreamingChatModel` derives ``astream`` from a sync ``stream`` (in worker threads).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qsl
 
@@ -18,11 +22,14 @@ from scopeguard.errors import ConfigurationError
 
 __all__ = [
     "BaseChatModel",
+    "BaseStreamingChatModel",
     "ChatMessage",
     "ChatModel",
     "Completion",
     "Prompt",
+    "StreamingChatModel",
     "split_spec_options",
+    "stream_in_thread",
     "to_messages",
 ]
 
@@ -158,3 +165,75 @@ class BaseChatModel:
         return await asyncio.to_thread(
             self.complete, prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
         )
+
+
+@runtime_checkable
+class StreamingChatModel(ChatModel, Protocol):
+    """A chat model that can also stream one reply as text pieces (token by token).
+
+    ``"".join(model.stream(prompt))`` is the reply ``model.complete(prompt).text`` would give
+    (at temperature 0, up to the backend's determinism). Errors are the same typed
+    :class:`~scopeguard.errors.ScopeGuardError` as ``complete`` raises, before the first piece or
+    in the middle of the stream; closing the iterator early releases the request.
+    """
+
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Iterator[str]: ...
+
+    def astream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> AsyncIterator[str]: ...
+
+
+async def stream_in_thread(pieces: Iterator[str]) -> AsyncIterator[str]:
+    """Advance a sync stream in worker threads (``astream`` for a backend without async I/O).
+
+    The iterator is closed when the consumer stops early, so the backend releases its request
+    (or its model lock).
+    """
+    done = object()
+    try:
+        while (piece := await asyncio.to_thread(next, pieces, done)) is not done:
+            yield str(piece)
+    finally:
+        close = getattr(pieces, "close", None)
+        if close is not None:
+            await asyncio.to_thread(close)
+
+
+class BaseStreamingChatModel(BaseChatModel):
+    """Convenience base for a :class:`StreamingChatModel`: implement :meth:`complete` and
+    :meth:`stream`; ``astream`` advances ``stream`` in worker threads."""
+
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Iterator[str]:
+        raise NotImplementedError
+
+    async def astream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> AsyncIterator[str]:
+        pieces = self.stream(prompt, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        async for piece in stream_in_thread(pieces):
+            yield piece

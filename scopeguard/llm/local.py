@@ -9,6 +9,8 @@
   and loaded on first use (loading costs seconds); a lock per instance serialises calls
   (llama.cpp is not thread-safe). ``acomplete`` runs in a worker thread.
 * ``n`` samples are ``n`` sequential generations with seeds ``seed, seed+1, ...``.
+* ``stream``/``astream`` yield the reply token by token (llama.cpp's ``stream=True``), so
+  :class:`LlamaCppChatModel` is a :class:`~scopeguard.llm.base.StreamingChatModel`.
 * Prompts go through the model's chat template (``create_chat_completion``). A prompt that
   does not fit ``n_ctx`` raises :class:`~scopeguard.errors.DocumentTooLongError` (counted with
   the model's tokenizer); ``max_tokens`` is clamped to the room left in the window.
@@ -16,8 +18,9 @@
   :class:`~scopeguard.errors.LLMError` (:class:`~scopeguard.errors.LLMResponseError` for a
   malformed reply) naming the model file.
 * An ambient deadline (:func:`scopeguard.llm.deadline.deadline`, ``Guard(deadline=...)``) is
-  checked while waiting for the model and before each sample (a running generation is not
-  interrupted); past it :class:`~scopeguard.errors.LLMTimeoutError` is raised.
+  checked while waiting for the model, before each sample and between streamed tokens (a
+  running ``complete`` generation is not interrupted); past it
+  :class:`~scopeguard.errors.LLMTimeoutError` is raised.
 * Spec options follow a ``?``: ``local:smollm2?n_ctx=8192&n_threads=2`` (``n_ctx``,
   ``n_threads``, ``n_gpu_layers``, ``max_tokens``).
 """
@@ -42,9 +45,10 @@ from scopeguard.errors import (
     LLMResponseError,
     LLMTimeoutError,
     ModelError,
+    ScopeGuardError,
 )
 from scopeguard.llm.base import (
-    BaseChatModel,
+    BaseStreamingChatModel,
     ChatMessage,
     Completion,
     Prompt,
@@ -130,7 +134,7 @@ def _count_tokens(llama: Any, messages: list[ChatMessage]) -> int:
     return total
 
 
-class LlamaCppChatModel(BaseChatModel):
+class LlamaCppChatModel(BaseStreamingChatModel):
     """A GGUF chat model run in-process by llama-cpp-python.
 
     Args:
@@ -193,6 +197,29 @@ class LlamaCppChatModel(BaseChatModel):
         finally:
             loaded.lock.release()
 
+    @property
+    def _where(self) -> str:
+        return f"llama.cpp ({self.path.name})"
+
+    @contextmanager
+    def _generation_errors(self, loaded: _Loaded, messages: list[ChatMessage]) -> Iterator[None]:
+        """llama.cpp's failures as scopeguard errors (a prompt too long: DocumentTooLongError)."""
+        where = self._where
+        try:
+            yield
+        except ScopeGuardError:
+            raise
+        except ValueError as exc:
+            if "context" in str(exc).lower():
+                raise DocumentTooLongError(
+                    f"the prompt does not fit the context window of {self.model}: {exc}",
+                    n_tokens=_count_tokens(loaded.llama, messages),
+                    limit=self.n_ctx,
+                ) from exc
+            raise LLMError(f"{where} generation failed: {exc}") from exc
+        except Exception as exc:  # llama.cpp has no error hierarchy of its own
+            raise LLMError(f"{where} generation failed: {type(exc).__name__}: {exc}") from exc
+
     def _budget(self, llama: Any, messages: list[ChatMessage], max_tokens: int | None) -> int:
         n_prompt = _count_tokens(llama, messages)
         room = self.n_ctx - n_prompt
@@ -216,13 +243,10 @@ class LlamaCppChatModel(BaseChatModel):
         max_tokens: int | None = None,
         seed: int | None = None,
     ) -> Completion:
-        if n < 1:
-            raise ConfigurationError(f"n must be >= 1, got {n}")
-        if temperature < 0:
-            raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
+        _check_args(n, temperature)
         messages = to_messages(prompt)
         payload = [m.model_dump() for m in messages]
-        where = f"llama.cpp ({self.path.name})"
+        where = self._where
         loaded = self._loaded()
         base = seed if seed is not None else random.randrange(2**31 - n)
         texts: list[str] = []
@@ -232,20 +256,10 @@ class LlamaCppChatModel(BaseChatModel):
             budget = self._budget(loaded.llama, messages, max_tokens)
             for i in range(n):
                 check_deadline(f"{where}: the generation", endpoint=str(self.path))
-                try:
+                with self._generation_errors(loaded, messages):
                     out = loaded.llama.create_chat_completion(
                         messages=payload, temperature=temperature, max_tokens=budget, seed=base + i
                     )
-                except ValueError as exc:
-                    if "context" in str(exc).lower():
-                        raise DocumentTooLongError(
-                            f"the prompt does not fit the context window of {self.model}: {exc}",
-                            n_tokens=_count_tokens(loaded.llama, messages),
-                            limit=self.n_ctx,
-                        ) from exc
-                    raise LLMError(f"{where} generation failed: {exc}") from exc
-                except Exception as exc:  # llama.cpp has no error hierarchy of its own
-                    raise LLMError(f"{where} generation failed: {type(exc).__name__}: {exc}") from exc
                 text, reason, used = _read_reply(out, where)
                 texts.append(text)
                 reasons.append(reason)
@@ -259,6 +273,59 @@ class LlamaCppChatModel(BaseChatModel):
             requests=n,
             finish_reasons=tuple(reasons),
         )
+
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Iterator[str]:
+        """The reply as llama.cpp generates it, token by token (:class:`StreamingChatModel`;
+        ``astream`` runs it in worker threads). The model's lock is held until the stream ends or
+        is closed; an ambient deadline is checked between tokens.
+        """
+        _check_args(1, temperature)
+        messages = to_messages(prompt)
+        payload = [m.model_dump() for m in messages]
+        where, endpoint = self._where, str(self.path)
+        loaded = self._loaded()
+        with self._locked(loaded, where):
+            budget = self._budget(loaded.llama, messages, max_tokens)
+            check_deadline(f"{where}: the generation", endpoint=endpoint)
+            with self._generation_errors(loaded, messages):
+                chunks = loaded.llama.create_chat_completion(
+                    messages=payload,
+                    temperature=temperature,
+                    max_tokens=budget,
+                    seed=seed if seed is not None else random.randrange(2**31 - 1),
+                    stream=True,
+                )
+                for chunk in chunks:
+                    if piece := _read_delta(chunk, where):
+                        yield piece
+                    check_deadline(f"{where}: the generation", endpoint=endpoint)
+
+
+def _check_args(n: int, temperature: float) -> None:
+    if n < 1:
+        raise ConfigurationError(f"n must be >= 1, got {n}")
+    if temperature < 0:
+        raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
+
+
+def _read_delta(chunk: Any, where: str) -> str:
+    """The text piece of one streamed llama.cpp chunk (``""`` for a role-only or final chunk)."""
+    try:
+        content = (chunk["choices"][0].get("delta") or {}).get("content")
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise LLMResponseError(
+            f"{where} streamed a malformed chunk ({type(exc).__name__}: {exc})", reply=repr(chunk)[:300]
+        ) from exc
+    if content is not None and not isinstance(content, str):
+        raise LLMResponseError(f"{where} streamed non-text content", reply=repr(content)[:300])
+    return content or ""
 
 
 def _read_reply(out: Any, where: str) -> tuple[str, str, tuple[int, int]]:

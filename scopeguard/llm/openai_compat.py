@@ -21,6 +21,10 @@ follow a ``?``: ``openai:gpt-4o-mini?deadline=20&timeout=10`` (see :func:`from_s
 * ``n`` samples go in one request; when the server ignores ``n`` (returns fewer choices) the
   missing samples are requested one at a time. ``n`` is a per-call argument: nothing sticks
   to the client between calls.
+* ``stream``/``astream`` yield one reply token by token (``"stream": true``, server-sent
+  events), so the model is a :class:`~scopeguard.llm.base.StreamingChatModel`. Retries and
+  typed errors apply up to the first event; after it a dropped connection, a stall past the
+  deadline or a broken event raises the same typed errors (no retry: text was handed out).
 * ``complete`` uses the sync SDK client, ``acomplete`` the async one (one per event loop); both
   go through :meth:`OpenAIChatModel.chat_completion` / ``achat_completion``, which serve any
   other single request (for example one asking for log-probabilities).
@@ -32,9 +36,9 @@ import asyncio
 import logging
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import openai
 from tenacity import (
@@ -60,13 +64,15 @@ from scopeguard.llm._openai_replies import (
     translate,
     validate,
 )
+from scopeguard.llm._openai_stream import StreamReader, afirst, first
 from scopeguard.llm.base import BaseChatModel, Completion, Prompt, split_spec_options, to_messages
+from scopeguard.llm.deadline import Budget, deadline, validate_seconds
 from scopeguard.llm.deadline import current as current_budget
-from scopeguard.llm.deadline import deadline, validate_seconds
 
 __all__ = ["OpenAIChatModel", "from_spec_arg"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 _NO_KEY = "sk-no-key-required"
 _MIN_REQUEST_S = 0.1  # with less of the deadline left, another attempt is pointless
 _MAX_RETRY_AFTER_S = 60.0  # without a deadline, a longer Retry-After fails at once
@@ -253,46 +259,52 @@ class OpenAIChatModel(BaseChatModel):
         retries, the deadline and the error translation, and returns the SDK response, checked to
         have a non-empty ``choices`` list of messages. Every failure is a ScopeGuardError."""
         request, timeout = self._request(params)
-        call = _Call()
         with deadline(self.deadline):
-            try:
-                for attempt in Retrying(**self._retry_kwargs(call)):
-                    with attempt:
-                        reply = self._client.chat.completions.create(
-                            **request, timeout=self._attempt_timeout(call, timeout)
-                        )
-            except ScopeGuardError:
-                raise
-            except Exception as exc:
-                raise self._translate(exc, call) from self._cause(exc)
+            reply = self._send(lambda t: self._client.chat.completions.create(**request, timeout=t), timeout)
             return validate(reply, self.base_url, self._secret)
 
     async def achat_completion(self, params: dict[str, Any]) -> Any:
         """Async twin of :meth:`chat_completion` (the async SDK client, one per event loop)."""
         request, timeout = self._request(params)
-        call, client = _Call(), self._aclient()
+        client = self._aclient()
+        with deadline(self.deadline):
+            reply = await self._asend(lambda t: client.chat.completions.create(**request, timeout=t), timeout)
+            return validate(reply, self.base_url, self._secret)
 
-        async def attempts() -> Any:
+    def _send(self, send: Callable[[float], T], timeout: float) -> T:
+        """``send(attempt_timeout)`` through the retries and the error translation (sync)."""
+        call = _Call()
+        try:
+            for attempt in Retrying(**self._retry_kwargs(call)):
+                with attempt:
+                    return send(self._attempt_timeout(call, timeout))
+        except ScopeGuardError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc, call) from self._cause(exc)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _asend(self, send: Callable[[float], Awaitable[T]], timeout: float) -> T:
+        """Async twin of :meth:`_send`, with a hard stop at the deadline (a server may trickle
+        bytes past the request timeout)."""
+        call, budget = _Call(), current_budget()
+
+        async def attempts() -> T:
             async for attempt in AsyncRetrying(**self._retry_kwargs(call)):
                 with attempt:
-                    return await client.chat.completions.create(
-                        **request, timeout=self._attempt_timeout(call, timeout)
-                    )
+                    return await send(self._attempt_timeout(call, timeout))
             raise AssertionError("unreachable")  # pragma: no cover
 
-        with deadline(self.deadline) as budget:
-            try:
-                if budget is None:
-                    reply = await attempts()
-                else:  # a hard stop, in case a server trickles bytes past the request timeout
-                    reply = await asyncio.wait_for(attempts(), max(budget.remaining(), 0) + _GRACE_S)
-            except ScopeGuardError:
-                raise
-            except asyncio.TimeoutError:
-                raise self._deadline_error(budget.seconds if budget else 0.0, call, None) from None
-            except Exception as exc:
-                raise self._translate(exc, call) from self._cause(exc)
-            return validate(reply, self.base_url, self._secret)
+        try:
+            if budget is None:
+                return await attempts()
+            return await asyncio.wait_for(attempts(), max(budget.remaining(), 0) + _GRACE_S)
+        except ScopeGuardError:
+            raise
+        except asyncio.TimeoutError:
+            raise self._deadline_error(budget.seconds if budget else 0.0, call, None) from None
+        except Exception as exc:
+            raise self._translate(exc, call) from self._cause(exc)
 
     def _params(
         self, prompt: Prompt, n: int, temperature: float, max_tokens: int | None, seed: int | None
@@ -369,6 +381,53 @@ class OpenAIChatModel(BaseChatModel):
                 one = self._params(prompt, 1, temperature, max_tokens, None if seed is None else seed + got)
                 responses.append(await self.achat_completion(one))
             return self._merge(responses, n)
+
+    # -- streaming ----------------------------------------------------------------------------
+    def _stream_request(
+        self, prompt: Prompt, temperature: float, max_tokens: int | None, seed: int | None
+    ) -> tuple[dict[str, Any], float]:
+        self._check_args(1, temperature)
+        return self._request({**self._params(prompt, 1, temperature, max_tokens, seed), "stream": True})
+
+    def _reader(self, budget: Budget | None) -> StreamReader:
+        after_first = _Call(attempts=1)  # a failure mid-stream is not retried
+        return StreamReader(
+            self.base_url, self._secret, budget, lambda exc: self._translate(exc, after_first), self._cause
+        )
+
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Iterator[str]:
+        """The reply piece by piece as the server generates it (``"stream": true``, server-sent
+        events). Opening the stream and reading its first event go through the retries; the
+        deadline bounds the whole stream; a failure after the first event (a dropped connection, a
+        stall, a broken event) raises the typed error without a retry."""
+        request, timeout = self._stream_request(prompt, temperature, max_tokens, seed)
+        create = self._client.chat.completions.create
+        with deadline(self.deadline) as budget:
+            events, chunk = self._send(lambda t: first(create(**request, timeout=t)), timeout)
+        yield from self._reader(budget).pieces(events, chunk)
+
+    async def astream(
+        self,
+        prompt: Prompt,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> AsyncIterator[str]:
+        """Async twin of :meth:`stream` (the async SDK client); the deadline is a hard stop."""
+        request, timeout = self._stream_request(prompt, temperature, max_tokens, seed)
+        create = self._aclient().chat.completions.create
+        with deadline(self.deadline) as budget:
+            events, chunk = await self._asend(lambda t: afirst(create(**request, timeout=t)), timeout)
+        async for piece in self._reader(budget).apieces(events, chunk):
+            yield piece
 
 
 _SPEC_OPTIONS: dict[str, Callable[[str], Any]] = {

@@ -6,7 +6,9 @@ stalled endpoint, and one bad item never costs a batch its other results.
 
 The fake picks its behaviour per request from a marker in the prompt: ``[[html]]`` applies to
 every request, ``[[judge:html]]`` only to judge prompts and ``[[answer:html]]`` only to the
-others; without a marker it uses its default mode (``ok``).
+others; without a marker it uses its default mode (``ok``). A request with ``"stream": true``
+gets server-sent events (``ok``: the reply in three pieces; ``stall_mid``: two pieces, then
+nothing; ``broken_event``/``not_chunk``: a piece, then an event that is not JSON / not a chunk).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from scopeguard.errors import (
     LLMResponseError,
     LLMTimeoutError,
 )
+from scopeguard.llm.base import StreamingChatModel
 from scopeguard.llm.deadline import deadline
 from scopeguard.llm.openai_compat import OpenAIChatModel, from_spec_arg
 
@@ -42,6 +45,8 @@ DOC = "The Kestrel ferry carries 180 passengers and crosses the bay in 35 minute
 JUDGE_MARK = "The answer is: Yes or No"  # in the judge template, not in the answer template
 SECRET = "sk-test-secret-0123456789abcdef"
 MALFORMED = ["bad_json", "html", "error_object", "no_choices", "no_message", "no_content", "refusal"]
+PIECES = ["35", " min", "utes."]  # the streamed reply: "35 minutes.", as the non-streamed one
+_SSE_MODES = {"ok", "stall_mid", "broken_event", "not_chunk"}
 _MARKER = re.compile(r"\[\[(?:(judge|answer):)?(\w+)\]\]")
 
 
@@ -66,7 +71,7 @@ class FakeOpenAI:
                 return mode
         return self.default
 
-    def reply(self, body: dict[str, Any], auth: str) -> tuple[int, dict[str, str], bytes]:
+    def reply(self, body: dict[str, Any], auth: str) -> tuple[int, dict[str, str], bytes | Iterator[bytes]]:
         messages = body.get("messages") or []
         text = "\n".join(m.get("content") or "" for m in messages if isinstance(m, dict))
         mode = self.mode_for(text)
@@ -77,6 +82,8 @@ class FakeOpenAI:
             seen = self.modes[mode]
         n = int(body.get("n") or 1)
         judge = JUDGE_MARK in text
+        if body.get("stream") and mode in _SSE_MODES:
+            return 200, {"Content-Type": "text/event-stream"}, self.events(mode)
         if mode == "ok":
             content = "Everything asked is in the document. The answer is: No." if judge else "35 minutes."
             return _json(200, _completion([content] * n))
@@ -85,6 +92,8 @@ class FakeOpenAI:
         if mode == "no_verdict":
             return _json(200, _completion(["It is hard to say."] * n))
         if mode in ("rate_limited", "rate_limited_once"):
+            if mode == "rate_limited_once" and seen > 1 and body.get("stream"):
+                return 200, {"Content-Type": "text/event-stream"}, self.events("ok")
             if mode == "rate_limited_once" and seen > 1:
                 return _json(200, _completion(["Fine. The answer is: No."] * n))
             status, headers, payload = _json(429, {"error": {"message": "slow down"}})
@@ -114,6 +123,22 @@ class FakeOpenAI:
             choice = {"index": 0, "message": message, "finish_reason": "stop"}
             return _json(200, {**_completion([]), "choices": [choice]})
         raise AssertionError(f"unknown fake mode {mode!r}")
+
+    def events(self, mode: str) -> Iterator[bytes]:
+        """Server-sent events of a streamed completion; ``stall_mid`` stops after two pieces."""
+        chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake"}
+        deltas = [{"role": "assistant", "content": ""}, *({"content": p} for p in PIECES)]
+        for i, delta in enumerate(deltas):
+            if mode == "stall_mid" and i == 3:
+                self.stopping.wait(self.stall_s)
+            event = {**chunk, "choices": [{"index": 0, "delta": delta}]}
+            yield b"data: " + json.dumps(event).encode() + b"\n\n"
+            if i == 1 and mode == "broken_event":
+                yield b'data: {"choices": [{"delta": \n\n'
+            if i == 1 and mode == "not_chunk":
+                yield b'data: {"status": "busy"}\n\n'
+        final = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        yield b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n"
 
 
 def _completion(texts: list[str]) -> dict[str, Any]:
@@ -146,9 +171,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(status)
             for key, value in headers.items():
                 self.send_header(key, value)
-            self.send_header("Content-Length", str(len(payload)))
+            if isinstance(payload, bytes):
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                return
+            self.send_header("Connection", "close")  # server-sent events: the body ends with the connection
+            self.close_connection = True
             self.end_headers()
-            self.wfile.write(payload)
+            for event in payload:
+                self.wfile.write(event)
+                self.wfile.flush()
         except OSError:  # the client gave up (a stalled request timed out)
             pass
 
@@ -281,6 +314,72 @@ def test_the_key_never_reaches_messages_or_logs(fake: FakeOpenAI, caplog: pytest
     texts = [str(info.value), str(info.value.__cause__ or "")] + [r.getMessage() for r in caplog.records]
     assert not [t for t in texts if SECRET in t]
     assert "***" in str(info.value)
+
+
+# -- streaming --------------------------------------------------------------------------------
+def test_stream_yields_the_pieces_in_order(fake: FakeOpenAI) -> None:
+    llm = _llm(fake)
+    assert isinstance(llm, StreamingChatModel)
+    assert list(llm.stream("How long is the crossing?", max_tokens=8)) == PIECES
+    assert "".join(PIECES) == llm.complete("How long is the crossing?").text
+    assert fake.requests[0]["stream"] is True and fake.requests[0]["max_tokens"] == 8
+    assert "stream" not in fake.requests[1]
+
+
+async def test_astream_yields_the_pieces_in_order(fake: FakeOpenAI) -> None:
+    assert [p async for p in _llm(fake).astream("hi")] == PIECES
+
+
+def test_stream_retries_before_the_first_piece(fake: FakeOpenAI) -> None:
+    fake.default, fake.retry_after = "rate_limited_once", "0"
+    assert list(_llm(fake).stream("hi")) == PIECES
+    assert len(fake.requests) == 2 and all(r["stream"] for r in fake.requests)
+
+
+@pytest.mark.parametrize("mode", ["broken_event", "not_chunk"])
+def test_a_broken_event_mid_stream_is_a_response_error(fake: FakeOpenAI, mode: str) -> None:
+    fake.default = mode
+    got: list[str] = []
+    with pytest.raises(LLMResponseError, match=re.escape(fake.url)):
+        got.extend(_llm(fake).stream("hi"))
+    assert got == PIECES[:1] and len(fake.requests) == 1  # text was handed out: no retry
+
+
+@pytest.mark.parametrize("mode", ["broken_event", "not_chunk"])
+async def test_async_broken_event_mid_stream_is_a_response_error(fake: FakeOpenAI, mode: str) -> None:
+    fake.default = mode
+    got: list[str] = []
+    with pytest.raises(LLMResponseError, match=re.escape(fake.url)):
+        async for piece in _llm(fake).astream("hi"):
+            got.append(piece)
+    assert got == PIECES[:1]
+
+
+def test_a_stall_mid_stream_hits_the_deadline(fake: FakeOpenAI) -> None:
+    fake.default = "stall_mid"
+    got: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(LLMTimeoutError) as info:
+        got.extend(_llm(fake, timeout=60.0, deadline=2.0).stream("hi"))
+    assert got == PIECES[:2] and time.monotonic() - started < 10
+    assert info.value.deadline == 2.0 and info.value.endpoint == fake.url
+
+
+async def test_async_stall_mid_stream_hits_the_deadline(fake: FakeOpenAI) -> None:
+    fake.default = "stall_mid"
+    got: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(LLMTimeoutError, match=r"deadline of 1\.5s"), deadline(1.5):
+        async for piece in _llm(fake, timeout=60.0).astream("hi"):
+            got.append(piece)
+    assert got == PIECES[:2] and time.monotonic() - started < 6
+
+
+@pytest.mark.parametrize("mode", ["html", "server_error"])
+def test_a_stream_that_never_starts_is_a_typed_error(fake: FakeOpenAI, mode: str) -> None:
+    fake.default = mode
+    with pytest.raises(LLMError, match=re.escape(fake.url)):
+        list(_llm(fake, max_attempts=2).stream("hi"))
 
 
 def test_spec_options(fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:

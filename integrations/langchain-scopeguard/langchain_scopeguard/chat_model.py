@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from contextlib import aclosing
+from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel, LangSmithParams
@@ -13,30 +13,12 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, Field, field_validator
 
-from scopeguard import ChatModel, Completion, from_spec
-from scopeguard.llm.base import ChatMessage, Prompt
+from scopeguard import ChatModel, Completion, StreamingChatModel, from_spec
+from scopeguard.llm.base import ChatMessage
 
-__all__ = ["ScopeGuardChatModel", "StreamingChatModel"]
+__all__ = ["ScopeGuardChatModel", "StreamingChatModel"]  # StreamingChatModel: scopeguard's, re-exported
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "tool"}
-
-
-@runtime_checkable
-class StreamingChatModel(Protocol):
-    """A scopeguard chat model that can also stream one reply as text pieces.
-
-    :class:`ScopeGuardChatModel` streams token by token from a model that has ``stream`` (and
-    ``astream``, else ``stream`` runs in a worker thread); any other model streams one chunk.
-    """
-
-    def stream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Iterator[str]: ...
 
 
 def _to_messages(messages: Sequence[BaseMessage]) -> list[ChatMessage]:
@@ -85,10 +67,11 @@ class ScopeGuardChatModel(BaseChatModel):
     Roles are kept (system/user/assistant); ``stop`` sequences (the field, or the call's)
     truncate the reply; token usage is reported in ``usage_metadata``. Async calls use the
     backend's ``acomplete``. ``stream``/``astream`` yield the reply token by token when the
-    backend can stream (:class:`StreamingChatModel`), else in one chunk; ``streaming=True`` makes
-    ``invoke`` stream too (callbacks see each token). Tool calling and structured output are not
-    supported. Unknown constructor arguments (``api_key``, ``max_retries``...) are rejected: they
-    belong to the scopeguard model (``llm="openai:gpt-4o-mini"`` reads its own settings).
+    backend can stream (:class:`scopeguard.StreamingChatModel`: ``local``, ``openai:...``), else
+    in one chunk; ``streaming=True`` makes ``invoke`` stream too (callbacks see each token).
+    Tool calling and structured output are not supported. Unknown constructor arguments
+    (``api_key``, ``max_retries``...) are rejected: they belong to the scopeguard model
+    (``llm="openai:gpt-4o-mini"`` reads its own settings).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -247,30 +230,13 @@ class ScopeGuardChatModel(BaseChatModel):
             yield chunk
             return
         cutter = _StopCutter(self._stop(stop))
-        async for piece in _apieces(self.llm, prompt, options):
-            if text := cutter.feed(piece):
-                chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
-                if run_manager:
-                    await run_manager.on_llm_new_token(text, chunk=chunk)
-                yield chunk
-            if cutter.stopped:
-                break
+        async with aclosing(self.llm.astream(prompt, **options)) as pieces:
+            async for piece in pieces:
+                if text := cutter.feed(piece):
+                    chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
+                    if run_manager:
+                        await run_manager.on_llm_new_token(text, chunk=chunk)
+                    yield chunk
+                if cutter.stopped:
+                    break
         yield self._last_chunk(cutter.flush(), cutter.stopped)
-
-
-async def _apieces(llm: StreamingChatModel, prompt: Prompt, options: dict[str, Any]) -> AsyncIterator[str]:
-    """The model's ``astream`` when it has one, else its ``stream`` advanced in a worker thread."""
-    astream = getattr(llm, "astream", None)
-    if astream is not None:
-        async for piece in astream(prompt, **options):
-            yield piece
-        return
-    pieces = llm.stream(prompt, **options)
-    done = object()
-    try:
-        while (piece := await asyncio.to_thread(next, pieces, done)) is not done:
-            yield str(piece)
-    finally:
-        close = getattr(pieces, "close", None)
-        if close is not None:
-            close()

@@ -5,15 +5,13 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
 from scopeguard import BaseDetector, DetectionError, Document, Verdict
-from scopeguard.llm.base import Prompt
-from scopeguard.testing import ScriptedChatModel
 
 # A tiny invented corpus (no text from any data set).
 CORPUS = (
@@ -86,25 +84,3 @@ class RunRecorder(BaseCallbackHandler):
         self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kw: Any
     ) -> None:
         self.chains.append((kw.get("name") or "", run_id, parent_run_id))
-
-
-class StreamingScriptedChatModel(ScriptedChatModel):
-    """A ScriptedChatModel that also streams (``StreamingChatModel``): each reply word by word.
-
-    ``streamed`` counts the pieces handed out, so a test can tell an early stop from a full read.
-    """
-
-    streamed = 0
-
-    def stream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Iterator[str]:
-        text = self.complete(prompt, temperature=temperature, max_tokens=max_tokens, seed=seed).text
-        for piece in re.findall(r"\S+\s*|\s+", text):
-            self.streamed += 1
-            yield piece

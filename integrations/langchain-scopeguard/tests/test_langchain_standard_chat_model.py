@@ -20,10 +20,9 @@ from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_scopeguard import ScopeGuardChatModel, StreamingChatModel
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
-from lc_testkit import StreamingScriptedChatModel
 from pydantic import ValidationError
 
-from scopeguard.testing import ScriptedChatModel
+from scopeguard.testing import ScriptedChatModel, StreamingScriptedChatModel
 
 REPLY = "Hello there! How can I help you today?"
 

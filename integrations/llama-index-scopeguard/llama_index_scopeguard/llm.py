@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -20,8 +21,9 @@ from llama_index.core.bridge.pydantic import Field, field_validator
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 
-from scopeguard import ChatModel, Completion, from_spec
+from scopeguard import ChatModel, Completion, StreamingChatModel, from_spec
 from scopeguard.llm.base import ChatMessage as SGMessage
+from scopeguard.llm.base import Prompt
 
 __all__ = ["ScopeGuardLLM"]
 
@@ -33,8 +35,10 @@ def _to_messages(messages: Sequence[ChatMessage]) -> list[SGMessage]:
 class ScopeGuardLLM(CustomLLM):
     """Wraps a scopeguard chat model (``"local"``, ``"openai:gpt-4o-mini"``, a fake...) for LlamaIndex.
 
-    Chat keeps the roles; streaming yields the whole reply as one chunk (the scopeguard
-    protocol does not stream); async calls use the backend's ``acomplete``.
+    Chat keeps the roles; ``stream_chat``/``stream_complete`` (and their async twins) yield the
+    reply token by token when the model streams (:class:`scopeguard.StreamingChatModel`:
+    ``local``, ``openai:...``), else in one chunk; async calls use the backend's ``acomplete``
+    and ``astream``.
 
     >>> llm = ScopeGuardLLM(chat_model="local", max_tokens=128)
     """
@@ -70,13 +74,33 @@ class ScopeGuardLLM(CustomLLM):
         }
 
     @staticmethod
-    def _chat_response(completion: Completion, *, delta: bool = False) -> ChatResponse:
-        text = completion.text
+    def _chat_response(completion: Completion) -> ChatResponse:
         return ChatResponse(
-            message=ChatMessage(role=MessageRole.ASSISTANT, content=text),
-            delta=text if delta else None,
+            message=ChatMessage(role=MessageRole.ASSISTANT, content=completion.text),
             raw={"model": completion.model, "finish_reasons": list(completion.finish_reasons)},
         )
+
+    def _chunk(self, text: str, piece: str) -> ChatResponse:
+        return ChatResponse(
+            message=ChatMessage(role=MessageRole.ASSISTANT, content=text),
+            delta=piece,
+            raw={"model": self.chat_model.name},
+        )
+
+    def _pieces(self, prompt: Prompt, kwargs: dict[str, Any]) -> Iterator[str]:
+        """The reply token by token from a streaming model, else in one piece."""
+        if not isinstance(self.chat_model, StreamingChatModel):
+            yield self.chat_model.complete(prompt, **self._options(kwargs)).text
+            return
+        yield from self.chat_model.stream(prompt, **self._options(kwargs))  # closed with this one
+
+    async def _apieces(self, prompt: Prompt, kwargs: dict[str, Any]) -> AsyncIterator[str]:
+        if not isinstance(self.chat_model, StreamingChatModel):
+            yield (await self.chat_model.acomplete(prompt, **self._options(kwargs))).text
+            return
+        async with aclosing(self.chat_model.astream(prompt, **self._options(kwargs))) as pieces:
+            async for piece in pieces:
+                yield piece
 
     # -- completion ---------------------------------------------------------------------------
     @llm_completion_callback()
@@ -90,17 +114,20 @@ class ScopeGuardLLM(CustomLLM):
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        text = self.chat_model.complete(prompt, **self._options(kwargs)).text
-        yield CompletionResponse(text=text, delta=text)
+        text = ""
+        for piece in self._pieces(prompt, kwargs):
+            text += piece
+            yield CompletionResponse(text=text, delta=piece)
 
     @llm_completion_callback()
     async def astream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
-        text = (await self.chat_model.acomplete(prompt, **self._options(kwargs))).text
-
         async def gen() -> CompletionResponseAsyncGen:
-            yield CompletionResponse(text=text, delta=text)
+            text = ""
+            async for piece in self._apieces(prompt, kwargs):
+                text += piece
+                yield CompletionResponse(text=text, delta=piece)
 
         return gen()
 
@@ -116,14 +143,17 @@ class ScopeGuardLLM(CustomLLM):
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        completion = self.chat_model.complete(_to_messages(messages), **self._options(kwargs))
-        yield self._chat_response(completion, delta=True)
+        text = ""
+        for piece in self._pieces(_to_messages(messages), kwargs):
+            text += piece
+            yield self._chunk(text, piece)
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
-        completion = await self.chat_model.acomplete(_to_messages(messages), **self._options(kwargs))
-
         async def gen() -> ChatResponseAsyncGen:
-            yield self._chat_response(completion, delta=True)
+            text = ""
+            async for piece in self._apieces(_to_messages(messages), kwargs):
+                text += piece
+                yield self._chunk(text, piece)
 
         return gen()

@@ -8,7 +8,7 @@ from llama_index.core.llms import ChatMessage
 from llama_index_scopeguard import ScopeGuardLLM
 
 from scopeguard import LLMConnectionError
-from scopeguard.testing import ScriptedChatModel
+from scopeguard.testing import ScriptedChatModel, StreamingScriptedChatModel
 
 
 def test_chat_keeps_roles_and_complete_passes_options():
@@ -29,6 +29,25 @@ async def test_async_and_streaming():
     assert (await llm.acomplete("x")).text == "a"
     assert [r.delta async for r in await llm.astream_complete("x")] == ["b"]
     assert [r.delta for r in llm.stream_chat([ChatMessage(role="user", content="x")])] == ["c"]
+
+
+def test_streams_token_by_token_from_a_streaming_model():
+    scripted = StreamingScriptedChatModel(["one two three", "four five"])
+    llm = ScopeGuardLLM(chat_model=scripted, temperature=0.2)
+    chunks = list(llm.stream_chat([ChatMessage(role="user", content="count")]))
+    assert [c.delta for c in chunks] == ["one ", "two ", "three"]
+    assert chunks[-1].message.content == "one two three" and chunks[-1].message.role.value == "assistant"
+    completions = list(llm.stream_complete("more"))
+    assert [c.delta for c in completions] == ["four ", "five"] and completions[-1].text == "four five"
+    assert scripted.calls[1].temperature == 0.2
+
+
+async def test_async_streams_token_by_token():
+    llm = ScopeGuardLLM(chat_model=StreamingScriptedChatModel(["a b c", "d e"]))
+    chunks = [c async for c in await llm.astream_chat([ChatMessage(role="user", content="x")])]
+    assert [c.delta for c in chunks] == ["a ", "b ", "c"] and chunks[-1].message.content == "a b c"
+    completions = [c async for c in await llm.astream_complete("y")]
+    assert [c.delta for c in completions] == ["d ", "e"] and completions[-1].text == "d e"
 
 
 def test_errors_surface():
