@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from scopeguard import _paths
 from scopeguard._optional import require
+from scopeguard.data import atomic_open
 from scopeguard.errors import ModelError
 
 if TYPE_CHECKING:
@@ -202,18 +203,11 @@ def _verify(path: Path, sha: str, what: str, install: str) -> None:
 
 
 def _concatenate(parts: list[Path], target: Path) -> None:
-    """Concatenate ``parts`` into ``target`` atomically (temp file in the same dir + rename)."""
-    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with part.open("rb") as src:
-                    shutil.copyfileobj(src, out, _CHUNK)
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    """Concatenate ``parts`` into ``target`` atomically (see :func:`scopeguard.data.atomic_open`)."""
+    with atomic_open(target, "wb") as out:
+        for part in parts:
+            with part.open("rb") as src:
+                shutil.copyfileobj(src, out, _CHUNK)
 
 
 _ASSEMBLE_LOCK = threading.Lock()

@@ -27,6 +27,7 @@ __all__ = [
     "PolicyContext",
     "PolicyOutcome",
     "RefusePolicy",
+    "allm_answer",
     "available_policies",
     "get_policy",
     "llm_answer",

@@ -18,7 +18,7 @@ import numpy as np
 
 from scopeguard._progress import progress_bar
 from scopeguard.data import Dataset
-from scopeguard.features import FeatureCache, stable_hash
+from scopeguard.features._base import FeatureCache, stable_hash
 from scopeguard.prompts import template_source
 
 __all__ = ["Signals", "extract_signals", "sample_documents"]
@@ -73,7 +73,7 @@ class Signals:
         )
 
 
-def template_sha256(name: str) -> str:
+def _template_sha256(name: str) -> str:
     """SHA-256 of a prompt template's source: cached verdicts change when the wording does."""
     import hashlib
 
@@ -128,7 +128,7 @@ def extract_signals(
             "kind": "verdict_margin",
             "model": reader.scorer.name,
             "template": reader.head.template,
-            "template_sha256": template_sha256(reader.head.template),
+            "template_sha256": _template_sha256(reader.head.template),
             "chunk_tokens": reader.chunk_tokens,
         }
         cache = FeatureCache(identity)

@@ -231,3 +231,21 @@ def test_cli_layer_option_trains_a_probe_head_on_that_layer(
         app, ["train-detector", str(ds), "--detector", "nli", "--layer", "-4", "--out", str(out)]
     )
     assert res.exit_code == 2 and "--layer" in res.output
+
+
+def test_cli_paper_trains_on_raw_features(tmp_path: Path, probe_features: list[dict[str, Any]]) -> None:
+    import scopeguard.cli.train  # noqa: F401  (registers the command)
+    from scopeguard.cli._app import app
+    from scopeguard.detectors.head import TrainedHead
+
+    ds = write_toy_dataset(tmp_path / "ds")
+    args = ["train-detector", str(ds), "--detector", "probe", "--epochs", "1", "--no-progress"]
+    for paper, out in ((False, tmp_path / "ours"), (True, tmp_path / "paper")):
+        res = CliRunner().invoke(app, [*args, *(["--paper"] if paper else []), "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        assert json.loads((out / "head.json").read_text())["training"]["standardize"] is not paper
+        head = TrainedHead.load(out)
+        raw = bool(np.all(head.standardizer.mean == 0) and np.all(head.standardizer.std == 1))
+        assert raw is paper  # the paper's head reads the features as they are
+    res = CliRunner().invoke(app, ["train-detector", str(ds), "--detector", "fast", "--paper", "--out", "x"])
+    assert res.exit_code == 2 and "--paper do(es) not apply to --detector fast" in res.output

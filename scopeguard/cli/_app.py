@@ -53,6 +53,14 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def option_given(ctx: typer.Context, option: str) -> bool:
+    """Whether the parameter ``option`` was set on the command line (or by an environment
+    variable), not left at its default: what a preset such as ``--paper`` may override."""
+    source = ctx.get_parameter_source(option)
+    # compared by name: typer ships its own copy of click's ParameterSource enum
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
 def exit_if_failed(failed: int, total: int, items: str, hint: str = "") -> None:
     """End a job that wrote its outputs with exit code 1 when ``failed`` of its ``total`` ``items``
     failed, saying so in one line on stderr (``hint``: where to look, or how to retry)."""

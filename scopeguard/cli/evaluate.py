@@ -1,17 +1,34 @@
-"""``scopeguard evaluate`` / ``compare``: how well does a RAG system defuse out-of-scope questions?"""
+"""``scopeguard evaluate`` / ``compare``: how well does a RAG system defuse out-of-scope questions?
+
+Every evaluation option's default is the :class:`~scopeguard.evaluation.RunConfig` field's;
+``--paper`` applies :func:`~scopeguard.evaluation.paper_evaluation_settings` on top, and only the
+options given on the command line override it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from scopeguard.cli._app import app, exit_if_failed, handle_errors
+from scopeguard.cli._app import app, exit_if_failed, handle_errors, option_given
+from scopeguard.errors import ConfigurationError
+from scopeguard.evaluation.store import RunConfig
+
+_PAPER_OPTIONS = ("votes", "adaptive", "temperature", "precheck", "max_tokens", "followup")
+"""The options --paper sets (each a RunConfig field of the same name)."""
+
+
+def _default(name: str) -> Any:
+    """The default of a :class:`RunConfig` field (one source for library and CLI)."""
+    return RunConfig.model_fields[name].default
 
 
 @app.command("evaluate")
 @handle_errors
 def evaluate_command(
+    ctx: typer.Context,
     dataset: Path = typer.Argument(..., help="Dataset folder (documents.jsonl + questions.jsonl)."),
     out: Path = typer.Option(..., "--out", help="Run folder; re-run on the same folder to resume."),
     rag_llm: str = typer.Option(
@@ -31,20 +48,38 @@ def evaluate_command(
     limit: int | None = typer.Option(
         None, "--limit", help="Evaluate the first N questions of a label- and topic-balanced order."
     ),
-    votes: int = typer.Option(3, "--votes", help="Judge samples per judgement (self-consistency m)."),
+    votes: int = typer.Option(
+        _default("votes"), "--votes", help="Judge samples per judgement (self-consistency m; --paper: 9)."
+    ),
     adaptive: bool = typer.Option(
-        True, "--adaptive/--no-adaptive", help="Stop voting early once the majority is settled."
+        _default("adaptive"),
+        "--adaptive/--no-adaptive",
+        help="Stop voting early once the majority is settled (--paper: off).",
     ),
-    temperature: float = typer.Option(0.7, "--temperature", help="Sampling temperature of the judge votes."),
+    temperature: float = typer.Option(
+        _default("temperature"), "--temperature", help="Sampling temperature of the judge votes."
+    ),
     precheck: bool = typer.Option(
-        True, "--precheck/--no-precheck", help="Decide obvious refusals/answers lexically, without the judge."
+        _default("precheck"),
+        "--precheck/--no-precheck",
+        help="Decide obvious refusals/answers lexically, without the judge (--paper: off).",
     ),
-    max_tokens: int = typer.Option(256, "--max-tokens", help="Token limit of each response and judge reply."),
+    max_tokens: int = typer.Option(
+        _default("max_tokens"),
+        "--max-tokens",
+        help="Token limit of each RAG response and judge reply (0: no cap; --paper: no cap).",
+    ),
     followup: bool = typer.Option(
-        True,
+        _default("followup"),
         "--followup/--no-followup",
         help="Ask a judge sample that gave no verdict for one in a short follow-up turn "
         "(scopeguard's addition; --no-followup is the paper's judge).",
+    ),
+    paper: bool = typer.Option(
+        False,
+        "--paper",
+        help="ELOQ's evaluation as published: 9 judge votes, all drawn, no follow-up turn, no "
+        "lexical pre-check, no cap on responses or judge replies. Options given explicitly still apply.",
     ),
     plots: bool = typer.Option(
         True, "--plots/--no-plots", help="Write PNG plots (needs matplotlib: the plots extra)."
@@ -57,8 +92,10 @@ def evaluate_command(
 
     Exits 1 when any step (answer + judgement, or detection) failed, 2 when it could not run.
     """
-    from scopeguard.evaluation import RunConfig, available_rag_prompts, evaluate_config
+    from scopeguard.evaluation import available_rag_prompts, evaluate_config, paper_evaluation_settings
 
+    if max_tokens < 0:
+        raise ConfigurationError(f"--max-tokens must be at least 0 (0: no cap), got {max_tokens}")
     config = RunConfig(
         dataset=str(dataset),
         rag=rag_llm,
@@ -69,10 +106,14 @@ def evaluate_command(
         adaptive=adaptive,
         temperature=temperature,
         precheck=precheck,
-        max_tokens=max_tokens,
+        max_tokens=max_tokens or None,
         limit=limit,
         followup=followup,
     )
+    if paper:
+        preset = paper_evaluation_settings()
+        given = {name for name in _PAPER_OPTIONS if option_given(ctx, name)}
+        config = config.model_copy(update={k: v for k, v in preset.items() if k not in given})
     run = evaluate_config(config, out, progress=None if progress else False, plots=plots)
     typer.echo(run.report.summary)
     typer.echo(f"\nReport, tables, metrics.json and plots written to {out}")

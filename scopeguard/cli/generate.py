@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from scopeguard.cli._app import app, exit_if_failed, handle_errors
+from scopeguard.cli._app import app, exit_if_failed, handle_errors, option_given
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig
 
@@ -34,18 +34,13 @@ def _default(name: str) -> Any:
     return GenerationConfig.model_fields[name].default
 
 
-def _given(ctx: typer.Context, option: str) -> bool:
-    """Whether ``option`` was set on the command line (or by an environment variable)."""
-    source = ctx.get_parameter_source(option)
-    # compared by name: typer ships its own copy of click's ParameterSource enum
-    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
-
-
 def _config(ctx: typer.Context, paper: bool, values: dict[str, Any]) -> GenerationConfig:
     """The config from the options; with ``paper``, only the options given explicitly override."""
     from pydantic import ValidationError
 
-    given = {field: values[option] for option, field in _FIELDS.items() if not paper or _given(ctx, option)}
+    given = {
+        field: values[option] for option, field in _FIELDS.items() if not paper or option_given(ctx, option)
+    }
     try:
         return GenerationConfig.paper(**given) if paper else GenerationConfig(**given)
     except ValidationError as exc:

@@ -82,9 +82,16 @@ def train_detector_command(
         None, "--embedding-model", help="nli: mpnet (default), minilm, a folder or a hub name."
     ),
     pooling: str | None = typer.Option(None, "--pooling", help="nli: cls (paper, default) or mean."),
+    paper: bool = typer.Option(
+        False,
+        "--paper",
+        help="nli/probe: the paper's training exactly (TrainSettings.paper(): raw features, not "
+        "standardised; the other defaults already are the paper's).",
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
     """Fit a detector's head on DATASETS and save it to --out (load it with model=OUT)."""
+    from scopeguard.detectors.head import TrainSettings
     from scopeguard.errors import ConfigurationError
     from scopeguard.fitting import SCORING_DETECTORS, fit_detector
     from scopeguard.training import LEARNED_DETECTORS, train_detector
@@ -103,6 +110,8 @@ def train_detector_command(
         given = [k for k, v in mlp_only.items() if v is not None]
         if detector == "fast" and llm is not None:
             given.append("--llm")
+        if paper:
+            given.append("--paper")
         if given:
             raise ConfigurationError(f"{', '.join(given)} do(es) not apply to --detector {detector}")
         report = fit_detector(
@@ -141,6 +150,7 @@ def train_detector_command(
     extractor: dict[str, Any] = {
         k: v for k, v in (probe_only if detector == "probe" else nli_only).items() if v is not None
     }
+    preset = TrainSettings.paper() if paper else TrainSettings()
     path = train_detector(
         datasets[0],
         detector,
@@ -152,6 +162,7 @@ def train_detector_command(
         weight_decay=weight_decay,
         val_fraction=val_fraction,
         progress=progress,
+        standardize=preset.standardize,
         **extractor,
     )
     metrics = json.loads((path / "head.json").read_text(encoding="utf-8"))["metrics"]

@@ -31,7 +31,10 @@ def verify(
         _default("llm"), "--llm", help="LLM spec: 'local', 'local:/path.gguf', 'openai:MODEL'."
     ),
     retriever: str = typer.Option(
-        _default("retriever"), "--retriever", help="bm25 (k1 0.82, b 0.68), dense or hybrid (RRF)."
+        _default("retriever"),
+        "--retriever",
+        help="bm25 (k1 0.82, b 0.68), dense, hybrid (RRF), neural (hybrid+rerank:monot5), "
+        "NAME+rerank:RERANKER, or any registry spec.",
     ),
     dense_model: str | None = typer.Option(
         _default("dense_model"),

@@ -47,7 +47,14 @@ from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError, ModelError, ScopeGuardError
 from scopeguard.types import Document, Label, Verdict
 
-__all__ = ["COMBINED_FEATURES", "FAST_FEATURES", "DefaultDetector", "DefaultHead", "fit_default_head"]
+__all__ = [
+    "COMBINED_FEATURES",
+    "FAST_FEATURES",
+    "DefaultDetector",
+    "DefaultHead",
+    "default_head_path",
+    "fit_default_head",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +64,7 @@ COMBINED_FEATURES = ("coverage", "alignment", "margin")
 
 
 def default_head_path() -> Path:
+    """The head shipped in the package (``scopeguard/_assets/default_head.json``)."""
     return Path(str(resources.files("scopeguard") / "_assets" / HEAD_FILE))
 
 
@@ -347,7 +355,7 @@ def fit_default_head(
         "cascade": point,
         "fast_alone": operating_point(p_fast, y, t_fast).to_dict(),
         "reader_alone": operating_point(
-            fit_logistic_oof_margin(margin, y, groups, folds=folds, seed=seed), y, 0.5
+            _fit_logistic_oof_margin(margin, y, groups, folds=folds, seed=seed), y, 0.5
         ).to_dict(),
         "combined_alone": operating_point(p_comb, y, t_comb).to_dict(),
         "escalation_cost": escalation_cost,
@@ -370,7 +378,7 @@ def fit_default_head(
     return head, report
 
 
-def fit_logistic_oof_margin(
+def _fit_logistic_oof_margin(
     margin: np.ndarray, y: np.ndarray, groups: Sequence[str], *, folds: int = 5, seed: int = 0
 ) -> np.ndarray:
     """Out-of-fold Platt-scaled P(out of scope) from the margin alone."""

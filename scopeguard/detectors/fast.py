@@ -72,6 +72,7 @@ __all__ = [
     "FastDetector",
     "FastFeaturizer",
     "FastHead",
+    "TokenEmbeddings",
     "TokenEncoder",
     "default_head_path",
 ]

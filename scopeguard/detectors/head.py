@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scopeguard import _progress
 from scopeguard._optional import require
+from scopeguard.data import atomic_open, atomic_write_text
 from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError, ModelError
 from scopeguard.types import Document, Label, Verdict
@@ -174,7 +175,7 @@ class TrainedHead:
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write ``head.safetensors`` and ``head.json`` into ``directory`` (created if needed)."""
-        save_file = require("safetensors.torch", extra="probe", feature="saving a head").save_file
+        to_bytes = require("safetensors.torch", extra="probe", feature="saving a head").save
         torch = _torch()
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
@@ -183,12 +184,9 @@ class TrainedHead:
         }
         tensors["standardizer.mean"] = torch.from_numpy(self.standardizer.mean.copy())
         tensors["standardizer.std"] = torch.from_numpy(self.standardizer.std.copy())
-        tmp = out / (WEIGHTS_FILE + ".tmp")
-        save_file(tensors, str(tmp))
-        os.replace(tmp, out / WEIGHTS_FILE)
-        tmp_cfg = out / (CONFIG_FILE + ".tmp")
-        tmp_cfg.write_text(self.config.model_dump_json(indent=2), encoding="utf-8")
-        os.replace(tmp_cfg, out / CONFIG_FILE)
+        with atomic_open(out / WEIGHTS_FILE, "wb") as fh:
+            fh.write(to_bytes(tensors))
+        atomic_write_text(out / CONFIG_FILE, self.config.model_dump_json(indent=2))
         return out
 
     @classmethod

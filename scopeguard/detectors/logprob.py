@@ -34,7 +34,7 @@ from scopeguard.prompts import render, render_documents
 from scopeguard.types import Document, Label, Verdict
 from scopeguard.verdicts import VerdictScore, VerdictScorer, verdict_scorer
 
-__all__ = ["TEMPLATE", "LogProbDetector", "LogProbHead", "verdict_messages"]
+__all__ = ["TEMPLATE", "LogProbDetector", "LogProbHead", "default_head_path", "verdict_messages"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ HEAD_FILE = "logprob_head.json"
 
 
 def default_head_path() -> Path:
+    """The calibration shipped in the package (``scopeguard/_assets/logprob_head.json``)."""
     return Path(str(resources.files("scopeguard") / "_assets" / HEAD_FILE))
 
 
@@ -95,7 +96,7 @@ class LogProbHead:
             raise ModelError(f"{p}: not a valid log-prob head ({type(exc).__name__}: {exc})") from None
 
 
-def identity_head(model: str) -> LogProbHead:
+def _identity_head(model: str) -> LogProbHead:
     """No calibration: P(out of scope) = P(No | Yes or No), threshold 0.5."""
     return LogProbHead(model=model, calibration=LogisticHead(("margin",), (0.0,), (1.0,), (1.0,), 0.0))
 
@@ -140,7 +141,7 @@ class LogProbDetector(BaseDetector):
             if packaged is not None and packaged.model == self.scorer.name:
                 self.head = packaged
             else:
-                self.head = identity_head(self.scorer.name)
+                self.head = _identity_head(self.scorer.name)
         if self.head.model != self.scorer.name:
             logger.warning(
                 "log-prob head was fitted on %s, the verdicts come from %s", self.head.model, self.scorer.name

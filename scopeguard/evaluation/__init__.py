@@ -33,7 +33,7 @@ from scopeguard.evaluation.report import (
     RateSummary,
     build_report,
     markdown_report,
-    write_report,
+    write_evaluation_report,
 )
 from scopeguard.evaluation.runner import (
     DEFAULT_PROMPTS,
@@ -83,5 +83,5 @@ __all__ = [
     "paper_evaluation_settings",
     "run_evaluation",
     "select_questions",
-    "write_report",
+    "write_evaluation_report",
 ]

@@ -87,7 +87,7 @@ class Judgement(BaseModel):
     """Sampled replies that stopped at the reply cap (before any uncapped redraw)."""
 
 
-def voted_judgement(llm: ChatModel, prompt: str, config: JudgeConfig) -> Judgement:
+def _voted_judgement(llm: ChatModel, prompt: str, config: JudgeConfig) -> Judgement:
     """Sample ``llm`` on ``prompt`` with self-consistency voting and parse yes/no answers.
 
     With ``config.followup``, a sample without a verdict gets one greedy follow-up turn asking for it.
@@ -149,7 +149,7 @@ class _VotingJudge(ConfiguredJudge):
         self.llm: ChatModel = from_spec(llm)
 
     def _vote(self, prompt: str) -> Judgement:
-        return voted_judgement(self.llm, prompt, self.config)
+        return _voted_judgement(self.llm, prompt, self.config)
 
 
 class DefusionJudge(_VotingJudge):

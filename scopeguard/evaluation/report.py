@@ -41,7 +41,7 @@ __all__ = [
     "markdown_report",
     "report_from_records",
     "topic_table",
-    "write_report",
+    "write_evaluation_report",
 ]
 
 Metric = Literal["defusion", "false_refusal"]
@@ -76,6 +76,8 @@ class PromptReport(_Record):
     lexical_decisions: int
     truncated_judge_replies: int = 0
     """Judge replies that stopped at the reply cap (each redrawn uncapped when it had no verdict)."""
+    truncated_responses: int = 0
+    """RAG responses that stopped at the ``max_tokens`` cap (judged as they were cut)."""
     seconds_median: float | None
     explicit_refusal_oos: float | None = None
     """Share of out-of-scope responses that open with an explicit refusal phrase (judge-free check)."""
@@ -152,6 +154,7 @@ def _prompt_report(prompt: str, records: list[ResponseRecord]) -> PromptReport:
         judge_llm_calls=sum(j.llm_calls for j in judgements),
         lexical_decisions=sum(j.method == "lexical" for j in judgements),
         truncated_judge_replies=sum(j.truncated for j in judgements),
+        truncated_responses=sum(r.truncated for r in records if r.error is None),
         seconds_median=float(np.median(seconds)) if seconds else None,
         explicit_refusal_oos=_explicit_refusals(records, "out_of_scope"),
         explicit_refusal_in=_explicit_refusals(records, "in_scope"),
@@ -262,6 +265,18 @@ def _judge_sanity(counts: tuple[int, int]) -> str:
     return text + (": treat its defusion rate with caution." if agreed < 0.8 * n else ".")
 
 
+def _capped_text(p: PromptReport) -> str:
+    parts = [
+        f"{n} {what} hit the reply cap"
+        for n, what in (
+            (p.truncated_responses, "RAG responses"),
+            (p.truncated_judge_replies, "judge replies"),
+        )
+        if n
+    ]
+    return f" {' and '.join(parts)} (max_tokens)." if parts else ""
+
+
 def _summary_text(report: EvaluationReport, topic_means: dict[str, float]) -> str:
     lines = [
         f"Evaluation of {report.config.rag} (judge: {report.config.judge}, votes: {report.config.votes})."
@@ -275,11 +290,7 @@ def _summary_text(report: EvaluationReport, topic_means: dict[str, float]) -> st
             f"Judge-free check: {_pct(p.explicit_refusal_oos)}% of out-of-scope and "
             f"{_pct(p.explicit_refusal_in)}% of in-scope responses open with an explicit refusal."
             + _judge_sanity(p.judge_on_explicit_refusals)
-            + (
-                f" {p.truncated_judge_replies} judge replies hit the reply cap."
-                if p.truncated_judge_replies
-                else ""
-            )
+            + _capped_text(p)
         )
     if report.best_prompt:
         best = report.prompt(report.best_prompt)
@@ -374,7 +385,7 @@ def markdown_report(report: EvaluationReport) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_report(run: str | os.PathLike[str], *, plots: bool = True) -> EvaluationReport:
+def write_evaluation_report(run: str | os.PathLike[str], *, plots: bool = True) -> EvaluationReport:
     """Build the report of the run in ``run`` and write it there.
 
     Files: ``report.md``, ``summary.txt``, ``metrics.json``, ``defusion_by_topic.csv``,

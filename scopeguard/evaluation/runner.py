@@ -131,6 +131,7 @@ def run_evaluation(
             adaptive=defusion_judge.adaptive,
             temperature=defusion_judge.temperature,
             precheck=bool(refusal_judge and refusal_judge.precheck),
+            max_tokens=defusion_judge.max_tokens,
             limit=limit,
         )
     )
@@ -198,8 +199,10 @@ def _respond(
     )
     started = time.perf_counter()
     update: dict[str, Any] = {}
+    capped = answerer.truncated if isinstance(answerer, PromptAnswerer) else 0
     try:
         update["response"] = response = answerer.answer(q.question, [doc])
+        update["truncated"] = isinstance(answerer, PromptAnswerer) and answerer.truncated > capped
         if q.label == "out_of_scope":
             update["defusion"] = defusion_judge.judge(q.question, [doc], response)
         elif refusal_judge is not None:
@@ -242,7 +245,7 @@ def evaluate(
     (scopeguard's addition; ``False`` is the paper's judge).
     """
     from scopeguard.detectors.registry import get_detector
-    from scopeguard.evaluation.report import write_report
+    from scopeguard.evaluation.report import write_evaluation_report
     from scopeguard.llm.registry import from_spec
 
     judge_llm = from_spec(judge)
@@ -293,7 +296,7 @@ def evaluate(
         config=config,
         progress=progress,
     )
-    return write_report(out, plots=plots)
+    return write_evaluation_report(out, plots=plots)
 
 
 @dataclass(frozen=True)

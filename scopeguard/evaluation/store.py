@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from scopeguard.errors import InputError
 from scopeguard.evaluation.defusion import Judgement
+from scopeguard.judging import EVALUATION_DEFAULTS
 from scopeguard.runs import JsonlLog, RunFolder, append_jsonl, repair_torn_tail
 from scopeguard.types import Verdict
 
@@ -37,20 +38,26 @@ class _Record(BaseModel):
 
 
 class RunConfig(_Record):
-    """What a run evaluates; a resumed run must match it (dataset, prompts and limit may change)."""
+    """What a run evaluates; a resumed run must match it (dataset, prompts and limit may change).
+
+    The judge settings default to :data:`~scopeguard.judging.EVALUATION_DEFAULTS` (3 adaptive
+    votes at 0.7 with a follow-up turn); ``max_tokens`` (default 256, the judges' default) caps
+    every RAG response and judge reply, ``None`` lifts the cap (the paper's setting:
+    :func:`~scopeguard.evaluation.paper_evaluation_settings`). The CLI's defaults are these.
+    """
 
     dataset: str
     rag: str
     judge: str
     prompts: tuple[str, ...]
     detector: str | None = None
-    votes: int = 3
-    adaptive: bool = True
-    temperature: float = 0.7
+    votes: int = EVALUATION_DEFAULTS.votes
+    adaptive: bool = EVALUATION_DEFAULTS.adaptive
+    temperature: float = EVALUATION_DEFAULTS.temperature
     precheck: bool = True
-    max_tokens: int | None = None
+    max_tokens: int | None = EVALUATION_DEFAULTS.max_tokens
     limit: int | None = None
-    followup: bool = True
+    followup: bool = EVALUATION_DEFAULTS.followup
 
 
 _FREE = ("dataset", "prompts", "limit")
@@ -77,6 +84,8 @@ class ResponseRecord(_Record):
     """In-scope questions: did the response refuse / claim the information is missing (True)?"""
     seconds: float = 0.0
     error: str | None = None
+    truncated: bool = False
+    """The response stopped at the ``max_tokens`` cap (a RAG prompt's answer; a pipeline's: never)."""
 
     @property
     def key(self) -> tuple[str, str]:

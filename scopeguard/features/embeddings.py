@@ -18,7 +18,7 @@ import numpy as np
 
 from scopeguard import _progress
 from scopeguard.errors import ConfigurationError
-from scopeguard.features import FeatureCache, stable_hash
+from scopeguard.features._base import FeatureCache, stable_hash
 from scopeguard.types import Document
 
 __all__ = [

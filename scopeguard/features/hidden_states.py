@@ -29,7 +29,7 @@ import numpy as np
 
 from scopeguard import _progress
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
-from scopeguard.features import FeatureCache, stable_hash
+from scopeguard.features._base import FeatureCache, stable_hash
 from scopeguard.prompts import fenced, render, render_documents
 from scopeguard.types import Document
 

@@ -10,7 +10,13 @@ from scopeguard.generation.accounting import PRICES_DATE, PRICES_PER_1M, Usage, 
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord, GeneratedQuestion
 from scopeguard.generation.config import GenerationConfig
-from scopeguard.generation.corpus import Corpus, LengthRule, SkippedDocument, load_corpus, truncate_words
+from scopeguard.generation.corpus import (
+    Corpus,
+    LengthRule,
+    SkippedDocument,
+    load_generation_corpus,
+    truncate_words,
+)
 from scopeguard.generation.eloq_layout import export_eloq, import_eloq
 from scopeguard.generation.pipeline import Generator, RunSummary
 from scopeguard.generation.steps import generate_document
@@ -34,6 +40,6 @@ __all__ = [
     "export_eloq",
     "generate_document",
     "import_eloq",
-    "load_corpus",
+    "load_generation_corpus",
     "truncate_words",
 ]

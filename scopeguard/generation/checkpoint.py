@@ -153,7 +153,7 @@ class DocumentRecord(_Frozen):
         }
 
 
-def safe_name(doc_id: str) -> str:
+def _safe_name(doc_id: str) -> str:
     """A file name for ``doc_id``: readable part plus a hash, so distinct ids never collide."""
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", doc_id)[:60].strip("._") or "doc"
     return f"{readable}-{hashlib.sha1(doc_id.encode('utf-8')).hexdigest()[:10]}.json"
@@ -167,7 +167,7 @@ class CheckpointStore:
         self.dir = self.out_dir / ".checkpoints"
 
     def path_for(self, doc_id: str) -> Path:
-        return self.dir / safe_name(doc_id)
+        return self.dir / _safe_name(doc_id)
 
     def save(self, record: DocumentRecord) -> Path:
         path = self.path_for(record.doc_id)

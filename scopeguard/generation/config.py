@@ -24,8 +24,8 @@ class GenerationConfig(BaseModel):
 
     The ``judge_*`` fields configure the LLM-judge filter (Algorithm 1 step 10, Appendix B.3):
     ``judge_votes`` is the number of votes ``m``, ``judge_max_tokens`` the cap on each judge reply
-    (``None``: no cap, the paper's). A judge reply cut at the cap whose verdict ends ``unknown`` is
-    judged again without a cap and recorded (``issues``), never silently dropped as unknown.
+    (``None``: no cap, the paper's). A judge reply cut at the cap without a verdict is drawn again
+    without the cap by the judge itself and recorded (``issues``), never silently an unknown vote.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -1,6 +1,6 @@
 """Corpus input for the generator: folders, JSONL files and Python objects, with ELOQ's length rule.
 
-Accepted sources (:func:`load_corpus`):
+Accepted sources (:func:`load_generation_corpus`):
 
 * a folder of ``.txt`` / ``.md`` files (the id is the file name without suffix), or a folder in the
   canonical dataset format (``documents.jsonl``);
@@ -28,7 +28,14 @@ from scopeguard.data import read_jsonl
 from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.types import Document
 
-__all__ = ["Corpus", "LengthRule", "SkippedDocument", "load_corpus", "to_document", "truncate_words"]
+__all__ = [
+    "Corpus",
+    "LengthRule",
+    "SkippedDocument",
+    "load_generation_corpus",
+    "to_document",
+    "truncate_words",
+]
 
 _TEXT_SUFFIXES = (".txt", ".md")
 _ID_KEYS = ("doc_id", "id", "_id", "id_")
@@ -153,7 +160,7 @@ def _from_jsonl(path: Path) -> list[Document]:
     return docs
 
 
-def load_corpus(
+def load_generation_corpus(
     source: str | os.PathLike[str] | Iterable[Any],
     *,
     length_rule: LengthRule | None = None,

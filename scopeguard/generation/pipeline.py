@@ -31,7 +31,7 @@ from scopeguard.generation.accounting import PRICES_DATE, Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
 from scopeguard.generation.config import GenerationConfig
-from scopeguard.generation.corpus import Corpus, LengthRule, load_corpus
+from scopeguard.generation.corpus import Corpus, LengthRule, load_generation_corpus
 from scopeguard.generation.steps import generate_document
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.registry import from_spec
@@ -228,7 +228,7 @@ class Generator:
         loaded = (
             corpus
             if isinstance(corpus, Corpus)
-            else load_corpus(corpus, length_rule=length_rule, max_docs=max_docs)
+            else load_generation_corpus(corpus, length_rule=length_rule, max_docs=max_docs)
         )
         RunFolder(out, GenerationRunConfig, config_file="run.json").open(self.run_config())
         store = CheckpointStore(out)

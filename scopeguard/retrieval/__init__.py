@@ -17,7 +17,7 @@ from scopeguard.retrieval.dense import DenseRetriever, SentenceEncoder
 from scopeguard.retrieval.embedding_cache import EmbeddingCache
 from scopeguard.retrieval.fusion import HybridRetriever, rrf_fuse
 from scopeguard.retrieval.registry import available_retrievers, get_retriever, register_retriever
-from scopeguard.retrieval.report import write_report
+from scopeguard.retrieval.report import write_study_report
 from scopeguard.retrieval.rerank import (
     CrossEncoderReranker,
     MonoT5Reranker,
@@ -62,5 +62,5 @@ __all__ = [
     "rrf_fuse",
     "run_study",
     "study",
-    "write_report",
+    "write_study_report",
 ]

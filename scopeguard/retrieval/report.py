@@ -13,7 +13,7 @@ from scopeguard._optional import require
 from scopeguard.data import atomic_write_text
 from scopeguard.retrieval.study import StudyResult
 
-__all__ = ["markdown_table", "plot_recall_curves", "write_report"]
+__all__ = ["markdown_table", "plot_recall_curves", "write_study_report"]
 
 _LINE_STYLES = ("-", "--", ":", "-.")
 _LABEL_TITLES = {"out_of_scope": "Out-of-scope questions", "in_scope": "In-scope questions"}
@@ -135,7 +135,7 @@ def plot_recall_curves(result: StudyResult, path: str | os.PathLike[str]) -> Pat
     return out
 
 
-def write_report(
+def write_study_report(
     result: StudyResult, out_dir: str | os.PathLike[str], *, plot: bool = True
 ) -> dict[str, Path]:
     """Write ``retrieval_study.{md,csv,json}`` and ``recall_at_k.png`` into ``out_dir``."""

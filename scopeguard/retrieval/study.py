@@ -6,7 +6,9 @@ out-of-scope, each topic, each topic by label) with bootstrap intervals.
 
 Rankings of a finished retriever are checkpointed (``checkpoint_dir/rankings/<name>.jsonl``,
 written atomically and tied to a fingerprint of the corpus, questions and depth), so a re-run after
-a kill resumes with the retrievers not yet done.
+a kill resumes with the retrievers not yet done. :func:`study` keeps its :class:`StudyConfig` in the
+output folder (a :class:`~scopeguard.runs.RunFolder`, ``config.json``): resuming with another
+dataset, corpus or depth is refused; more retrievers, other k values or bootstrap settings are not.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scopeguard.errors import DatasetError, InputError
 from scopeguard.retrieval.base import Retriever
 from scopeguard.retrieval.metrics import GroupMetrics, aggregate, recall_curve
 from scopeguard.retrieval.registry import get_retriever
+from scopeguard.runs import RunFolder
 from scopeguard.types import Document
 
 __all__ = [
@@ -193,6 +196,16 @@ def _groups(
     }
 
 
+def _check_ks(ks: Sequence[int], depth: int) -> tuple[int, ...]:
+    """``ks`` sorted without repeats; an :class:`InputError` unless they are positive and <= depth."""
+    out = tuple(sorted(set(ks)))
+    if not out or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in out):
+        raise InputError(f"k values must be positive integers, got {list(ks)!r}")
+    if depth < max(out):
+        raise InputError(f"depth ({depth}) must be at least the largest k ({max(out)})")
+    return out
+
+
 def run_study(
     questions: Dataset | Sequence[LabeledQuestion],
     retrievers: Sequence[str | Retriever],
@@ -227,11 +240,7 @@ def run_study(
         raise InputError("the corpus is empty")
     if not retrievers:
         raise InputError("no retrievers given")
-    ks = tuple(sorted(set(ks)))
-    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-        raise InputError(f"k values must be positive integers, got {list(ks)!r}")
-    if depth < max(ks):
-        raise InputError(f"depth ({depth}) must be at least the largest k ({max(ks)})")
+    ks = _check_ks(ks, depth)
     corpus_by_id: dict[str, Document] = {}
     for d in docs:
         if not d.id:
@@ -273,8 +282,12 @@ def run_study(
 class StudyConfig(BaseModel):
     """One retrieval study: the dataset folder, the retrievers and the metric settings.
 
-    A resumed study reuses the rankings of each retriever whose checkpoint matches the corpus,
-    questions and depth (a fingerprint); the other settings only change the metrics.
+    A resumed study must have the same ``dataset``, ``corpus`` and ``depth`` (a
+    :class:`~scopeguard.errors.ConfigurationError` names the fields that differ); ``retrievers``
+    (the saved list grows), ``ks``, ``n_bootstrap`` and ``seed`` may change, since they only add
+    rankings or change the metrics. It
+    reuses the rankings of each retriever whose checkpoint matches the corpus, questions and depth
+    (a fingerprint, which also catches files edited in place).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -287,6 +300,17 @@ class StudyConfig(BaseModel):
     depth: int = 100
     n_bootstrap: int = 1000
     seed: int = 0
+
+
+_FREE = ("retrievers", "ks", "n_bootstrap", "seed")
+"""StudyConfig fields a resumed study may change: more retrievers, other metric settings."""
+
+
+def _merge_retrievers(saved: StudyConfig, config: StudyConfig) -> StudyConfig:
+    """The saved configuration lists every retriever whose rankings the folder holds."""
+    return config.model_copy(
+        update={"retrievers": tuple(dict.fromkeys(saved.retrievers + config.retrievers))}
+    )
 
 
 @dataclass(frozen=True)
@@ -309,19 +333,27 @@ def _read_corpus(path: Path) -> list[Document]:
 
 
 def study(config: StudyConfig, out: str | Path, *, plot: bool = True) -> StudyReport:
-    """Run (or resume) ``config`` with its checkpoints and report in the folder ``out``."""
-    from scopeguard.retrieval.report import write_report
+    """Run (or resume) ``config`` with its checkpoints and report in the folder ``out``.
+
+    The folder keeps the configuration (``config.json``); resuming it with another dataset, corpus
+    or depth raises a :class:`~scopeguard.errors.ConfigurationError` (see :class:`StudyConfig`).
+    """
+    from scopeguard.retrieval.report import write_study_report
 
     if not config.retrievers:
         raise InputError("--retrievers is empty")
+    _check_ks(config.ks, config.depth)
+    dataset = load_dataset(config.dataset)
+    corpus = _read_corpus(Path(config.corpus)) if config.corpus is not None else None
+    RunFolder(out, StudyConfig, free=_FREE).open(config, merge=_merge_retrievers)
     result = run_study(
-        load_dataset(config.dataset),
+        dataset,
         config.retrievers,
-        corpus=_read_corpus(Path(config.corpus)) if config.corpus is not None else None,
+        corpus=corpus,
         ks=config.ks,
         depth=config.depth,
         n_bootstrap=config.n_bootstrap,
         seed=config.seed,
         checkpoint_dir=out,
     )
-    return StudyReport(result=result, files=write_report(result, out, plot=plot))
+    return StudyReport(result=result, files=write_study_report(result, out, plot=plot))

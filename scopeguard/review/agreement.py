@@ -20,7 +20,14 @@ from scopeguard.data import Dataset, LabeledQuestion, load_dataset, read_jsonl, 
 from scopeguard.errors import InputError
 from scopeguard.review.store import reviews_dir
 
-__all__ = ["AgreementReport", "agreement_report", "cohen_kappa", "export_resolved", "read_annotations"]
+__all__ = [
+    "AgreementReport",
+    "PairAgreement",
+    "agreement_report",
+    "cohen_kappa",
+    "export_resolved",
+    "read_annotations",
+]
 
 _DECISIVE = ("in_scope", "out_of_scope")
 

@@ -40,7 +40,7 @@ from scopeguard.verification.report import RESULTS_FILE, ClassDistribution, read
 __all__ = [
     "VerificationConfig",
     "VerificationRunReport",
-    "load_corpus",
+    "load_passage_corpus",
     "load_questions",
     "run_verification",
 ]
@@ -111,7 +111,7 @@ def load_questions(
     return queries[:limit] if limit is not None else queries
 
 
-def load_corpus(
+def load_passage_corpus(
     path: str | os.PathLike[str],
     *,
     passage_sentences: int = 3,
@@ -177,7 +177,7 @@ def run_verification(
     logger.info("%d question(s) to verify, %d already done", len(todo), len(qs) - len(todo))
     written = 0
     if todo:
-        docs = load_corpus(
+        docs = load_passage_corpus(
             config.corpus,
             passage_sentences=config.passage_sentences,
             max_passages=config.max_passages,

@@ -15,7 +15,7 @@ from scopeguard.evaluation import (
     RunStore,
     build_report,
     compare_runs,
-    write_report,
+    write_evaluation_report,
 )
 from scopeguard.evaluation.store import DetectionRecord
 from scopeguard.types import Verdict
@@ -103,7 +103,7 @@ def test_written_tables_json_and_plots(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     root = tmp_path / "r"
     _make_run(root, RUN, detector=True)
-    report = write_report(root)
+    report = write_evaluation_report(root)
     rows = list(csv.reader((root / "defusion_by_topic.csv").open()))
     assert rows[0] == [
         "prompt",

@@ -130,6 +130,39 @@ def test_failed_steps_are_recorded_and_retried_on_resume(tiny_dataset: Path, tmp
     assert len(RunStore(out).responses()) == 4
 
 
+def test_capped_responses_are_recorded_and_counted_in_the_report(tiny_dataset: Path, tmp_path: Path) -> None:
+    # every scripted RAG response is longer than 12 words, every judge reply shorter
+    llm = ScriptedChatModel(scripted_system(), truncate=True)
+    out = tmp_path / "run"
+    report = evaluate(
+        tiny_dataset,
+        rag=llm,
+        judge=llm,
+        out=out,
+        prompts=["basic"],
+        max_tokens=12,
+        progress=False,
+        plots=False,
+    )
+    assert [r["truncated"] for r in _lines(out / "responses.jsonl")] == [True] * 4
+    assert report.prompt("basic").truncated_responses == 4
+    assert report.prompt("basic").truncated_judge_replies == 0
+    assert "4 RAG responses hit the reply cap (max_tokens)." in report.summary
+    assert json.loads((out / "metrics.json").read_text())["prompts"][0]["truncated_responses"] == 4
+
+    uncapped = evaluate(
+        tiny_dataset,
+        rag=llm,
+        judge=llm,
+        out=tmp_path / "uncapped",
+        prompts=["basic"],
+        max_tokens=None,
+        progress=False,
+        plots=False,
+    )
+    assert uncapped.prompt("basic").truncated_responses == 0 and "reply cap" not in uncapped.summary
+
+
 def test_user_pipeline_and_detector(tiny_dataset: Path, tmp_path: Path) -> None:
     judge_llm = ScriptedChatModel(scripted_system())
     report = evaluate(
@@ -202,6 +235,38 @@ def test_cli_evaluate_resume_and_compare(tiny_dataset: Path, tmp_path: Path) -> 
     assert "zero-shot-cot" not in cmp.output  # paired: only what both runs share
     unpaired = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--unpaired"])
     assert "| zero-shot-cot | defusion rate | n/a | 100.00 | n/a | 0 | 2 |" in unpaired.output
+
+
+@pytest.mark.usefixtures("scripted_backend")
+def test_cli_defaults_are_run_config_defaults_and_paper_applies_the_paper_settings(
+    tiny_dataset: Path, tmp_path: Path
+) -> None:
+    from scopeguard.cli._app import app
+    from scopeguard.evaluation import RunConfig, paper_evaluation_settings
+
+    runner = CliRunner()
+    base = ["evaluate", str(tiny_dataset), "--rag-llm", "scripted", "--judge-llm", "scripted"]
+    base += ["--prompt", "basic", "--limit", "2", "--no-progress", "--no-plots"]
+    plain = runner.invoke(app, [*base, "--out", str(tmp_path / "plain")])
+    assert plain.exit_code == 0, plain.output
+    saved = RunStore(tmp_path / "plain").read_config()
+    defaults = RunConfig(dataset="x", rag="x", judge="x", prompts=("basic",))
+    assert saved.model_dump(exclude={"dataset", "rag", "judge", "prompts", "limit"}) == defaults.model_dump(
+        exclude={"dataset", "rag", "judge", "prompts", "limit"}
+    )
+    assert saved.max_tokens == 256 and saved.votes == 3
+
+    paper = runner.invoke(app, [*base, "--paper", "--votes", "5", "--out", str(tmp_path / "paper")])
+    assert paper.exit_code == 0, paper.output
+    saved = RunStore(tmp_path / "paper").read_config()
+    expected = {**paper_evaluation_settings(), "votes": 5}  # an explicit option beats the preset
+    assert {k: getattr(saved, k) for k in expected} == expected
+    assert saved.max_tokens is None and saved.precheck is False and saved.followup is False
+
+    uncapped = runner.invoke(app, [*base, "--max-tokens", "0", "--out", str(tmp_path / "uncapped")])
+    assert uncapped.exit_code == 0 and RunStore(tmp_path / "uncapped").read_config().max_tokens is None
+    negative = runner.invoke(app, [*base, "--max-tokens", "-1", "--out", str(tmp_path / "neg")])
+    assert negative.exit_code == 2 and "--max-tokens must be at least 0" in negative.output
 
 
 @pytest.mark.usefixtures("scripted_backend")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scopeguard.errors import ConfigurationError, InputError
-from scopeguard.generation.corpus import LengthRule, load_corpus, truncate_words
+from scopeguard.generation.corpus import LengthRule, load_generation_corpus, truncate_words
 from scopeguard.types import Document
 
 
@@ -49,7 +49,7 @@ def test_folder_of_text_and_markdown_files(tmp_path: Path) -> None:
     (tmp_path / "b.md").write_text(_sentences(40), encoding="utf-8")
     (tmp_path / "c.txt").write_text("Too short.", encoding="utf-8")
     (tmp_path / "ignored.csv").write_text("x,y", encoding="utf-8")
-    corpus = load_corpus(tmp_path)
+    corpus = load_generation_corpus(tmp_path)
     assert [d.id for d in corpus.documents] == ["a", "b"]
     assert len(corpus.documents[1].text.split()) == 310
     assert [s.id for s in corpus.skipped] == ["c"]
@@ -59,18 +59,18 @@ def test_jsonl_with_ids_metadata_and_max_docs(tmp_path: Path) -> None:
     path = tmp_path / "docs.jsonl"
     rows = [{"doc_id": f"d{i}", "text": _sentences(20), "topic": "harbour"} for i in range(3)]
     path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
-    corpus = load_corpus(path, max_docs=2)
+    corpus = load_generation_corpus(path, max_docs=2)
     assert [d.id for d in corpus.documents] == ["d0", "d1"]
     assert corpus.documents[0].metadata == {"topic": "harbour"}
 
 
 def test_duplicate_ids_and_missing_paths_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="duplicate document id 'x'"):
-        load_corpus([Document(text=_sentences(20), id="x"), Document(text=_sentences(20), id="x")])
+        load_generation_corpus([Document(text=_sentences(20), id="x"), Document(text=_sentences(20), id="x")])
     with pytest.raises(InputError, match="corpus not found"):
-        load_corpus(tmp_path / "nope")
+        load_generation_corpus(tmp_path / "nope")
     with pytest.raises(InputError, match="cannot find its text"):
-        load_corpus([42])
+        load_generation_corpus([42])
 
 
 @dataclass
@@ -90,7 +90,7 @@ class FakeLlamaIndexDocument:
 
 def test_python_objects_langchain_and_llamaindex_duck_typed() -> None:
     text = _sentences(20)
-    corpus = load_corpus(
+    corpus = load_generation_corpus(
         [
             text,
             Document(text=text, id="mine"),

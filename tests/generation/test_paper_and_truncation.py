@@ -1,5 +1,5 @@
 """The paper preset (m=9 votes, no reply cap, no follow-up), the CLI's defaults from the config, and
-truncated replies: counted, and a judge reply cut at its cap is judged again without one."""
+truncated replies: counted, and a judge reply cut at its cap is drawn again without one."""
 
 from __future__ import annotations
 
@@ -44,6 +44,12 @@ def test_a_judge_reply_cut_at_its_cap_is_judged_again_without_one(tmp_path: Path
     assert [d.reason for d in record.dropped] == ["filter: answerable from the document"]
     judge_caps = [c.max_tokens for c in llm.calls if "The answer is: Yes or No" in c.prompt]
     assert 256 in judge_caps and None in judge_caps
+    # each cut sample is drawn again once, by the judge: the filter does not judge the question twice
+    samples = {
+        cap: sum(c.n for c in llm.calls if "The answer is: Yes or No" in c.prompt and c.max_tokens == cap)
+        for cap in (256, None)
+    }
+    assert samples[None] == samples[256]
     assert summary.usage_run.truncated >= 5 and "replies cut at the token cap" in summary.table()
 
 

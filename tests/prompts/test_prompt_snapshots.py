@@ -15,7 +15,8 @@ import jinja2.meta
 import pytest
 
 from scopeguard import Document
-from scopeguard.prompts import _env, available_templates, render
+from scopeguard.prompts import available_templates, render
+from scopeguard.prompts._render import _env
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 

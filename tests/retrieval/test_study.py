@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,12 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scopeguard.data import LabeledQuestion
-from scopeguard.errors import InputError
+from scopeguard.data import Dataset, LabeledQuestion, save_dataset
+from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.retrieval import Hit
 from scopeguard.retrieval._ranking import hits_from_scores
-from scopeguard.retrieval.report import write_report
-from scopeguard.retrieval.study import run_study
+from scopeguard.retrieval.report import write_study_report
+from scopeguard.retrieval.study import StudyConfig, run_study, study
 from scopeguard.types import Document
 
 CORPUS = [
@@ -90,6 +91,37 @@ def test_checkpoint_resumes_without_searching_again(tmp_path: Path) -> None:
         )
 
 
+def test_study_folder_keeps_and_checks_its_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    for folder in (data, tmp_path / "other"):
+        save_dataset(Dataset(documents={d.id: d for d in CORPUS}, questions=QUESTIONS[:3]), folder)
+    out = tmp_path / "study"
+    config = StudyConfig(dataset=str(data), retrievers=("bm25",), ks=(1, 2), depth=3, n_bootstrap=20)
+    first = study(config, out, plot=False)
+    assert json.loads((out / "config.json").read_text())["depth"] == 3
+
+    # another depth (and dataset) is another study: refused, naming both fields and values
+    with pytest.raises(ConfigurationError, match=r"depth: 3 -> 10") as err:
+        study(config.model_copy(update={"depth": 10, "dataset": str(tmp_path / "other")}), out, plot=False)
+    assert "dataset:" in str(err.value) and "resume with the same settings" in str(err.value)
+    assert json.loads((out / "config.json").read_text())["depth"] == 3  # the saved config is untouched
+
+    # the same settings resume without ranking again; other metric settings are free
+    def no_ranking(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ranked again although the rankings were checkpointed")
+
+    # (the module, not the function scopeguard.retrieval.study that shadows it on the package)
+    monkeypatch.setattr(importlib.import_module("scopeguard.retrieval.study"), "_rank_questions", no_ranking)
+    again = study(config.model_copy(update={"ks": (1, 3), "seed": 3}), out, plot=False)
+    assert again.result.retrievers["bm25"].rankings == first.result.retrievers["bm25"].rankings
+    # an added retriever is ranked (and joins the saved list); the done one is not
+    with pytest.raises(AssertionError, match="ranked again"):
+        study(config.model_copy(update={"retrievers": ("bm25s", "bm25")}), out, plot=False)
+    monkeypatch.undo()
+    study(config.model_copy(update={"retrievers": ("bm25s",)}), out, plot=False)
+    assert json.loads((out / "config.json").read_text())["retrievers"] == ["bm25", "bm25s"]
+
+
 def test_study_input_errors() -> None:
     with pytest.raises(InputError, match="depth"):
         run_study(QUESTIONS, [TableRetriever()], corpus=CORPUS, ks=(1, 10), depth=5)
@@ -104,7 +136,7 @@ def test_study_input_errors() -> None:
 def test_report_files(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     res = run_study(QUESTIONS, [TableRetriever(), "bm25"], corpus=CORPUS, depth=10, n_bootstrap=50)
-    paths = write_report(res, tmp_path)
+    paths = write_study_report(res, tmp_path)
     md = paths["markdown"].read_text()
     assert "| Model | n | Recall@1 | Recall@5 | Recall@10 | MRR | nDCG@10 |" in md
     assert "| table | 2 | 0.0000 [0.00, 0.00] | 1.0000" in md
