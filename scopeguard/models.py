@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_GGUF",
     "available_ggufs",
     "cache_dir",
+    "converted_gguf_dir",
     "is_packaged_gguf",
     "local_gguf",
     "minilm_path",
@@ -399,3 +400,32 @@ def sentence_model(
                 ) from exc
             _MODELS[key] = model
     return model
+
+
+def converted_gguf_dir(gguf_path: str | os.PathLike[str]) -> Path:
+    """Where the safetensors copy of ``gguf_path`` lives (converted on first use)."""
+    p = Path(gguf_path)
+    target = _paths.cache_dir("hf-from-gguf") / f"{p.stem}-{p.stat().st_size}"
+    if (target / "config.json").is_file():
+        return target
+    torch = require("torch", extra="probe", feature="the probe's transformers backend")
+    tf = require("transformers", extra="probe", feature="the probe's transformers backend")
+    require("gguf", extra="probe", feature="loading GGUF files with transformers")
+    logger.info("converting %s to safetensors once (this takes a minute)", p.name)
+    try:
+        model = tf.AutoModelForCausalLM.from_pretrained(
+            str(p.parent), gguf_file=p.name, torch_dtype=torch.float32
+        )
+        tok = tf.AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    except Exception as exc:
+        raise ModelError(f"transformers could not load GGUF file {p}: {exc}") from None
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.to(torch.bfloat16).save_pretrained(str(tmp), safe_serialization=True)
+    tok.save_pretrained(str(tmp))
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return target

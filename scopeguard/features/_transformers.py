@@ -12,50 +12,18 @@ the top; anything outside ``-(n_layers + 1) .. n_layers`` is a
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from scopeguard._optional import require
 from scopeguard.errors import ConfigurationError, ModelError
-from scopeguard.features import cache_dir
+from scopeguard.models import converted_gguf_dir
 
-__all__ = ["TransformersBackend", "converted_gguf_dir"]
+__all__ = ["TransformersBackend"]
 
 logger = logging.getLogger(__name__)
-
-
-def converted_gguf_dir(gguf_path: str | os.PathLike[str]) -> Path:
-    """Where the safetensors copy of ``gguf_path`` lives (converted on first use)."""
-    p = Path(gguf_path)
-    target = cache_dir() / "hf-from-gguf" / f"{p.stem}-{p.stat().st_size}"
-    if (target / "config.json").is_file():
-        return target
-    torch = require("torch", extra="probe", feature="the probe's transformers backend")
-    tf = require("transformers", extra="probe", feature="the probe's transformers backend")
-    require("gguf", extra="probe", feature="loading GGUF files with transformers")
-    logger.info("converting %s to safetensors once (this takes a minute)", p.name)
-    try:
-        model = tf.AutoModelForCausalLM.from_pretrained(
-            str(p.parent), gguf_file=p.name, torch_dtype=torch.float32
-        )
-        tok = tf.AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
-    except Exception as exc:
-        raise ModelError(f"transformers could not load GGUF file {p}: {exc}") from None
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.to(torch.bfloat16).save_pretrained(str(tmp), safe_serialization=True)
-    tok.save_pretrained(str(tmp))
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
-    return target
 
 
 @lru_cache(maxsize=2)

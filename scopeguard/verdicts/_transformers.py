@@ -2,7 +2,7 @@
 
 ``TransformersVerdicts("Qwen/Qwen2.5-1.5B-Instruct")`` (a hub name or a local folder; a
 packaged GGUF name or a ``.gguf`` path is converted to safetensors once, see
-:func:`scopeguard.features._transformers.converted_gguf_dir`). Prompts go through the
+:func:`scopeguard.models.converted_gguf_dir`). Prompts go through the
 tokenizer's chat template; batches are left-padded so the last position is every prompt's own
 next token. On CUDA the model runs in bfloat16, on the CPU in float32.
 """
@@ -29,7 +29,7 @@ def _location(model: str) -> str:
     from scopeguard.models import available_ggufs, local_gguf
 
     if model in available_ggufs() or model.endswith(".gguf"):
-        from scopeguard.features._transformers import converted_gguf_dir
+        from scopeguard.models import converted_gguf_dir
 
         return str(converted_gguf_dir(local_gguf(model)))
     return model
