@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import typer
+from pydantic import BaseModel
 
 from scopeguard.errors import ScopeGuardError
 
@@ -51,6 +52,11 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def config_default(config: type[BaseModel], field: str) -> Any:
+    """The default of a job config's field: the one source of a CLI option's default."""
+    return config.model_fields[field].default
 
 
 def option_given(ctx: typer.Context, option: str) -> bool:

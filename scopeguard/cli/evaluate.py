@@ -8,21 +8,15 @@ options given on the command line override it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from scopeguard.cli._app import app, exit_if_failed, handle_errors, option_given
+from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors, option_given
 from scopeguard.errors import ConfigurationError
 from scopeguard.evaluation.store import RunConfig
 
 _PAPER_OPTIONS = ("votes", "adaptive", "temperature", "precheck", "max_tokens", "followup")
 """The options --paper sets (each a RunConfig field of the same name)."""
-
-
-def _default(name: str) -> Any:
-    """The default of a :class:`RunConfig` field (one source for library and CLI)."""
-    return RunConfig.model_fields[name].default
 
 
 @app.command("evaluate")
@@ -49,28 +43,32 @@ def evaluate_command(
         None, "--limit", help="Evaluate the first N questions of a label- and topic-balanced order."
     ),
     votes: int = typer.Option(
-        _default("votes"), "--votes", help="Judge samples per judgement (self-consistency m; --paper: 9)."
+        config_default(RunConfig, "votes"),
+        "--votes",
+        help="Judge samples per judgement (self-consistency m; --paper: 9).",
     ),
     adaptive: bool = typer.Option(
-        _default("adaptive"),
+        config_default(RunConfig, "adaptive"),
         "--adaptive/--no-adaptive",
         help="Stop voting early once the majority is settled (--paper: off).",
     ),
     temperature: float = typer.Option(
-        _default("temperature"), "--temperature", help="Sampling temperature of the judge votes."
+        config_default(RunConfig, "temperature"),
+        "--temperature",
+        help="Sampling temperature of the judge votes.",
     ),
     precheck: bool = typer.Option(
-        _default("precheck"),
+        config_default(RunConfig, "precheck"),
         "--precheck/--no-precheck",
         help="Decide obvious refusals/answers lexically, without the judge (--paper: off).",
     ),
     max_tokens: int = typer.Option(
-        _default("max_tokens"),
+        config_default(RunConfig, "max_tokens"),
         "--max-tokens",
         help="Token limit of each RAG response and judge reply (0: no cap; --paper: no cap).",
     ),
     followup: bool = typer.Option(
-        _default("followup"),
+        config_default(RunConfig, "followup"),
         "--followup/--no-followup",
         help="Ask a judge sample that gave no verdict for one in a short follow-up turn "
         "(scopeguard's addition; --no-followup is the paper's judge).",

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from scopeguard.cli._app import app, exit_if_failed, handle_errors, option_given
+from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors, option_given
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig
 
@@ -27,11 +27,6 @@ _FIELDS = {
     "min_oos": "min_oos",
     "extra_rounds": "extra_rounds",
 }
-
-
-def _default(name: str) -> Any:
-    """The default of a :class:`GenerationConfig` field (one source for library and CLI)."""
-    return GenerationConfig.model_fields[name].default
 
 
 def _config(ctx: typer.Context, paper: bool, values: dict[str, Any]) -> GenerationConfig:
@@ -63,20 +58,28 @@ def generate(
     ),
     concurrency: int = typer.Option(4, "--concurrency", help="Documents processed at the same time."),
     mode: str = typer.Option(
-        _default("mode"), "--mode", help="faithful (the paper's 13 calls) or efficient (batched recovery)."
+        config_default(GenerationConfig, "mode"),
+        "--mode",
+        help="faithful (the paper's 13 calls) or efficient (batched recovery).",
     ),
-    claims: int = typer.Option(_default("n_claims"), "--claims", help="Claims extracted per document."),
-    rounds: int = typer.Option(_default("rounds"), "--rounds", help="Masking/recovery rounds."),
+    claims: int = typer.Option(
+        config_default(GenerationConfig, "n_claims"), "--claims", help="Claims extracted per document."
+    ),
+    rounds: int = typer.Option(
+        config_default(GenerationConfig, "rounds"), "--rounds", help="Masking/recovery rounds."
+    ),
     in_scope: int = typer.Option(
-        _default("n_in_scope"),
+        config_default(GenerationConfig, "n_in_scope"),
         "--in-scope",
         help=f"In-scope questions per document (--paper: {PAPER_IN_SCOPE}).",
     ),
     filter_: bool = typer.Option(
-        _default("filter"), "--filter/--no-filter", help="Drop questions the judge finds answerable."
+        config_default(GenerationConfig, "filter"),
+        "--filter/--no-filter",
+        help="Drop questions the judge finds answerable.",
     ),
     votes: int = typer.Option(
-        _default("judge_votes"),
+        config_default(GenerationConfig, "judge_votes"),
         "--votes",
         help=f"Votes m of the LLM-judge filter (self-consistency majority; --paper: {PAPER_VOTES}).",
     ),
@@ -91,13 +94,15 @@ def generate(
         "judgement is near chance: then fast).",
     ),
     min_oos: int = typer.Option(
-        _default("min_oos"),
+        config_default(GenerationConfig, "min_oos"),
         "--min-oos",
         help="Run extra sampled rounds for a document that keeps fewer out-of-scope questions "
         "(scopeguard's addition; 0 = the paper).",
     ),
     extra_rounds: int = typer.Option(
-        _default("extra_rounds"), "--extra-rounds", help="At most this many extra rounds per document."
+        config_default(GenerationConfig, "extra_rounds"),
+        "--extra-rounds",
+        help="At most this many extra rounds per document.",
     ),
     paper: bool = typer.Option(
         False,

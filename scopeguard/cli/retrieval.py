@@ -7,8 +7,13 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import app, config_default, handle_errors
 from scopeguard.errors import InputError
+from scopeguard.retrieval.study import StudyConfig
+
+
+def _joined(field: str) -> str:
+    return ",".join(str(v) for v in config_default(StudyConfig, field))
 
 
 def _ints(text: str) -> list[int]:
@@ -26,20 +31,26 @@ def _ints(text: str) -> list[int]:
 def retrieval_study(
     dataset_dir: Path = typer.Argument(..., help="Dataset folder (documents.jsonl + questions.jsonl)."),
     retrievers: str = typer.Option(
-        "bm25,sbert",
+        _joined("retrievers"),
         "--retrievers",
         "-r",
         help="Comma-separated: bm25, bm25s, sbert, minilm, bge, stella, linq, dense:NAME_OR_PATH.",
     ),
-    k: str = typer.Option("1,5,10", "--k", help="Comma-separated k values for Recall@k."),
+    k: str = typer.Option(_joined("ks"), "--k", help="Comma-separated k values for Recall@k."),
     out: Path = typer.Option(Path("retrieval-study"), "--out", "-o", help="Report folder."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics as one JSON object."),
     corpus: Path | None = typer.Option(
         None, "--corpus", help="A documents.jsonl (or folder) to search instead of the dataset's documents."
     ),
-    depth: int = typer.Option(100, "--depth", help="Documents retrieved per question (MRR@depth)."),
-    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the intervals."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    depth: int = typer.Option(
+        config_default(StudyConfig, "depth"), "--depth", help="Documents retrieved per question (MRR@depth)."
+    ),
+    bootstrap: int = typer.Option(
+        config_default(StudyConfig, "n_bootstrap"),
+        "--bootstrap",
+        help="Bootstrap resamples for the intervals.",
+    ),
+    seed: int = typer.Option(config_default(StudyConfig, "seed"), "--seed", help="Bootstrap seed."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write recall_at_k.png."),
 ) -> None:
     """Does each question retrieve the document it was written from? Recall@k and MRR per retriever.
@@ -48,7 +59,7 @@ def retrieval_study(
     the corpus counts as a miss (and is reported on stderr).
     """
     from scopeguard.retrieval.report import markdown_table
-    from scopeguard.retrieval.study import StudyConfig, study
+    from scopeguard.retrieval.study import study
 
     config = StudyConfig(
         dataset=str(dataset_dir),

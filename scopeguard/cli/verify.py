@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from scopeguard.cli._app import app, exit_if_failed, handle_errors
+from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors
 from scopeguard.verification.run import VerificationConfig
-
-
-def _default(name: str) -> Any:
-    """The default of a :class:`VerificationConfig` field (one source for library and CLI)."""
-    return VerificationConfig.model_fields[name].default
 
 
 @app.command("verify")
@@ -28,36 +22,50 @@ def verify(
     ),
     out: Path = typer.Option(..., "--out", help="Run folder: results.jsonl, config.json, report.{json,md}."),
     llm: str = typer.Option(
-        _default("llm"), "--llm", help="LLM spec: 'local', 'local:/path.gguf', 'openai:MODEL'."
+        config_default(VerificationConfig, "llm"),
+        "--llm",
+        help="LLM spec: 'local', 'local:/path.gguf', 'openai:MODEL'.",
     ),
     retriever: str = typer.Option(
-        _default("retriever"),
+        config_default(VerificationConfig, "retriever"),
         "--retriever",
         help="bm25 (k1 0.82, b 0.68), dense, hybrid (RRF), neural (hybrid+rerank:monot5), "
         "NAME+rerank:RERANKER, or any registry spec.",
     ),
     dense_model: str | None = typer.Option(
-        _default("dense_model"),
+        config_default(VerificationConfig, "dense_model"),
         "--dense-model",
         help="Embedding model for dense/hybrid (default: packaged MiniLM).",
     ),
     reader: bool = typer.Option(
-        _default("reader"), "--reader/--no-reader", help="Extract a concise answer before comparing."
+        config_default(VerificationConfig, "reader"),
+        "--reader/--no-reader",
+        help="Extract a concise answer before comparing.",
     ),
-    k: int = typer.Option(_default("k"), "--k", help="Passages retrieved and kept as evidence."),
+    k: int = typer.Option(
+        config_default(VerificationConfig, "k"), "--k", help="Passages retrieved and kept as evidence."
+    ),
     passages: int = typer.Option(
-        _default("passages"), "--passages", help="Top passages the reader/classifier sees (paper: 1)."
+        config_default(VerificationConfig, "passages"),
+        "--passages",
+        help="Top passages the reader/classifier sees (paper: 1).",
     ),
-    limit: int | None = typer.Option(_default("limit"), "--limit", help="Verify only the first N questions."),
+    limit: int | None = typer.Option(
+        config_default(VerificationConfig, "limit"), "--limit", help="Verify only the first N questions."
+    ),
     passage_sentences: int = typer.Option(
-        _default("passage_sentences"), "--passage-sentences", help="Sentences per passage (dataset corpus)."
+        config_default(VerificationConfig, "passage_sentences"),
+        "--passage-sentences",
+        help="Sentences per passage (dataset corpus).",
     ),
     max_passages: int | None = typer.Option(
-        _default("max_passages"), "--max-passages", help="Index only the first N passages."
+        config_default(VerificationConfig, "max_passages"),
+        "--max-passages",
+        help="Index only the first N passages.",
     ),
     qrels: Path | None = typer.Option(None, "--qrels", help="MS MARCO qrels: keep judged queries/passages."),
     negatives: int | None = typer.Option(
-        _default("negatives"),
+        config_default(VerificationConfig, "negatives"),
         "--negatives",
         help="With --qrels: index the judged passages plus N sampled others.",
     ),
