@@ -15,7 +15,7 @@ from scopeguard.errors import InputError
 from scopeguard.retrieval.base import Hit
 from scopeguard.types import Document
 
-__all__ = ["check_k", "hits_from_scores", "top_k", "validate_query"]
+__all__ = ["check_documents", "check_k", "hits_from_scores", "top_k", "validate_query"]
 
 
 def check_k(k: int) -> int:
@@ -23,6 +23,20 @@ def check_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise InputError(f"k must be a positive integer, got {k!r}")
     return int(k)
+
+
+def check_documents(documents: Sequence[Document], *, nonempty: bool = False) -> list[Document]:
+    """``documents`` as a list, or an :class:`InputError` for an empty corpus, a non-Document item or
+    (``nonempty=True``) a document with no text."""
+    docs = list(documents)
+    if not docs:
+        raise InputError("cannot index an empty corpus: pass at least one document")
+    for i, d in enumerate(docs):
+        if not isinstance(d, Document):
+            raise InputError(f"documents[{i}] is a {type(d).__name__}, expected scopeguard.Document")
+        if nonempty and not d.text.strip():
+            raise InputError(f"document {d.id or i} is empty")
+    return docs
 
 
 def validate_query(query: str) -> str:

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from scopeguard._optional import require
 from scopeguard.errors import ConfigurationError, InputError
-from scopeguard.retrieval._ranking import check_k, hits_from_scores, validate_query
+from scopeguard.retrieval._ranking import check_documents, check_k, hits_from_scores, validate_query
 from scopeguard.retrieval.base import Hit
 from scopeguard.types import Document
 
@@ -56,16 +56,6 @@ def _check_params(k1: float, b: float) -> None:
         raise ConfigurationError(f"b must be in [0, 1], got {b!r}")
 
 
-def _check_documents(documents: Sequence[Document]) -> list[Document]:
-    docs = list(documents)
-    if not docs:
-        raise InputError("cannot index an empty corpus: pass at least one document")
-    for i, d in enumerate(docs):
-        if not isinstance(d, Document):
-            raise InputError(f"documents[{i}] is a {type(d).__name__}, expected scopeguard.Document")
-    return docs
-
-
 class _BM25Base:
     """Shared plumbing: validation, tokenisation, ranking. Subclasses provide ``_scores``."""
 
@@ -93,7 +83,7 @@ class _BM25Base:
 
     def index(self, documents: Sequence[Document]) -> None:
         """Index ``documents`` (replacing any earlier index)."""
-        docs = _check_documents(documents)
+        docs = check_documents(documents)
         tokens = [self.tokenizer(d.text) for d in docs]
         if not any(tokens):
             raise InputError("no document has any indexable word (all empty or stop words)")

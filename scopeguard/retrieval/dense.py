@@ -23,7 +23,7 @@ import numpy.typing as npt
 from scopeguard import _progress
 from scopeguard._optional import require
 from scopeguard.errors import ConfigurationError, InputError
-from scopeguard.retrieval._ranking import check_k, validate_query
+from scopeguard.retrieval._ranking import check_documents, check_k, validate_query
 from scopeguard.retrieval.base import Hit
 from scopeguard.retrieval.embedding_cache import EmbeddingCache, text_key
 from scopeguard.types import Document
@@ -216,15 +216,22 @@ class DenseRetriever:
 
     def index(self, documents: Sequence[Document]) -> None:
         """Embed and index ``documents`` (replacing any earlier index)."""
-        docs = list(documents)
-        if not docs:
-            raise InputError("cannot index an empty corpus: pass at least one document")
-        for i, d in enumerate(docs):
-            if not isinstance(d, Document):
-                raise InputError(f"documents[{i}] is a {type(d).__name__}, expected scopeguard.Document")
-            if not d.text.strip():
-                raise InputError(f"document {d.id or i} is empty")
-        vectors = self.encoder.encode_documents([d.text for d in docs])
+        docs = check_documents(documents, nonempty=True)
+        self.index_vectors(docs, self.encoder.encode_documents([d.text for d in docs]))
+
+    def index_vectors(self, documents: Sequence[Document], vectors: npt.NDArray[np.float32]) -> None:
+        """Index ``documents`` with their ready embeddings (one row each, as ``encoder`` makes them).
+
+        The entry point for embeddings computed elsewhere, such as on a Ray cluster
+        (:func:`scopeguard.scale.index_dense`); :meth:`index` embeds, then calls this.
+        """
+        docs = check_documents(documents, nonempty=True)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(docs):
+            raise InputError(
+                f"expected one embedding row per document ({len(docs)}), "
+                f"got an array of shape {vectors.shape}"
+            )
         self._index = self._build(vectors)
         self._documents = docs
         logger.info("%s: indexed %d documents (%s)", self.name, len(docs), self.index_type)
