@@ -12,14 +12,16 @@ Hierarchy::
     ├── LLMError                    an LLM call failed
     │   ├── LLMConnectionError      endpoint unreachable / refused
     │   │   └── LLMTimeoutError     endpoint timed out, or the call's deadline ran out
-    │   └── LLMResponseError        a malformed reply (not JSON, no choices or content), or one
-    │                               that could not be parsed into what was asked
+    │   ├── LLMResponseError        a malformed reply (not JSON, no choices or content), or one
+    │   │                           that could not be parsed into what was asked
+    │   └── BatchError              a Batch API job ended failed, expired or cancelled
     └── DetectionError              a detector could not produce a verdict
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "BatchError",
     "ConfigurationError",
     "DatasetError",
     "DetectionError",
@@ -110,6 +112,27 @@ class LLMResponseError(LLMError):
 
     def __init__(self, message: str, *, reply: str | None = None) -> None:
         self.reply = reply
+        super().__init__(message)
+
+
+class BatchError(LLMError):
+    """A Batch API job ended without its results (``failed``, ``expired``, ``cancelled``).
+
+    ``batch_id`` and ``status`` name the job; ``state_path`` is the run folder's record of it
+    (a re-run on the same folder submits what is still missing as a new job).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        batch_id: str | None = None,
+        status: str | None = None,
+        state_path: str | None = None,
+    ) -> None:
+        self.batch_id = batch_id
+        self.status = status
+        self.state_path = state_path
         super().__init__(message)
 
 

@@ -4,6 +4,7 @@
 every prompt it was given, so parsing and control flow can be tested without an LLM;
 :class:`StreamingScriptedChatModel` also streams each reply word by word.
 :class:`ScriptedVerdictScorer` does the same for log-prob verdicts (scripted margins).
+:class:`FakeOpenAIServer` serves chat completions, files and the Batch API on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from scopeguard._fake_openai import FakeOpenAIServer
 from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError
 from scopeguard.llm.base import (
@@ -32,6 +34,7 @@ from scopeguard.verdicts.base import VerdictScore
 
 __all__ = [
     "EloqChatModel",
+    "FakeOpenAIServer",
     "InMemoryRetriever",
     "RecordedCall",
     "ScriptedChatModel",

@@ -17,14 +17,14 @@ ROOT = Path(scopeguard.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors", "types", "prompts", "parsing", "_optional", "_paths", "_progress", "_sentences"},
     {"data", "models"},
-    {"runs", "judging", "llm"},
+    {"runs", "judging", "llm", "batch"},
     {"calibration", "voting"},
     {"verdicts"},
     {"detectors", "features"},
     {"guard", "policies", "fitting", "signals", "training"},
     {"generation", "evaluation", "retrieval", "review"},
     {"verification", "demo", "scale"},
-    {"testing"},
+    {"testing", "_fake_openai"},
     {"cli", "__main__", ""},
 ]
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from scopeguard.batch import BatchSettings
 from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors, option_given
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig
@@ -56,7 +57,29 @@ def generate(
     max_docs: int | None = typer.Option(
         None, "--max-docs", help="Use at most N documents (after the length rule)."
     ),
-    concurrency: int = typer.Option(4, "--concurrency", help="Documents processed at the same time."),
+    concurrency: str = typer.Option(
+        "4",
+        "--concurrency",
+        help="Documents processed at the same time, or auto: an adaptive limit on requests in flight "
+        "(grows while latency holds, halves on 429s; for vLLM and other OpenAI-compatible servers).",
+    ),
+    execution: str = typer.Option(
+        "online",
+        "--execution",
+        help="online (requests as they come) or batch (OpenAI Batch API jobs in waves, half the price, "
+        "results within the completion window; needs an openai: --llm; resumable).",
+    ),
+    poll_interval: float = typer.Option(
+        BatchSettings.model_fields["poll_interval_s"].default,
+        "--poll-interval",
+        help="--execution batch: seconds between polls of a running batch.",
+    ),
+    max_wait: float | None = typer.Option(
+        None,
+        "--max-wait",
+        help="--execution batch: stop waiting for a batch after this many seconds (it stays "
+        "submitted; re-run on the same --out to collect it).",
+    ),
     mode: str = typer.Option(
         config_default(GenerationConfig, "mode"),
         "--mode",
@@ -145,13 +168,19 @@ def generate(
             "extra_rounds": extra_rounds,
         },
     )
+    if execution not in ("online", "batch"):
+        raise ConfigurationError(f"--execution must be 'online' or 'batch', got {execution!r}")
+    if concurrency != "auto" and not concurrency.isdigit():
+        raise ConfigurationError(f"--concurrency must be a number or 'auto', got {concurrency!r}")
     rule = LengthRule(min_words=min_words or None, max_words=max_words or None)
     generator = Generator(
         llm,
         config=config,
         judge="judge" if paper and filter_with == "auto" else filter_with,
         judge_llm=judge_llm,
-        concurrency=concurrency,
+        concurrency="auto" if concurrency == "auto" else int(concurrency),
+        execution="batch" if execution == "batch" else "online",
+        batch=BatchSettings(poll_interval_s=poll_interval, max_wait_s=max_wait),
         progress=None if progress else False,
     )
     summary = generator.run(corpus, out, length_rule=rule, max_docs=max_docs)

@@ -207,7 +207,9 @@ class RecordingChatModel:
         self, key: str, completion: Completion | None, entry: dict[str, Any] | None = None
     ) -> CachedReply:
         if entry is not None:
-            cached = True
+            # a reply a Batch API job fetched (scopeguard.generation.batch) was paid for: booked as
+            # new on the document that uses it
+            cached = not entry.get("batch")
         elif completion is not None:
             entry = {
                 "id": "r-" + key[:12],

@@ -9,6 +9,12 @@ Layout of an output folder::
 
 Re-running on the same folder skips finished documents and replays cached replies, so a killed run
 resumes where it stopped with no lost or duplicated questions.
+
+Execution: ``online`` (the default) sends each request as it comes, ``concurrency`` documents at
+a time, or with ``concurrency="auto"`` as many requests as an AIMD limiter allows
+(:mod:`scopeguard.llm.concurrency`: grows while latency holds, halves on 429s). ``batch`` runs the
+same pipeline in waves of OpenAI Batch API jobs (:mod:`scopeguard.generation.batch`; their state
+is kept in ``OUT/.batch/``).
 """
 
 from __future__ import annotations
@@ -20,20 +26,23 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from scopeguard._progress import show_progress
+from scopeguard.batch import BatchJobs, BatchSettings
 from scopeguard.detectors.base import Detector
 from scopeguard.errors import ConfigurationError, LLMError, ScopeGuardError
 from scopeguard.generation.accounting import PRICES_DATE, Usage, estimate_cost
+from scopeguard.generation.batch import RunDocument, run_in_waves
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
 from scopeguard.generation.config import GenerationConfig
 from scopeguard.generation.corpus import Corpus, LengthRule, load_generation_corpus
 from scopeguard.generation.steps import generate_document
 from scopeguard.llm.base import ChatModel
+from scopeguard.llm.concurrency import AdaptiveLimiter, LimitedChatModel
 from scopeguard.llm.registry import from_spec
 from scopeguard.runs import RunFolder
 from scopeguard.types import Document
@@ -43,6 +52,7 @@ __all__ = ["GenerationRunConfig", "Generator", "RunSummary"]
 logger = logging.getLogger(__name__)
 JudgeSpec = Detector | Callable[[ChatModel], Detector] | None
 _REBUILD_EVERY_S = 60.0
+_REBUILD_SHARE = 0.05  # periodic rebuilds of the outputs take at most this share of the run
 
 
 class GenerationRunConfig(GenerationConfig):
@@ -62,6 +72,7 @@ class RunSummary(BaseModel):
     out_dir: str
     model: str
     mode: str
+    execution: str = "online"
     docs_in_corpus: int
     docs_skipped: int
     docs_done_run: int
@@ -85,14 +96,15 @@ class RunSummary(BaseModel):
     def table(self) -> str:
         cost = (
             f"${self.cost_usd_run:.4f} this run, ${self.cost_usd_total:.4f} in total "
-            f"(estimate, prices of {PRICES_DATE})"
+            f"(estimate, prices of {PRICES_DATE}"
+            + (", Batch API price factor applied)" if self.execution == "batch" else ")")
             if self.cost_usd_run is not None and self.cost_usd_total is not None
             else "n/a (no price for this model)"
         )
         u, t = self.usage_run, self.usage_total
         rows = [
             ("output", self.out_dir),
-            ("model / mode", f"{self.model} / {self.mode}"),
+            ("model / mode", f"{self.model} / {self.mode} ({self.execution})"),
             (
                 "documents",
                 f"{self.docs_done} done ({self.docs_done_run} this run, {self.docs_resumed} resumed), "
@@ -162,6 +174,12 @@ class Generator:
     string names a registered detector (``"fast"``, ``"lexical"``, ...: offline and free); a
     callable ``ChatModel -> Detector`` gets the recording judge LLM, so its replies are cached and
     booked; a :class:`Detector` is used as is; ``None`` disables the filter.
+
+    ``concurrency`` is the number of documents processed at a time, or ``"auto"``: every document
+    may start and an AIMD limiter (:class:`~scopeguard.llm.concurrency.AdaptiveLimiter`) bounds the
+    requests in flight, for servers such as vLLM. ``execution="batch"`` sends the requests as
+    OpenAI Batch API jobs in waves instead (``batch`` sets polling and the price factor; see
+    :mod:`scopeguard.generation.batch`); it needs ``openai:`` models.
     """
 
     def __init__(
@@ -171,11 +189,15 @@ class Generator:
         config: GenerationConfig | None = None,
         judge: JudgeSpec | str = "auto",
         judge_llm: str | ChatModel | None = None,
-        concurrency: int = 4,
+        concurrency: int | Literal["auto"] = 4,
+        execution: Literal["online", "batch"] = "online",
+        batch: BatchSettings | None = None,
         progress: bool | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}")
+        if concurrency != "auto" and (not isinstance(concurrency, int) or concurrency < 1):
+            raise ConfigurationError(f"concurrency must be 'auto' or at least 1, got {concurrency!r}")
+        if execution not in ("online", "batch"):
+            raise ConfigurationError(f"execution must be 'online' or 'batch', got {execution!r}")
         self.config = config or GenerationConfig()
         self.llm = from_spec(llm)
         self.judge_llm = from_spec(judge_llm) if judge_llm is not None else self.llm
@@ -193,6 +215,8 @@ class Generator:
             judge = get_detector(judge)
         self.judge: JudgeSpec = judge if self.config.filter else None
         self.concurrency = concurrency
+        self.execution = execution
+        self.batch = batch or BatchSettings()
         self.progress = progress
 
     def run(
@@ -237,50 +261,60 @@ class Generator:
         if done:
             store.rebuild()
         cache = ReplyCache(out / ".cache" / "replies.jsonl")
-        gen_llm = RecordingChatModel(self.llm, cache)
-        judge_llm = gen_llm.sharing(self.judge_llm)
         todo = [(i, d) for i, d in enumerate(loaded.documents) if d.id not in done]
         resumed = len(loaded.documents) - len(todo)
         results: list[tuple[str, Usage]] = []  # (status, usage) of this run's documents
         errored = 0
-        semaphore = asyncio.Semaphore(self.concurrency)
-        last_rebuild = time.monotonic()
+        next_rebuild = time.monotonic() + _REBUILD_EVERY_S
         bar = self._bar(len(todo))
 
-        async def one(order: int, doc: Document) -> None:
-            nonlocal errored, last_rebuild
-            async with semaphore:
-                ledger = UsageLedger()
-                llm = gen_llm.for_step("llm", ledger)
-                judge = self._judge_for(judge_llm.for_step("filter", ledger))
-                try:
-                    record = await generate_document(doc, llm, config=self.config, judge=judge, order=order)
-                except LLMError as exc:
-                    errored += 1
-                    logger.warning("document %s: LLM error, will retry on the next run: %s", doc.id, exc)
-                    return
-                except ScopeGuardError as exc:
-                    record = DocumentRecord(
-                        doc_id=doc.id,
-                        order=order,
-                        text=doc.text,
-                        metadata=doc.metadata,
-                        status="failed",
-                        error=str(exc),
-                        mode=self.config.mode,
-                        model=self.llm.name,
-                        usage=dict(ledger.by_step),
-                    )
-                store.save(record)
-                results.append((record.status, record.total_usage))
-                if bar is not None:
-                    bar.update(1)
-                if time.monotonic() - last_rebuild > _REBUILD_EVERY_S:
-                    store.rebuild()
-                    last_rebuild = time.monotonic()
+        async def one(
+            order: int, doc: Document, gen_llm: RecordingChatModel, judge_llm: RecordingChatModel
+        ) -> None:
+            nonlocal errored, next_rebuild
+            ledger = UsageLedger()
+            llm = gen_llm.for_step("llm", ledger)
+            judge = self._judge_for(judge_llm.for_step("filter", ledger))
+            try:
+                record = await generate_document(doc, llm, config=self.config, judge=judge, order=order)
+            except LLMError as exc:
+                errored += 1
+                logger.warning("document %s: LLM error, will retry on the next run: %s", doc.id, exc)
+                return
+            except ScopeGuardError as exc:
+                record = DocumentRecord(
+                    doc_id=doc.id,
+                    order=order,
+                    text=doc.text,
+                    metadata=doc.metadata,
+                    status="failed",
+                    error=str(exc),
+                    mode=self.config.mode,
+                    model=self.llm.name,
+                    usage=dict(ledger.by_step),
+                )
+            store.save(record)
+            results.append((record.status, record.total_usage))
+            if bar is not None:
+                bar.update(1)
+            if time.monotonic() > next_rebuild:  # outputs readable during a long run
+                began = time.monotonic()
+                store.rebuild()  # reads every checkpoint: space rebuilds by what they cost
+                spent = time.monotonic() - began
+                next_rebuild = time.monotonic() + max(_REBUILD_EVERY_S, spent / _REBUILD_SHARE)
 
         try:
-            await asyncio.gather(*(one(i, d) for i, d in todo))
+            if self.execution == "batch":
+                await run_in_waves(
+                    todo,
+                    one,
+                    llm=self.llm,
+                    judge_llm=self.judge_llm,
+                    cache=cache,
+                    jobs=BatchJobs(out, self.batch),
+                )
+            else:
+                await self._online(todo, one, cache)
         finally:
             if bar is not None:
                 bar.close()
@@ -288,12 +322,43 @@ class Generator:
             store.rebuild()
         return self._summary(out, loaded, store, results, resumed, errored, time.perf_counter() - started)
 
+    async def _online(self, todo: list[tuple[int, Document]], one: RunDocument, cache: ReplyCache) -> None:
+        """Every document as soon as a slot frees: ``concurrency`` documents, or ``"auto"``: an AIMD
+        limit on the requests in flight (documents bounded by the limiter's maximum)."""
+        llm, judge_llm = self.llm, self.judge_llm
+        if self.concurrency == "auto":
+            watched = [
+                m for m in {id(llm): llm, id(judge_llm): judge_llm}.values() if hasattr(m, "rate_limits")
+            ]
+            limiter = AdaptiveLimiter(rate_limits=lambda: sum(int(m.rate_limits) for m in watched))  # type: ignore[attr-defined]
+            llm = LimitedChatModel(llm, limiter)
+            judge_llm = llm if self.judge_llm is self.llm else LimitedChatModel(judge_llm, limiter)
+            slots = limiter.maximum
+        else:
+            slots = self.concurrency
+        gen_llm = RecordingChatModel(llm, cache)
+        shared_judge = gen_llm.sharing(judge_llm)
+        semaphore = asyncio.Semaphore(slots)
+
+        async def slot(order: int, doc: Document) -> None:
+            async with semaphore:
+                await one(order, doc, gen_llm, shared_judge)
+
+        await asyncio.gather(*(slot(i, d) for i, d in todo))
+
     def _judge_for(self, llm: RecordingChatModel) -> Detector | None:
         if self.judge is None:
             return None
         if isinstance(self.judge, Detector):
             return self.judge
         return self.judge(llm)
+
+    def _cost(self, usage: Usage) -> float | None:
+        """The estimate for ``usage``; in batch mode at the Batch API's price factor."""
+        cost = estimate_cost(self.llm.name, usage)
+        if cost is None or self.execution != "batch":
+            return cost
+        return cost * self.batch.price_factor
 
     def _bar(self, total: int) -> Any:
         if not show_progress(self.progress) or total == 0:
@@ -328,6 +393,7 @@ class Generator:
             out_dir=str(out),
             model=self.llm.name,
             mode=self.config.mode,
+            execution=self.execution,
             docs_in_corpus=len(corpus.documents) + len(corpus.skipped),
             docs_skipped=len(corpus.skipped),
             docs_done_run=sum(st == "done" for st, _ in results),
@@ -343,7 +409,7 @@ class Generator:
             docs_without_in_scope=n["docs_without_in_scope"],
             usage_run=usage_run,
             usage_total=usage_total,
-            cost_usd_run=estimate_cost(self.llm.name, usage_run),
-            cost_usd_total=estimate_cost(self.llm.name, usage_total),
+            cost_usd_run=self._cost(usage_run),
+            cost_usd_total=self._cost(usage_total),
             seconds=seconds,
         )

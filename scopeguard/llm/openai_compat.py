@@ -25,6 +25,12 @@ follow a ``?``: ``openai:gpt-4o-mini?deadline=20&timeout=10`` (see :func:`from_s
   events), so the model is a :class:`~scopeguard.llm.base.StreamingChatModel`. Retries and
   typed errors apply up to the first event; after it a dropped connection, a stall past the
   deadline or a broken event raises the same typed errors (no retry: text was handed out).
+* ``on_rate_limit`` (optional) is called with the server's ``Retry-After`` (or ``None``) each
+  time a 429 is about to be retried, so a caller's concurrency limiter
+  (:class:`scopeguard.llm.concurrency.AdaptiveLimiter`) sees rate limits the retries hide;
+  ``rate_limits`` counts them.
+* ``request_body`` is the JSON body one call sends and ``call_api`` runs any other SDK call
+  through the same retries and errors: what the Batch API mode (:mod:`scopeguard.batch`) uses.
 * ``complete`` uses the sync SDK client, ``acomplete`` the async one (one per event loop); both
   go through :meth:`OpenAIChatModel.chat_completion` / ``achat_completion``, which serve any
   other single request (for example one asking for log-probabilities).
@@ -110,6 +116,8 @@ class OpenAIChatModel(BaseChatModel):
         extra_body: extra JSON fields sent with every request (server-specific options).
         client, async_client: prebuilt SDK clients (for example ``openai.AzureOpenAI``); when
             given, ``base_url``/``api_key`` are ignored. Set their ``max_retries=0``.
+        on_rate_limit: called with the ``Retry-After`` seconds (``None`` when not sent) before
+            each retry of a 429 reply; ``rate_limits`` counts them.
     """
 
     supports_n = True
@@ -130,6 +138,7 @@ class OpenAIChatModel(BaseChatModel):
         extra_body: dict[str, Any] | None = None,
         client: Any = None,
         async_client: Any = None,
+        on_rate_limit: Callable[[float | None], None] | None = None,
     ) -> None:
         if not model:
             raise ConfigurationError("the OpenAI-compatible backend needs a model name")
@@ -144,6 +153,8 @@ class OpenAIChatModel(BaseChatModel):
         self.max_backoff = max_backoff
         self.max_tokens = max_tokens
         self.extra_body = dict(extra_body or {})
+        self.on_rate_limit = on_rate_limit
+        self.rate_limits = 0
         self._api_key = api_key
         self._client_kwargs: dict[str, Any] = {
             "api_key": api_key or _NO_KEY,
@@ -177,6 +188,10 @@ class OpenAIChatModel(BaseChatModel):
             exc = state.outcome.exception() if state.outcome else None
             call.asked = retry_after(exc) if exc is not None else None
             call.waits[state.attempt_number] = call.asked if call.asked is not None else self._backoff(state)
+            if getattr(exc, "status_code", None) == 429:
+                self.rate_limits += 1
+                if self.on_rate_limit is not None:
+                    self.on_rate_limit(call.asked)
         return call.waits[state.attempt_number]
 
     def _stop(self, call: _Call, state: RetryCallState) -> bool:
@@ -270,6 +285,34 @@ class OpenAIChatModel(BaseChatModel):
         with deadline(self.deadline):
             reply = await self._asend(lambda t: client.chat.completions.create(**request, timeout=t), timeout)
             return validate(reply, self.base_url, self._secret)
+
+    def request_body(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body :meth:`complete` sends for these arguments (``extra_body`` merged in), as
+        a Batch API input line carries it."""
+        self._check_args(n, temperature)
+        return {**self._params(prompt, n, temperature, max_tokens, seed), **self.extra_body}
+
+    def call_api(self, fn: Callable[[Any], T], *, retry: bool = True) -> T:
+        """``fn(client)`` on the sync SDK client (files, batches...) with the same typed errors as
+        a chat request, and its retries and deadline unless ``retry=False`` (a call that must not
+        be sent twice, such as creating a batch)."""
+        if not retry:
+            try:
+                return fn(self._client)
+            except ScopeGuardError:
+                raise
+            except Exception as exc:
+                raise self._translate(exc, _Call(attempts=1)) from self._cause(exc)
+        with deadline(self.deadline):
+            return self._send(lambda _t: fn(self._client), self.timeout)
 
     def _send(self, send: Callable[[float], T], timeout: float) -> T:
         """``send(attempt_timeout)`` through the retries and the error translation (sync)."""

@@ -1,0 +1,291 @@
+"""A fake OpenAI-compatible server on 127.0.0.1: chat completions, files and the Batch API.
+
+Re-exported as :class:`scopeguard.testing.FakeOpenAIServer`. Replies come from any
+:class:`~scopeguard.llm.base.ChatModel` (``EloqChatModel`` answers the generator's prompts), so
+an online run and a batch run see the same replies. Chat requests can be slowed (``latency``)
+and rate-limited (a 429 with ``Retry-After`` above ``capacity`` requests in flight); batches go
+through ``batch_statuses`` one status per poll, and ``request_error`` fails chosen requests into
+an errors file. Counters (``submitted``, ``uploads``, ``chat_requests``, ``rate_limited``) let a
+test check that nothing was paid for twice.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from scopeguard.llm.base import ChatMessage, ChatModel
+
+__all__ = ["FakeOpenAIServer"]
+
+_TERMINAL = ("completed", "failed", "expired", "cancelled")
+
+
+class FakeOpenAIServer:
+    """``with FakeOpenAIServer(EloqChatModel()) as server: server.base_url`` (``.../v1``).
+
+    Args:
+        chat: the model whose ``complete`` answers every chat request (online or in a batch).
+        latency: seconds each chat request takes.
+        capacity: chat requests in flight above this get a 429 (``retry_after`` seconds).
+        batch_statuses: the statuses a batch shows, one per poll; the last one is final
+            (``completed``, ``failed``, ``expired`` or ``cancelled``).
+        request_error: ``custom_id -> message or None``: requests failed into the errors file.
+    """
+
+    def __init__(
+        self,
+        chat: ChatModel,
+        *,
+        latency: float = 0.0,
+        capacity: int | None = None,
+        retry_after: float = 0.05,
+        batch_statuses: Sequence[str] = ("validating", "in_progress", "completed"),
+        request_error: Callable[[str], str | None] | None = None,
+    ) -> None:
+        if not batch_statuses or batch_statuses[-1] not in _TERMINAL:
+            raise ValueError(f"batch_statuses must end with one of {_TERMINAL}")
+        self.chat, self.latency, self.capacity, self.retry_after = chat, latency, capacity, retry_after
+        self.batch_statuses = tuple(batch_statuses)
+        self.request_error = request_error
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.submitted: Counter[str] = Counter()  # custom_id -> batches it was submitted in
+        self.uploads = 0
+        self.chat_requests = 0
+        self.rate_limited = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self._polls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> FakeOpenAIServer:
+        handler = type("_Handler", (_Handler,), {"fake": self})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
+        server.request_queue_size = 1024
+        server.daemon_threads = True
+        server.server_bind()
+        server.server_activate()
+        self._server = server
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the fake server is not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    # -- chat -----------------------------------------------------------------------------
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The chat completion body for a request body."""
+        messages = [ChatMessage(role=m["role"], content=m["content"]) for m in body["messages"]]
+        done = self.chat.complete(
+            messages,
+            n=int(body.get("n", 1)),
+            temperature=float(body.get("temperature", 0.0)),
+            max_tokens=body.get("max_tokens"),
+            seed=body.get("seed"),
+        )
+        reasons = done.finish_reasons or ("stop",) * len(done.texts)
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.chat.name),
+            "choices": [
+                {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": r}
+                for i, (t, r) in enumerate(zip(done.texts, reasons, strict=True))
+            ],
+            "usage": {
+                "prompt_tokens": done.prompt_tokens,
+                "completion_tokens": done.completion_tokens,
+                "total_tokens": done.prompt_tokens + done.completion_tokens,
+            },
+        }
+
+    # -- files and batches ------------------------------------------------------------------
+    def _new_file(self, data: bytes, purpose: str, name: str) -> dict[str, Any]:
+        with self._lock:
+            file_id = f"file-{len(self.files) + 1}"
+            self.files[file_id] = data
+        return {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": name,
+            "purpose": purpose,
+            "status": "processed",
+        }
+
+    def create_batch(self, body: dict[str, Any]) -> dict[str, Any]:
+        data = self.files.get(body.get("input_file_id", ""))
+        if data is None:
+            raise KeyError("input file not found")
+        lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+        with self._lock:
+            batch_id = f"batch-{len(self.batches) + 1}"
+            self.submitted.update(line["custom_id"] for line in lines)
+            self.batches[batch_id] = {
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": body.get("endpoint", "/v1/chat/completions"),
+                "input_file_id": body["input_file_id"],
+                "completion_window": body.get("completion_window", "24h"),
+                "status": self.batch_statuses[0],
+                "created_at": int(time.time()),
+                "output_file_id": None,
+                "error_file_id": None,
+                "errors": None,
+                "metadata": body.get("metadata"),
+                "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+                "_lines": lines,
+            }
+        if self.batch_statuses[0] in _TERMINAL:
+            self._finish(batch_id)
+        return self.public(batch_id)
+
+    def public(self, batch_id: str) -> dict[str, Any]:
+        return {k: v for k, v in self.batches[batch_id].items() if not k.startswith("_")}
+
+    def poll(self, batch_id: str) -> dict[str, Any]:
+        batch = self.batches[batch_id]
+        if batch["status"] not in _TERMINAL:
+            self._polls[batch_id] += 1
+            step = min(self._polls[batch_id], len(self.batch_statuses) - 1)
+            batch["status"] = self.batch_statuses[step]
+            if batch["status"] in _TERMINAL:
+                self._finish(batch_id)
+        return self.public(batch_id)
+
+    def _finish(self, batch_id: str) -> None:
+        batch = self.batches[batch_id]
+        status, lines = batch["status"], batch["_lines"]
+        if status == "failed":
+            batch["errors"] = {"data": [{"code": "invalid_request", "message": "the fake was told to fail"}]}
+            return
+        done_upto = len(lines) if status == "completed" else len(lines) // 2
+        out, err = [], []
+        for i, line in enumerate(lines):
+            cid = line["custom_id"]
+            problem = self.request_error(cid) if self.request_error is not None else None
+            if i >= done_upto:
+                problem = f"batch_{status}"
+            if problem is not None:
+                error = {"code": "fake_error", "message": problem}
+                err.append({"id": f"req-{i}", "custom_id": cid, "response": None, "error": error})
+            else:
+                response = {
+                    "status_code": 200,
+                    "request_id": f"req-{i}",
+                    "body": self.completion(line["body"]),
+                }
+                out.append({"id": f"req-{i}", "custom_id": cid, "response": response, "error": None})
+        encode = lambda rows: "".join(json.dumps(r) + "\n" for r in rows).encode()  # noqa: E731
+        if out:
+            batch["output_file_id"] = self._new_file(encode(out), "batch_output", "output.jsonl")["id"]
+        if err:
+            batch["error_file_id"] = self._new_file(encode(err), "batch_output", "errors.jsonl")["id"]
+        batch["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(err)}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeOpenAIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+
+    def _not_found(self) -> None:
+        self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_GET(self) -> None:
+        fake, parts = self.fake, self.path.split("?")[0].strip("/").split("/")
+        if parts[:2] == ["v1", "batches"] and len(parts) == 2:
+            data = [fake.public(b) for b in reversed(list(fake.batches))]
+            self._send(200, {"object": "list", "data": data, "has_more": False})
+        elif parts[:2] == ["v1", "batches"] and len(parts) == 3 and parts[2] in fake.batches:
+            self._send(200, fake.poll(parts[2]))
+        elif parts[:2] == ["v1", "files"] and len(parts) == 4 and parts[2] in fake.files:
+            self._send(200, fake.files[parts[2]])
+        else:
+            self._not_found()
+
+    def do_POST(self) -> None:
+        fake, path, body = self.fake, self.path.split("?")[0].rstrip("/"), self._body()
+        if path == "/v1/chat/completions":
+            self._chat(json.loads(body))
+        elif path == "/v1/files":
+            header = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
+            message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(header + body)
+            fields: dict[str, bytes] = {
+                str(part.get_param("name", header="content-disposition")): part.get_payload(decode=True)  # type: ignore[misc]
+                for part in message.iter_parts()  # type: ignore[attr-defined]
+            }
+            with fake._lock:
+                fake.uploads += 1
+            purpose = (fields.get("purpose") or b"batch").decode()
+            self._send(200, fake._new_file(fields["file"], purpose, "input.jsonl"))
+        elif path == "/v1/batches":
+            try:
+                self._send(200, fake.create_batch(json.loads(body)))
+            except KeyError as exc:
+                self._send(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+        else:
+            self._not_found()
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        fake = self.fake
+        with fake._lock:
+            fake.chat_requests += 1
+            fake.in_flight += 1
+            fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+            over = fake.capacity is not None and fake.in_flight > fake.capacity
+            if over:
+                fake.rate_limited += 1
+        try:
+            if over:
+                error = {"error": {"message": "rate limited", "type": "rate_limit_exceeded"}}
+                self._send(429, error, {"Retry-After": f"{fake.retry_after:g}"})
+                return
+            if fake.latency:
+                time.sleep(fake.latency)
+            self._send(200, fake.completion(body))
+        finally:
+            with fake._lock:
+                fake.in_flight -= 1
