@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -72,13 +73,12 @@ class AdaptiveLimiter:
         self._rate_limits = rate_limits
         self._seen_rate_limits = rate_limits() if rate_limits is not None else 0
         self._in_flight = 0
-        self._waiting = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._samples = 0
-        self._cond: asyncio.Condition | None = None
         self._baseline: float | None = None
         self._smoothed: float | None = None
         self._window_start: float | None = None  # the current round trip's first completion
-        self._best_rate = 0.0  # completions per second of the best recent round trip
+        self._history: list[tuple[int, float]] = []  # (limit, completions per second) per round trip
         self._recent_rate = 0.0  # completions per second, smoothed over recent round trips
         self._holding = False  # latency up and the rate flat: stop growing
         self._started = 0  # requests started so far (a clock for "once per round trip")
@@ -124,12 +124,14 @@ class AdaptiveLimiter:
         if self._samples >= self.limit and now > self._window_start:
             rate = self._samples / (now - self._window_start)
             queueing = self._smoothed > self.latency_tolerance * self._baseline
-            growing = rate > 1.05 * self._best_rate
             falling = rate < 0.5 * self._recent_rate  # halved: noise does not do that
-            self._best_rate = max(rate, 0.95 * self._best_rate)
             self._recent_rate = rate if not self._recent_rate else 0.5 * (self._recent_rate + rate)
+            # did the last quarter of the limit buy anything? (compare with a window at <= 80% of it)
+            earlier = next((r for lim, r in reversed(self._history) if lim <= 0.8 * self.limit), None)
+            self._history.append((self.limit, rate))
+            del self._history[:-64]
+            self._holding = queueing and earlier is not None and rate < 1.05 * earlier
             self._samples, self._window_start = 0, now
-            self._holding = queueing and not growing  # more in flight would only wait longer
             if queueing and falling:
                 self._smoothed = self._baseline * (1 + self.latency_tolerance) / 2
                 self._decrease(started_at, self.latency_backoff)
@@ -142,34 +144,48 @@ class AdaptiveLimiter:
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        """``async with limiter.slot(): ...`` runs the body when the limit allows, and times it."""
-        if self._cond is None:
-            self._cond = asyncio.Condition()
-        cond = self._cond
-        async with cond:
-            self._waiting += 1
+        """``async with limiter.slot(): ...`` runs the body when the limit allows, and times it.
+
+        Callers wait in arrival order; a freed slot is handed to the first waiter. No lock is
+        needed: the limiter lives on one event loop and never awaits while it updates its counts.
+        """
+        if self._in_flight >= self.limit or self._waiters:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
             try:
-                await cond.wait_for(lambda: self._in_flight < self.limit)
-            finally:
-                self._waiting -= 1
+                await waiter  # resolved by _wake, which takes the slot for us
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._in_flight -= 1  # handed a slot while being cancelled: give it back
+                    self._wake()
+                else:
+                    self._waiters.remove(waiter)
+                raise
+        else:
             self._in_flight += 1
-            self._started += 1
-            started_at = self._started
+        self._started += 1
+        started_at = self._started
         began = time.perf_counter()
         ok = False
         try:
             yield
             ok = True
         finally:
-            async with cond:
-                binding = self._waiting > 0 or self._in_flight >= self.limit
-                self._in_flight -= 1
-                if ok:
-                    self._observe(time.perf_counter() - began, started_at, binding)
-                elif self._rate_limits is not None and self._rate_limits() > self._seen_rate_limits:
-                    self._seen_rate_limits = self._rate_limits()
-                    self._decrease(started_at)
-                cond.notify(max(0, self.limit - self._in_flight))
+            binding = bool(self._waiters) or self._in_flight >= self.limit
+            self._in_flight -= 1
+            if ok:
+                self._observe(time.perf_counter() - began, started_at, binding)
+            elif self._rate_limits is not None and self._rate_limits() > self._seen_rate_limits:
+                self._seen_rate_limits = self._rate_limits()
+                self._decrease(started_at)
+            self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._in_flight < self.limit:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self._in_flight += 1
+                waiter.set_result(None)
 
 
 class LimitedChatModel:

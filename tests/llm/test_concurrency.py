@@ -107,3 +107,33 @@ def test_generator_auto_concurrency_gives_the_fixed_runs_dataset(tmp_path: objec
         f = fixed.run(corpus, tmp_path / "fixed")  # type: ignore[operator]
     assert a.docs_done == f.docs_done == 4 and (a.oos_kept, a.in_scope) == (f.oos_kept, f.in_scope)
     assert server.rate_limited > 0 and model.rate_limits == server.rate_limited
+
+
+def test_a_cancelled_waiter_does_not_keep_a_slot() -> None:
+    limiter = AdaptiveLimiter(initial=1, minimum=1, maximum=1)
+
+    async def run() -> list[str]:
+        order: list[str] = []
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with limiter.slot():
+                order.append("a")
+                await release.wait()
+
+        async def waiter(name: str) -> None:
+            async with limiter.slot():
+                order.append(name)
+
+        a = asyncio.create_task(holder())
+        await asyncio.sleep(0)
+        b = asyncio.create_task(waiter("b"))
+        c = asyncio.create_task(waiter("c"))
+        await asyncio.sleep(0)
+        b.cancel()
+        release.set()
+        await asyncio.gather(a, c)
+        assert b.cancelled() and limiter.in_flight == 0
+        return order
+
+    assert asyncio.run(run()) == ["a", "c"]
