@@ -6,11 +6,20 @@ an online run and a batch run see the same replies. Chat requests can be slowed 
 and rate-limited (a 429 with ``Retry-After`` above ``capacity`` requests in flight); batches go
 through ``batch_statuses`` one status per poll, and ``request_error`` fails chosen requests into
 an errors file. Counters (``submitted``, ``uploads``, ``chat_requests``, ``rate_limited``) let a
-test check that nothing was paid for twice.
+test check that nothing was paid for twice; ``files`` holds the files present (``DELETE
+/v1/files/{id}`` removes one), so a test can check that a run leaves none behind.
+
+Standalone, for checking a batch run by hand (serves :class:`~scopeguard.testing.EloqChatModel`
+replies until interrupted, and prints its base URL)::
+
+    python -m scopeguard._fake_openai --port 8400 --latency 0.05 \
+        --batch-statuses validating in_progress in_progress completed
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import email.parser
 import email.policy
 import json
@@ -38,6 +47,7 @@ class FakeOpenAIServer:
         batch_statuses: the statuses a batch shows, one per poll; the last one is final
             (``completed``, ``failed``, ``expired`` or ``cancelled``).
         request_error: ``custom_id -> message or None``: requests failed into the errors file.
+        port: the port on 127.0.0.1 (0: a free one).
     """
 
     def __init__(
@@ -49,13 +59,16 @@ class FakeOpenAIServer:
         retry_after: float = 0.05,
         batch_statuses: Sequence[str] = ("validating", "in_progress", "completed"),
         request_error: Callable[[str], str | None] | None = None,
+        port: int = 0,
     ) -> None:
         if not batch_statuses or batch_statuses[-1] not in _TERMINAL:
             raise ValueError(f"batch_statuses must end with one of {_TERMINAL}")
         self.chat, self.latency, self.capacity, self.retry_after = chat, latency, capacity, retry_after
         self.batch_statuses = tuple(batch_statuses)
         self.request_error = request_error
-        self.files: dict[str, bytes] = {}
+        self.port = port
+        self.files: dict[str, bytes] = {}  # the files present (deleted ones are gone)
+        self._file_ids = 0
         self.batches: dict[str, dict[str, Any]] = {}
         self.submitted: Counter[str] = Counter()  # custom_id -> batches it was submitted in
         self.uploads = 0
@@ -70,7 +83,7 @@ class FakeOpenAIServer:
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> FakeOpenAIServer:
         handler = type("_Handler", (_Handler,), {"fake": self})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), handler, bind_and_activate=False)
         server.request_queue_size = 1024
         server.daemon_threads = True
         server.server_bind()
@@ -128,7 +141,8 @@ class FakeOpenAIServer:
     # -- files and batches ------------------------------------------------------------------
     def _new_file(self, data: bytes, purpose: str, name: str) -> dict[str, Any]:
         with self._lock:
-            file_id = f"file-{len(self.files) + 1}"
+            self._file_ids += 1
+            file_id = f"file-{self._file_ids}"
             self.files[file_id] = data
         return {
             "id": file_id,
@@ -193,6 +207,11 @@ class FakeOpenAIServer:
             problem = self.request_error(cid) if self.request_error is not None else None
             if i >= done_upto:
                 problem = f"batch_{status}"
+            if problem is None:
+                try:
+                    body = self.completion(line["body"])
+                except Exception as exc:  # a prompt the fake's model cannot answer
+                    problem = str(exc)
             if problem is not None:
                 error = {"code": "fake_error", "message": problem}
                 err.append({"id": f"req-{i}", "custom_id": cid, "response": None, "error": error})
@@ -200,7 +219,7 @@ class FakeOpenAIServer:
                 response = {
                     "status_code": 200,
                     "request_id": f"req-{i}",
-                    "body": self.completion(line["body"]),
+                    "body": body,
                 }
                 out.append({"id": f"req-{i}", "custom_id": cid, "response": response, "error": None})
         encode = lambda rows: "".join(json.dumps(r) + "\n" for r in rows).encode()  # noqa: E731
@@ -246,6 +265,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._not_found()
 
+    def do_DELETE(self) -> None:
+        fake, parts = self.fake, self.path.split("?")[0].strip("/").split("/")
+        if parts[:2] == ["v1", "files"] and len(parts) == 3 and parts[2] in fake.files:
+            with fake._lock:
+                del fake.files[parts[2]]
+            self._send(200, {"id": parts[2], "object": "file", "deleted": True})
+        else:
+            self._not_found()
+
     def do_POST(self) -> None:
         fake, path, body = self.fake, self.path.split("?")[0].rstrip("/"), self._body()
         if path == "/v1/chat/completions":
@@ -285,7 +313,53 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if fake.latency:
                 time.sleep(fake.latency)
-            self._send(200, fake.completion(body))
+            try:
+                reply = fake.completion(body)
+            except Exception as exc:  # a prompt the fake's model cannot answer: a clear 400
+                error = {"error": {"message": str(exc), "type": "invalid_request_error"}}
+                self._send(400, error)
+                return
+            self._send(200, reply)
         finally:
             with fake._lock:
                 fake.in_flight -= 1
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m scopeguard._fake_openai``: serve ELOQ-shaped replies until interrupted."""
+    from scopeguard.testing import EloqChatModel
+
+    parser = argparse.ArgumentParser(
+        prog="python -m scopeguard._fake_openai",
+        description="A fake OpenAI-compatible server (chat, files, Batch API) on 127.0.0.1.",
+    )
+    parser.add_argument("--port", type=int, default=8400, help="port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds each chat request takes")
+    parser.add_argument("--capacity", type=int, default=None, help="429 above this many requests in flight")
+    parser.add_argument("--model", default="gpt-4o-mini", help="the model name replies carry")
+    parser.add_argument(
+        "--batch-statuses",
+        nargs="+",
+        default=["validating", "in_progress", "completed"],
+        help=f"a batch's status at each poll; the last one is final ({', '.join(_TERMINAL)})",
+    )
+    args = parser.parse_args(argv)
+    try:
+        server = FakeOpenAIServer(
+            EloqChatModel(model=args.model, keep_calls=False),
+            latency=args.latency,
+            capacity=args.capacity,
+            batch_statuses=args.batch_statuses,
+            port=args.port,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    with server:
+        # the one line a user (or a script) reads: where to point OPENAI_BASE_URL
+        print(server.base_url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

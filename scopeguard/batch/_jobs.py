@@ -8,6 +8,7 @@ A job's life, each step recorded (atomically) in ``<folder>/.batch/<name>.json``
     <status>   GET /v1/batches/{id} while it runs (validating, in_progress, finalizing...)
     completed / failed / expired / cancelled: the server's final status
     closed     (a flag) the caller stored the results (BatchJobs.close): the job is no longer open
+    cleaned    (a flag) its input, output and error files were deleted from the server
 
 A resumed run calls :meth:`BatchJobs.run` on every open job and continues from its recorded step:
 it uploads again only when no file id was recorded (an upload costs nothing), and before
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +82,7 @@ class BatchJobState(BaseModel):
     completion_tokens: int = 0
     error: str | None = None
     closed: bool = False
+    cleaned: bool = False
 
     @property
     def open(self) -> bool:
@@ -107,10 +111,14 @@ def _completion(body: Any, model: OpenAIChatModel) -> Completion:
     return merge([reply], len(reply.choices), model.model, model.base_url)
 
 
+def _delete(client: Any, file_id: str) -> None:
+    client.files.delete(file_id)
+
+
 class BatchJobs:
     """The batch jobs of the run folder ``folder`` (files under ``folder/.batch``)."""
 
-    def __init__(self, folder: str | Path, settings: BatchSettings | None = None) -> None:
+    def __init__(self, folder: str | os.PathLike[str], settings: BatchSettings | None = None) -> None:
         self.dir = Path(folder) / ".batch"
         self.settings = settings or BatchSettings()
 
@@ -145,9 +153,28 @@ class BatchJobs:
         self.save(state)
         return state
 
-    def close(self, state: BatchJobState) -> None:
-        """Mark a job handled (what it returned is stored): it is no longer open."""
-        self.save(state.model_copy(update={"closed": True}))
+    def unclean_jobs(self) -> list[BatchJobState]:
+        """Closed jobs whose files a kill left on the server (see :meth:`delete_files`)."""
+        return [s for s in self.states() if s.closed and not s.cleaned]
+
+    def close(self, model: OpenAIChatModel, state: BatchJobState) -> None:
+        """Mark a job handled (what it returned is stored, or its failure recorded): it is no longer
+        open; then delete its files from the server."""
+        state = state.model_copy(update={"closed": True})
+        self.save(state)
+        self.delete_files(model, state)
+
+    def delete_files(self, model: OpenAIChatModel, state: BatchJobState) -> None:
+        """Delete the input, output and error files of a closed job from the server (best effort:
+        a file that is gone already or a server without ``DELETE /v1/files`` is logged)."""
+        for file_id in (state.input_file_id, state.output_file_id, state.error_file_id):
+            if file_id is None:
+                continue
+            try:
+                model.call_api(partial(_delete, file_id=file_id), retry=False)
+            except LLMError as exc:
+                logger.warning("batch job %s: could not delete file %s: %s", state.name, file_id, exc)
+        self.save(state.model_copy(update={"cleaned": True}))
 
     # -- the steps ----------------------------------------------------------------------------
     def run(self, model: OpenAIChatModel, state: BatchJobState) -> BatchOutcome:

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors, option_given
+from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
 from scopeguard.errors import ConfigurationError
 from scopeguard.evaluation.store import RunConfig
 
@@ -85,6 +86,9 @@ def evaluate_command(
     progress: bool = typer.Option(
         True, "--progress/--no-progress", help="Show a progress bar on a terminal."
     ),
+    execution: str = EXECUTION,
+    poll_interval: float = POLL_INTERVAL,
+    max_wait: float | None = MAX_WAIT,
 ) -> None:
     """Answer each question with each RAG prompt, judge defusion and false refusal, write the report.
 
@@ -92,6 +96,7 @@ def evaluate_command(
     """
     from scopeguard.evaluation import available_rag_prompts, evaluate_config, paper_evaluation_settings
 
+    mode, batch = batch_options(execution, poll_interval, max_wait)
     if max_tokens < 0:
         raise ConfigurationError(f"--max-tokens must be at least 0 (0: no cap), got {max_tokens}")
     config = RunConfig(
@@ -112,7 +117,9 @@ def evaluate_command(
         preset = paper_evaluation_settings()
         given = {name for name in _PAPER_OPTIONS if option_given(ctx, name)}
         config = config.model_copy(update={k: v for k, v in preset.items() if k not in given})
-    run = evaluate_config(config, out, progress=None if progress else False, plots=plots)
+    run = evaluate_config(
+        config, out, progress=None if progress else False, plots=plots, execution=mode, batch=batch
+    )
     typer.echo(run.report.summary)
     typer.echo(f"\nReport, tables, metrics.json and plots written to {out}")
     exit_if_failed(

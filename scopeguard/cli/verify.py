@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors
+from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
 from scopeguard.verification.run import VerificationConfig
 
 
@@ -72,6 +73,9 @@ def verify(
     answers_from: Path | None = typer.Option(
         None, "--answers-from", help="Reuse the generated answers of another run folder."
     ),
+    execution: str = EXECUTION,
+    poll_interval: float = POLL_INTERVAL,
+    max_wait: float | None = MAX_WAIT,
 ) -> None:
     """Answer each question, retrieve with question + answer, optionally read, and classify
     Yes / No / Not Related (Huo, Arabzadeh & Clarke). Resumable: re-run to continue.
@@ -79,6 +83,7 @@ def verify(
     from scopeguard.verification.report import distribution_markdown
     from scopeguard.verification.run import run_verification
 
+    mode, batch = batch_options(execution, poll_interval, max_wait)
     config = VerificationConfig(
         questions=str(questions),
         corpus=str(corpus),
@@ -95,7 +100,7 @@ def verify(
         answers_from=str(answers_from) if answers_from else None,
         limit=limit,
     )
-    report = run_verification(config, out)
+    report = run_verification(config, out, execution=mode, batch=batch)
     typer.echo(distribution_markdown({report.run: report.distribution}))
     typer.echo(f"\nllm calls: {report.llm_calls}; errors: {report.errors}; report: {out / 'report.md'}")
     exit_if_failed(

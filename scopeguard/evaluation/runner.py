@@ -11,6 +11,13 @@ For every selected question and every answerer (one per RAG prompt, or the user'
 Every record is appended and fsynced as soon as it exists (:class:`~.store.RunStore`); a re-run
 with the same ``out`` folder skips the (question, prompt) keys already done and retries those
 that ended in an error.
+
+``execution="batch"`` sends the answers and judge votes as OpenAI Batch API jobs in waves
+(:func:`scopeguard.batch.run_waves`: each (question, prompt) replays against the reply cache
+``OUT/.cache/replies.jsonl`` until its first unanswered request; those go out as one job; the
+next wave gets one step further). Job state is kept in ``OUT/.batch/``, the tokens per stage
+(``answer``, ``judge``) at the batch price in ``OUT/batch_usage.json``; the detector (if any)
+runs online. It needs ``openai:`` models for the RAG system and the judge.
 """
 
 from __future__ import annotations
@@ -21,14 +28,16 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tqdm.auto import tqdm
 
 from scopeguard._progress import show_progress
+from scopeguard.batch import BatchSettings
 from scopeguard.data import Dataset, LabeledQuestion, load_dataset
 from scopeguard.detectors.base import Detector
 from scopeguard.errors import ConfigurationError, LLMConnectionError, ScopeGuardError
+from scopeguard.evaluation._batch import check_batchable, respond_in_batches
 from scopeguard.evaluation.answering import Answerer, PromptAnswerer, as_answerer, available_rag_prompts
 from scopeguard.evaluation.defusion import DefusionJudge
 from scopeguard.evaluation.refusal import RefusalJudge
@@ -50,6 +59,8 @@ __all__ = [
 ]
 
 DEFAULT_PROMPTS: tuple[str, ...] = ("basic", "two-shot", "zero-shot-cot")
+
+Execution = Literal["online", "batch"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,10 +120,20 @@ def run_evaluation(
     limit: int | None = None,
     config: RunConfig | None = None,
     progress: bool | None = None,
+    execution: Execution = "online",
+    batch: BatchSettings | None = None,
 ) -> RunResult:
-    """Run (or resume) an evaluation into the folder ``out``; see the module docstring."""
+    """Run (or resume) an evaluation into the folder ``out``; see the module docstring.
+
+    ``execution="batch"`` runs the responses in waves of Batch API jobs (``batch``: polling, price
+    factor); it needs :class:`~.answering.PromptAnswerer` answerers and judges on ``openai:`` models.
+    """
     if not answerers:
         raise ConfigurationError("nothing to evaluate: pass at least one answerer (RAG prompt or pipeline)")
+    if execution not in ("online", "batch"):
+        raise ConfigurationError(f"execution must be 'online' or 'batch', got {execution!r}")
+    if execution == "batch":
+        check_batchable(answerers, defusion_judge, refusal_judge)
     names = [a.name for a in answerers]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"answerer names must be unique, got {names}")
@@ -141,6 +162,7 @@ def run_evaluation(
     total = len(questions) * (len(answerers) + (detector is not None))
     done = skipped = errors = 0
     bar = tqdm(total=total, desc="evaluate", unit="step", disable=not show_progress(progress))
+    todo: list[tuple[LabeledQuestion, Answerer]] = []
     try:
         for q in questions:
             doc = data.documents[q.doc_id]
@@ -157,12 +179,27 @@ def run_evaluation(
             for answerer in answerers:
                 if (q.id, answerer.name) in done_responses:
                     skipped += 1
+                    bar.update()
+                elif execution == "batch":
+                    todo.append((q, answerer))
                 else:
                     rec = _respond(answerer, q, doc, topic, defusion_judge, refusal_judge)
                     store.append_response(rec)
                     errors += rec.error is not None
                     done += 1
-                bar.update()
+                    bar.update()
+        if todo:
+            failed = respond_in_batches(
+                todo,
+                lambda a, q, j, r: _respond(a, q, data.documents[q.doc_id], data.topic(q), j, r),
+                store,
+                defusion_judge,
+                refusal_judge,
+                out=out,
+                settings=batch,
+                bar=bar,
+            )
+            done, errors = done + len(todo), errors + failed
     finally:
         bar.close()
     logger.info("evaluation: %d steps done, %d already done, %d errors", done, skipped, errors)
@@ -233,6 +270,8 @@ def evaluate(
     followup: bool = True,
     progress: bool | None = None,
     plots: bool = True,
+    execution: Execution = "online",
+    batch: BatchSettings | None = None,
 ) -> EvaluationReport:
     """Evaluate a RAG system on a dataset folder and write the report into ``out``.
 
@@ -242,7 +281,9 @@ def evaluate(
     ``detector`` is a registry name or a detector; ``judge`` it is given the RAG LLM (ELOQ
     Algorithm 2 step 2 asks LLM_r). The same spec for ``rag`` and ``judge`` loads one model.
     ``followup`` gives a judge sample without a verdict one short follow-up turn asking for it
-    (scopeguard's addition; ``False`` is the paper's judge).
+    (scopeguard's addition; ``False`` is the paper's judge). ``execution="batch"`` sends the RAG
+    answers and judge votes as Batch API jobs (see the module docstring; ``batch`` sets polling
+    and the price factor).
     """
     from scopeguard.detectors.registry import get_detector
     from scopeguard.evaluation.report import write_evaluation_report
@@ -295,6 +336,8 @@ def evaluate(
         limit=limit,
         config=config,
         progress=progress,
+        execution=execution,
+        batch=batch,
     )
     return write_evaluation_report(out, plots=plots)
 
@@ -310,10 +353,16 @@ class EvaluationRunReport:
 
 
 def evaluate_config(
-    config: RunConfig, out: str | os.PathLike[str], *, progress: bool | None = None, plots: bool = True
+    config: RunConfig,
+    out: str | os.PathLike[str],
+    *,
+    progress: bool | None = None,
+    plots: bool = True,
+    execution: Execution = "online",
+    batch: BatchSettings | None = None,
 ) -> EvaluationRunReport:
     """Run (or resume) the evaluation ``config`` describes (LLM and detector specs by name) into
-    ``out`` and write its report; see :func:`evaluate`."""
+    ``out`` and write its report; see :func:`evaluate` (``execution``, ``batch``)."""
     unknown = [p for p in config.prompts if p not in available_rag_prompts()]
     if unknown:
         raise ConfigurationError(
@@ -332,6 +381,8 @@ def evaluate_config(
         out=out,
         progress=progress,
         plots=plots,
+        execution=execution,
+        batch=batch,
         **settings,
     )
     store = RunStore(out)

@@ -1,7 +1,9 @@
-"""The generator on the OpenAI Batch API (``Generator(execution="batch")``, ``--execution batch``).
+"""The generator on the OpenAI Batch API (``Generator(execution="batch")``, ``--execution batch``),
+and the cache-backed chat model every batch-mode job replays through (:class:`DeferringChatModel`).
 
-Algorithm 1 is a chain of dependent calls per document, so a batch run goes in **waves**, with
-the reply cache (``.cache/replies.jsonl``) as the merge point:
+Algorithm 1 is a chain of dependent calls per document, so a batch run goes in **waves**
+(:func:`scopeguard.batch.run_waves`), with the reply cache (``.cache/replies.jsonl``) as the merge
+point:
 
 1. every unfinished document runs through the normal pipeline against the cache; at its first
    request the cache cannot answer, the document stops for this wave and the request is noted
@@ -28,62 +30,35 @@ online) and priced by :func:`~scopeguard.generation.accounting.estimate_cost` ti
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import os
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Any
 
-from scopeguard.batch import BatchJobs, BatchJobState
-from scopeguard.errors import ConfigurationError, LLMError
+from pydantic import BaseModel
+
+from scopeguard.batch import BatchJobs, BatchSettings, Wave, run_waves
+from scopeguard.data import atomic_write_text
+from scopeguard.generation.accounting import Usage, estimate_cost
 from scopeguard.generation.cache import CachedReply, RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.llm.base import ChatModel, Prompt
-from scopeguard.llm.openai_compat import OpenAIChatModel
 from scopeguard.types import Document
 
-__all__ = ["DeferringChatModel", "Wave", "run_in_waves"]
+__all__ = ["BatchUsage", "DeferringChatModel", "StageUsage", "Wave", "batch_run", "run_in_waves"]
 
 logger = logging.getLogger(__name__)
 
 RunDocument = Callable[[int, Document, RecordingChatModel, RecordingChatModel], Awaitable[None]]
 
 
-class _Deferred(BaseException):
-    """A request the cache cannot answer yet: ends the document's pass for this wave.
-
-    A BaseException (like ``asyncio.CancelledError``) so that no step's error handling takes it
-    for a failure."""
-
-
-class Wave:
-    """The requests one pass over the documents could not answer from the cache."""
-
-    def __init__(self, failures: dict[str, tuple[int, str]], attempts: int) -> None:
-        self.requests: dict[str, tuple[OpenAIChatModel, dict[str, Any]]] = {}
-        self.failures = failures  # cache key -> (failed attempts, last error) in this run
-        self.attempts = attempts
-
-    def defer(self, key: str, llm: ChatModel, body: Callable[[OpenAIChatModel], dict[str, Any]]) -> NoReturn:
-        failed, error = self.failures.get(key, (0, ""))
-        if failed >= self.attempts:
-            raise LLMError(f"a batch request failed {failed} times (last: {error})")
-        if not isinstance(llm, OpenAIChatModel):
-            raise ConfigurationError(
-                f"--execution batch needs OpenAI-compatible models (openai:MODEL), not {llm.name!r}"
-            )
-        self.requests.setdefault(key, (llm, body(llm)))
-        raise _Deferred
-
-    def jobs(self) -> list[tuple[OpenAIChatModel, dict[str, dict[str, Any]]]]:
-        """The requests grouped into one job per model and endpoint."""
-        groups: dict[tuple[str, str], tuple[OpenAIChatModel, dict[str, dict[str, Any]]]] = {}
-        for key, (llm, body) in self.requests.items():
-            groups.setdefault((llm.base_url, llm.model), (llm, {}))[1][key] = body
-        return list(groups.values())
-
-
 class DeferringChatModel(RecordingChatModel):
-    """A :class:`RecordingChatModel` that notes a cache miss in ``wave`` instead of calling."""
+    """A :class:`RecordingChatModel` that notes a cache miss in ``wave`` instead of calling
+    (:meth:`scopeguard.batch.Wave.defer`), sync or async.
+
+    Make one per item (its occurrence count is the item's own, so replays find the same keys);
+    :meth:`sharing` wraps the item's other models on the same count."""
 
     def __init__(
         self,
@@ -113,7 +88,7 @@ class DeferringChatModel(RecordingChatModel):
             llm, self.cache, UsageLedger(), wave=self.wave, step=step, _occurrences=self._occurrences
         )
 
-    async def acall(
+    def call(
         self,
         prompt: Prompt,
         *,
@@ -134,15 +109,58 @@ class DeferringChatModel(RecordingChatModel):
             )
         return self._book(key, None, hit)
 
+    async def acall(self, prompt: Prompt, **sampling: Any) -> CachedReply:
+        return self.call(prompt, **sampling)
 
-def _model_for(state: BatchJobState, models: list[ChatModel]) -> OpenAIChatModel:
-    for m in models:
-        if isinstance(m, OpenAIChatModel) and (m.base_url, m.model) == (state.endpoint, state.model):
-            return m
-    raise ConfigurationError(
-        f"the open batch job {state.name} ({state.batch_id}) was sent to {state.model} at "
-        f"{state.endpoint}; run with that model and endpoint to collect it"
-    )
+
+USAGE_FILE = "batch_usage.json"
+
+
+class StageUsage(BaseModel):
+    """The tokens of one stage of a batch-mode run, and their estimated cost at the batch price."""
+
+    model: str
+    usage: Usage = Usage()
+    cost_usd: float | None = None
+
+
+class BatchUsage(BaseModel):
+    """Token cost per stage of a batch-mode evaluation or verification run, kept in its folder
+    (``batch_usage.json``) and added to as items finish, across resumed runs.
+
+    Each finished item's replies are booked once (a reply a batch fetched counts as billed) and
+    priced by :func:`~scopeguard.generation.accounting.estimate_cost` times ``price_factor``."""
+
+    price_factor: float
+    stages: dict[str, StageUsage] = {}
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str], price_factor: float) -> BatchUsage:
+        path = Path(folder) / USAGE_FILE
+        if path.is_file():
+            return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        return cls(price_factor=price_factor)
+
+    def add(self, ledger: UsageLedger, model: str) -> None:
+        for step, usage in ledger.by_step.items():
+            stage = self.stages.get(step) or StageUsage(model=model)
+            total = stage.usage + usage
+            cost = estimate_cost(model, total)
+            self.stages[step] = StageUsage(
+                model=model, usage=total, cost_usd=None if cost is None else cost * self.price_factor
+            )
+
+    def save(self, folder: str | os.PathLike[str]) -> None:
+        atomic_write_text(Path(folder) / USAGE_FILE, self.model_dump_json(indent=2) + "\n")
+
+
+def batch_run(
+    folder: str | os.PathLike[str], settings: BatchSettings | None
+) -> tuple[ReplyCache, BatchJobs, BatchUsage]:
+    """The reply cache, the jobs and the usage book of a batch-mode run in ``folder``."""
+    jobs = BatchJobs(folder, settings)
+    cache = ReplyCache(Path(folder) / ".cache" / "replies.jsonl")
+    return cache, jobs, BatchUsage.load(folder, jobs.settings.price_factor)
 
 
 async def run_in_waves(
@@ -159,48 +177,10 @@ async def run_in_waves(
     ``run_document(order, doc, llm, judge_llm)`` gets recording models that raise the internal
     deferral on a cache miss; it must let it through (it is not an ``Exception``).
     """
-    failures: dict[str, tuple[int, str]] = {}
 
-    async def collect(model: OpenAIChatModel, state: BatchJobState) -> None:
-        outcome = await asyncio.to_thread(jobs.run, model, state)
-        for key, completion in outcome.replies.items():
-            if cache.get(key) is None:  # a merge cut short by a kill stored some already
-                cache.put(
-                    key,
-                    {
-                        "id": "r-" + key[:12],
-                        "model": completion.model or model.model,
-                        "texts": list(completion.texts),
-                        "finish_reasons": list(completion.finish_reasons),
-                        "prompt_tokens": completion.prompt_tokens,
-                        "completion_tokens": completion.completion_tokens,
-                        "batch": outcome.state.batch_id,
-                    },
-                )
-        for key, error in outcome.errors.items():
-            failures[key] = (failures.get(key, (0, ""))[0] + 1, error)
-        jobs.close(outcome.state)
-        if not outcome.succeeded:
-            raise jobs.failure(outcome.state)
+    async def attempt(item: tuple[int, Document], wave: Wave) -> None:
+        order, doc = item
+        gen = DeferringChatModel(llm, cache, wave=wave)  # the document's own occurrence count
+        await run_document(order, doc, gen, gen.sharing(judge_llm))
 
-    for state in jobs.open_jobs():
-        logger.info("collecting batch job %s left by an earlier run", state.name)
-        await collect(_model_for(state, [llm, judge_llm]), state)
-
-    pending, wave_no = list(todo), 0
-    while pending:
-        wave_no += 1
-        wave = Wave(failures, jobs.settings.request_attempts)
-        still: list[tuple[int, Document]] = []
-        for order, doc in pending:
-            gen = DeferringChatModel(llm, cache, wave=wave)  # the document's own occurrence count
-            try:
-                await run_document(order, doc, gen, gen.sharing(judge_llm))
-            except _Deferred:
-                still.append((order, doc))
-        pending = still
-        if not wave.requests:
-            break
-        logger.info("wave %d: %d requests for %d documents", wave_no, len(wave.requests), len(pending))
-        for model, bodies in wave.jobs():
-            await collect(model, jobs.write(model, bodies))
+    await run_waves(todo, attempt, models=[llm, judge_llm], cache=cache, jobs=jobs)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +87,11 @@ class VerificationResult(_Record):
 class _Ask:
     prompt: str
     max_tokens: int
+    stage: str
+
+
+STAGES = ("answer", "reader", "classify")
+"""The LLM calls of the loop (:attr:`AnswerVerifier.stage_llms` may give each its own model)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,8 @@ class AnswerVerifier:
             retriever (a name for :func:`~scopeguard.verification.make_retriever`).
         passage_sentences: sentences per passage when documents are split.
         answer_max_tokens, reader_max_tokens, classify_max_tokens: generation limits per step.
+        stage_llms: a model per stage (``answer``, ``reader``, ``classify``) used instead of
+            ``llm`` for that stage (batch mode books each stage's tokens this way).
     """
 
     def __init__(
@@ -127,6 +134,7 @@ class AnswerVerifier:
         answer_max_tokens: int = 128,
         reader_max_tokens: int = 160,
         classify_max_tokens: int = 16,
+        stage_llms: Mapping[str, ChatModel] | None = None,
     ) -> None:
         if k < 1:
             raise ConfigurationError(f"k must be >= 1, got {k}")
@@ -146,12 +154,20 @@ class AnswerVerifier:
         self.answer_max_tokens = answer_max_tokens
         self.reader_max_tokens = reader_max_tokens
         self.classify_max_tokens = classify_max_tokens
+        unknown = sorted(set(stage_llms or {}) - set(STAGES))
+        if unknown:
+            raise ConfigurationError(f"unknown stage(s) {unknown} in stage_llms; stages: {', '.join(STAGES)}")
+        self.stage_llms: dict[str, ChatModel] = dict(stage_llms or {})
+
+    def llm_for(self, stage: str) -> ChatModel:
+        """The model that makes the ``stage`` call."""
+        return self.stage_llms.get(stage, self.llm)
 
     # -- the loop, written once ------------------------------------------------------------
     def _steps(self, question: str, answer: str | None, retriever_name: str, qid: str) -> _Step:
         calls = 0
         if answer is None:
-            answer = yield _Ask(render("verify_answer", question=question), self.answer_max_tokens)
+            answer = yield _Ask(render("verify_answer", question=question), self.answer_max_tokens, "answer")
             calls += 1
         answer = (answer or "").strip()
         base: dict[str, Any] = {
@@ -176,7 +192,7 @@ class AnswerVerifier:
         compared, reader_answer = passage, None
         if self.reader:
             reader_answer = yield _Ask(
-                render("verify_reader", question=question, passage=passage), self.reader_max_tokens
+                render("verify_reader", question=question, passage=passage), self.reader_max_tokens, "reader"
             )
             calls += 1
             reader_answer = (reader_answer or "").strip()
@@ -184,6 +200,7 @@ class AnswerVerifier:
         reply = yield _Ask(
             render("verify_classify", question=question, llm_answer=answer, retriever_answer=compared),
             self.classify_max_tokens,
+            "classify",
         )
         calls += 1
         verdict = parse_verification(reply)
@@ -236,7 +253,8 @@ class AnswerVerifier:
             step = next(steps)
             while True:
                 if isinstance(step, _Ask):
-                    reply = self.llm.complete(step.prompt, temperature=0.0, max_tokens=step.max_tokens).text
+                    llm = self.llm_for(step.stage)
+                    reply = llm.complete(step.prompt, temperature=0.0, max_tokens=step.max_tokens).text
                     step = steps.send(reply)
                 else:
                     step = steps.send(retriever.search(step.query, step.k))
@@ -256,7 +274,7 @@ class AnswerVerifier:
             step = next(steps)
             while True:
                 if isinstance(step, _Ask):
-                    completion = await self.llm.acomplete(
+                    completion = await self.llm_for(step.stage).acomplete(
                         step.prompt, temperature=0.0, max_tokens=step.max_tokens
                     )
                     step = steps.send(completion.text)

@@ -6,27 +6,38 @@ The run folder (a :class:`~scopeguard.runs.RunFolder`) holds ``config.json`` (wh
 finishes) and, at the end, ``report.json`` / ``report.md``. Re-running into the same folder skips
 the ids already done (a half-written last line from a kill is dropped); a different configuration
 is refused (``limit`` may change, so a run can be extended).
+
+``execution="batch"`` sends the LLM calls (answer -> reader -> verdict) as OpenAI Batch API jobs
+in waves (:func:`scopeguard.batch.run_waves`: each question replays against the reply cache
+``OUT/.cache/replies.jsonl`` until its first unanswered call; those go out as one job; the next
+wave gets one step further). Job state is kept in ``OUT/.batch/``, the tokens per stage at the
+batch price in ``OUT/batch_usage.json``. It needs an ``openai:`` model.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from scopeguard._progress import progress_bar
+from scopeguard.batch import BatchSettings, Wave, run_waves
 from scopeguard.data import load_dataset
 from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, LLMError
+from scopeguard.generation.batch import DeferringChatModel, batch_run
 from scopeguard.llm.base import ChatModel
+from scopeguard.llm.openai_compat import OpenAIChatModel
 from scopeguard.retrieval.base import Retriever
 from scopeguard.runs import JsonlLog, RunFolder
 from scopeguard.types import Document
 from scopeguard.verification.hybrid import make_retriever
-from scopeguard.verification.loop import AnswerVerifier, VerificationResult
+from scopeguard.verification.loop import STAGES, AnswerVerifier, VerificationResult
 from scopeguard.verification.msmarco import (
     Query,
     iter_collection,
@@ -143,6 +154,8 @@ def run_verification(
     *,
     llm: ChatModel | None = None,
     progress: bool | None = None,
+    execution: Literal["online", "batch"] = "online",
+    batch: BatchSettings | None = None,
 ) -> VerificationRunReport:
     """Verify the questions of ``config`` against its corpus into the folder ``out``, resuming a
     killed run there, and write its report.
@@ -150,8 +163,11 @@ def run_verification(
     ``llm`` replaces the model named by ``config.llm`` (its spec is still what the folder records).
     ``config.answers_from`` reuses the answers of another run folder, so two runs differ only in
     retrieval or reading. An unreachable LLM aborts the run (re-run to resume); another LLM failure
-    is recorded for that question as verdict ``unknown`` with the error.
+    is recorded for that question as verdict ``unknown`` with the error. ``execution="batch"``
+    runs the LLM calls as Batch API jobs (see the module docstring; ``batch``: polling, price factor).
     """
+    if execution not in ("online", "batch"):
+        raise ConfigurationError(f"execution must be 'online' or 'batch', got {execution!r}")
     questions = Path(config.questions)
     qs = load_questions(questions, qrels=config.qrels if not questions.is_dir() else None, limit=config.limit)
     if config.dense_model and config.retriever == "bm25":
@@ -165,6 +181,10 @@ def run_verification(
         k=config.k,
         passages=config.passages,
     )
+    if execution == "batch" and not isinstance(verifier.llm, OpenAIChatModel):
+        raise ConfigurationError(
+            f"--execution batch needs an OpenAI-compatible model (openai:MODEL), not {verifier.llm.name!r}"
+        )
     answers = (
         {r.id: r.answer for r in read_results(config.answers_from) if r.answer} if config.answers_from else {}
     )
@@ -186,7 +206,10 @@ def run_verification(
         )
         logger.info("indexing %d passages with %s", len(docs), index.name)
         index.index(docs)
-        written = _verify_all(verifier, todo, index, results, answers, progress)
+        if execution == "batch":
+            written = _verify_in_batches(verifier, todo, index, results, answers, out=out, settings=batch)
+        else:
+            written = _verify_all(verifier, todo, index, results, answers, progress)
     report: dict[str, Any] = write_run_report(out)
     return VerificationRunReport(
         run=report["run"],
@@ -209,15 +232,50 @@ def _verify_all(
     """Verify ``todo`` one by one, appending each result; returns how many were written."""
     written = 0
     for q in progress_bar(todo, desc="verify", enabled=progress):
-        try:
-            result = verifier.verify(q.text, answers.get(q.id), retriever, id=q.id)
-        except LLMConnectionError:
-            raise
-        except LLMError as exc:
-            logger.warning("question %s: %s", q.id, exc)
-            result = VerificationResult(
-                id=q.id, question=q.text, answer="", verdict="unknown", error=str(exc)
-            )
-        results.append(result)
+        results.append(_verify_one(verifier, q, retriever, answers))
         written += 1
+    return written
+
+
+def _verify_one(
+    verifier: AnswerVerifier, q: Query, retriever: Retriever, answers: dict[str, str]
+) -> VerificationResult:
+    """One question's result; an LLM failure (not a lost connection) is verdict ``unknown``."""
+    try:
+        return verifier.verify(q.text, answers.get(q.id), retriever, id=q.id)
+    except LLMConnectionError:
+        raise
+    except LLMError as exc:
+        logger.warning("question %s: %s", q.id, exc)
+        return VerificationResult(id=q.id, question=q.text, answer="", verdict="unknown", error=str(exc))
+
+
+def _verify_in_batches(
+    verifier: AnswerVerifier,
+    todo: Sequence[Query],
+    retriever: Retriever,
+    results: JsonlLog,
+    answers: dict[str, str],
+    *,
+    out: str | os.PathLike[str],
+    settings: BatchSettings | None,
+) -> int:
+    """Verify ``todo`` in waves of Batch API jobs, appending each result as its question finishes."""
+    cache, jobs, usage = batch_run(out, settings)
+    written = 0
+
+    async def attempt(q: Query, wave: Wave) -> None:
+        nonlocal written
+        llm = DeferringChatModel(verifier.llm, cache, wave=wave)  # the question's own count
+        replayed = copy.copy(verifier)
+        replayed.stage_llms = {stage: llm.for_step(stage) for stage in STAGES}
+        results.append(_verify_one(replayed, q, retriever, answers))
+        usage.add(llm.ledger, verifier.llm.name)
+        usage.save(out)
+        written += 1
+
+    try:
+        asyncio.run(run_waves(todo, attempt, models=[verifier.llm], cache=cache, jobs=jobs))
+    finally:
+        cache.close()
     return written

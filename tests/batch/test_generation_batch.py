@@ -15,6 +15,7 @@ from scopeguard.errors import BatchError
 from scopeguard.generation import GenerationConfig, Generator, RunSummary
 from scopeguard.llm.openai_compat import OpenAIChatModel
 from scopeguard.testing import EloqChatModel, FakeOpenAIServer, invented_document
+from tests.batch.kills import Kill, kill_at
 
 CONFIG = GenerationConfig(mode="efficient", rounds=2, n_in_scope=2)
 FAST = BatchSettings(poll_interval_s=0.0)
@@ -73,12 +74,9 @@ def test_batch_run_equals_the_online_run_and_books_its_tokens(
     assert states and all(s.status == "completed" and s.closed for s in states)
     assert sum(s.completed for s in states) == sum(server.submitted.values())
     assert max(server.submitted.values()) == 1  # no request was submitted twice
+    assert all(s.cleaned for s in states) and server.files == {}  # no file left on the server
     again = _generator(server).run(_corpus(), tmp_path / "batch")
     assert again.docs_resumed == 3 and len(server.batches) == len(states)
-
-
-class _Kill(BaseException):
-    """Stands for a SIGKILL: nothing after it runs (not an Exception, so nothing handles it)."""
 
 
 @pytest.mark.parametrize("phase", ["uploaded", "submitted", "in_progress", "completed"])
@@ -87,19 +85,8 @@ def test_kill_and_resume_at_each_phase_never_submits_twice(
 ) -> None:
     _online(server, tmp_path / "online")
     out = tmp_path / "batch"
-    save = BatchJobs.save
-    kills = {"left": 1}
-
-    def save_then_die(self: BatchJobs, state: object) -> None:
-        save(self, state)  # type: ignore[arg-type]
-        # the second job dies at the phase (the first shows a resume after several merged waves)
-        at_phase = getattr(state, "status", None) == phase and getattr(state, "name", "") == "job-00002"
-        if at_phase and kills["left"]:
-            kills["left"] -= 1
-            raise _Kill
-
-    monkeypatch.setattr(BatchJobs, "save", save_then_die)
-    with pytest.raises(_Kill):
+    kill_at(monkeypatch, phase)
+    with pytest.raises(Kill):
         _generator(server).run(_corpus(), out)
     state = json.loads((out / ".batch" / "job-00002.json").read_text())
     assert state["status"] == phase
@@ -109,6 +96,7 @@ def test_kill_and_resume_at_each_phase_never_submits_twice(
     assert max(server.submitted.values()) == 1, "a request was submitted twice"
     if phase == "uploaded":  # killed after the upload: the job is submitted from the recorded file
         assert server.uploads == len(server.batches)
+    assert server.files == {}  # the resumed run deleted the killed run's files too
 
 
 def test_kill_after_submit_before_the_id_is_recorded_finds_the_batch(
@@ -119,11 +107,11 @@ def test_kill_after_submit_before_the_id_is_recorded_finds_the_batch(
 
     def lose_the_id(self: BatchJobs, state: object) -> None:
         if getattr(state, "status", None) == "submitted":
-            raise _Kill  # the server made the batch; the folder never heard of it
+            raise Kill  # the server made the batch; the folder never heard of it
         save(self, state)  # type: ignore[arg-type]
 
     monkeypatch.setattr(BatchJobs, "save", lose_the_id)
-    with pytest.raises(_Kill):
+    with pytest.raises(Kill):
         _generator(server).run(_corpus(), out)
     monkeypatch.setattr(BatchJobs, "save", save)
     assert _generator(server).run(_corpus(), out).docs_done == 3
@@ -137,6 +125,7 @@ def test_a_failed_batch_is_a_clear_error_and_the_folder_resumes(tmp_path: Path, 
         with pytest.raises(BatchError, match=f"ended {status}") as info:
             _generator(bad).run(_corpus(), out)
         assert info.value.status == status and info.value.batch_id == "batch-1"
+        assert bad.files == {}  # the failed job was recorded and its files deleted
     first = json.loads((out / ".batch" / "job-00001.json").read_text())
     assert first["status"] == status and first["batch_id"] is not None
     sent = [json.loads(line)["custom_id"] for line in (out / ".batch" / "job-00001.input.jsonl").open()]
