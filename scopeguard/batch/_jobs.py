@@ -27,16 +27,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scopeguard.data import atomic_write_text
 from scopeguard.errors import BatchError, LLMError, LLMResponseError
-from scopeguard.llm._openai_replies import merge, validate
 from scopeguard.llm.base import Completion
-from scopeguard.llm.openai_compat import OpenAIChatModel
+
+if TYPE_CHECKING:  # the openai SDK loads only when a batch job runs
+    from scopeguard.llm.openai_compat import OpenAIChatModel
 
 __all__ = ["BatchJobState", "BatchJobs", "BatchOutcome", "BatchSettings"]
 
@@ -103,6 +103,10 @@ class BatchOutcome:
 
 
 def _completion(body: Any, model: OpenAIChatModel) -> Completion:
+    import openai
+
+    from scopeguard.llm._openai_replies import merge, validate
+
     try:
         reply = openai.types.chat.ChatCompletion.model_validate(body)
     except ValidationError as exc:

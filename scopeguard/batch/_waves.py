@@ -27,12 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from scopeguard.batch._jobs import BatchJobs, BatchJobState
 from scopeguard.errors import ConfigurationError, LLMError
 from scopeguard.llm.base import ChatModel
-from scopeguard.llm.openai_compat import OpenAIChatModel
+
+if TYPE_CHECKING:  # the openai SDK loads only when a batch run starts
+    from scopeguard.llm.openai_compat import OpenAIChatModel
 
 __all__ = ["Deferred", "ReplyStore", "Wave", "run_waves"]
 
@@ -65,6 +67,8 @@ class Wave:
         self.attempts = attempts
 
     def defer(self, key: str, llm: ChatModel, body: Callable[[OpenAIChatModel], dict[str, Any]]) -> NoReturn:
+        from scopeguard.llm.openai_compat import OpenAIChatModel
+
         failed, error = self.failures.get(key, (0, ""))
         if failed >= self.attempts:
             raise LLMError(f"a batch request failed {failed} times (last: {error})")
@@ -84,6 +88,8 @@ class Wave:
 
 
 def _model_for(state: BatchJobState, models: Sequence[ChatModel]) -> OpenAIChatModel:
+    from scopeguard.llm.openai_compat import OpenAIChatModel
+
     for m in models:
         if isinstance(m, OpenAIChatModel) and (m.base_url, m.model) == (state.endpoint, state.model):
             return m

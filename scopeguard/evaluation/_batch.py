@@ -23,7 +23,6 @@ from scopeguard.evaluation.defusion import DefusionJudge
 from scopeguard.evaluation.refusal import RefusalJudge
 from scopeguard.evaluation.store import ResponseRecord, RunStore
 from scopeguard.generation.batch import DeferringChatModel, batch_run
-from scopeguard.llm.openai_compat import OpenAIChatModel
 
 __all__ = ["check_batchable", "respond_in_batches"]
 
@@ -43,6 +42,8 @@ def check_batchable(
                 "with the RAG prompts instead"
             )
         models.append(a.llm)
+    from scopeguard.llm.openai_compat import OpenAIChatModel
+
     online = sorted({m.name for m in models if not isinstance(m, OpenAIChatModel)})
     if online:
         raise ConfigurationError(

@@ -26,16 +26,14 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from scopeguard._progress import show_progress
-from scopeguard.batch import BatchJobs, BatchSettings
 from scopeguard.detectors.base import Detector
 from scopeguard.errors import ConfigurationError, LLMError, ScopeGuardError
 from scopeguard.generation.accounting import PRICES_DATE, Usage, estimate_cost
-from scopeguard.generation.batch import RunDocument, run_in_waves
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
 from scopeguard.generation.config import GenerationConfig
@@ -46,6 +44,10 @@ from scopeguard.llm.concurrency import AdaptiveLimiter, LimitedChatModel
 from scopeguard.llm.registry import from_spec
 from scopeguard.runs import RunFolder
 from scopeguard.types import Document
+
+if TYPE_CHECKING:  # the Batch API layer (and the openai SDK it needs) loads only for batch runs
+    from scopeguard.batch import BatchSettings
+    from scopeguard.generation.batch import RunDocument
 
 __all__ = ["GenerationRunConfig", "Generator", "RunSummary"]
 
@@ -216,7 +218,7 @@ class Generator:
         self.judge: JudgeSpec = judge if self.config.filter else None
         self.concurrency = concurrency
         self.execution = execution
-        self.batch = batch or BatchSettings()
+        self.batch = batch
         self.progress = progress
 
     def run(
@@ -305,13 +307,16 @@ class Generator:
 
         try:
             if self.execution == "batch":
+                from scopeguard.batch import BatchJobs
+                from scopeguard.generation.batch import run_in_waves
+
                 await run_in_waves(
                     todo,
                     one,
                     llm=self.llm,
                     judge_llm=self.judge_llm,
                     cache=cache,
-                    jobs=BatchJobs(out, self.batch),
+                    jobs=BatchJobs(out, self._batch_settings()),
                 )
             else:
                 await self._online(todo, one, cache)
@@ -358,7 +363,12 @@ class Generator:
         cost = estimate_cost(self.llm.name, usage)
         if cost is None or self.execution != "batch":
             return cost
-        return cost * self.batch.price_factor
+        return cost * self._batch_settings().price_factor
+
+    def _batch_settings(self) -> BatchSettings:
+        from scopeguard.batch import BatchSettings
+
+        return self.batch if self.batch is not None else BatchSettings()
 
     def _bar(self, total: int) -> Any:
         if not show_progress(self.progress) or total == 0:

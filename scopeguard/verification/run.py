@@ -32,7 +32,6 @@ from scopeguard.data import load_dataset
 from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, LLMError
 from scopeguard.generation.batch import DeferringChatModel, batch_run
 from scopeguard.llm.base import ChatModel
-from scopeguard.llm.openai_compat import OpenAIChatModel
 from scopeguard.retrieval.base import Retriever
 from scopeguard.runs import JsonlLog, RunFolder
 from scopeguard.types import Document
@@ -181,6 +180,8 @@ def run_verification(
         k=config.k,
         passages=config.passages,
     )
+    from scopeguard.llm.openai_compat import OpenAIChatModel
+
     if execution == "batch" and not isinstance(verifier.llm, OpenAIChatModel):
         raise ConfigurationError(
             f"--execution batch needs an OpenAI-compatible model (openai:MODEL), not {verifier.llm.name!r}"
