@@ -1,5 +1,5 @@
 """The ``--execution`` / ``--poll-interval`` / ``--max-wait`` options of the commands that can run
-on the OpenAI Batch API (``evaluate``, ``verify``; ``generate`` has its own help text)."""
+on the OpenAI Batch API (``generate``, ``evaluate``, ``verify``)."""
 
 from __future__ import annotations
 

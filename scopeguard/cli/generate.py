@@ -12,8 +12,8 @@ from typing import Any
 
 import typer
 
-from scopeguard.batch import BatchSettings
 from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors, option_given
+from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig
 
@@ -63,23 +63,9 @@ def generate(
         help="Documents processed at the same time, or auto: an adaptive limit on requests in flight "
         "(grows while latency holds, halves on 429s; for vLLM and other OpenAI-compatible servers).",
     ),
-    execution: str = typer.Option(
-        "online",
-        "--execution",
-        help="online (requests as they come) or batch (OpenAI Batch API jobs in waves, half the price, "
-        "results within the completion window; needs an openai: --llm; resumable).",
-    ),
-    poll_interval: float = typer.Option(
-        BatchSettings.model_fields["poll_interval_s"].default,
-        "--poll-interval",
-        help="--execution batch: seconds between polls of a running batch.",
-    ),
-    max_wait: float | None = typer.Option(
-        None,
-        "--max-wait",
-        help="--execution batch: stop waiting for a batch after this many seconds (it stays "
-        "submitted; re-run on the same --out to collect it).",
-    ),
+    execution: str = EXECUTION,
+    poll_interval: float = POLL_INTERVAL,
+    max_wait: float | None = MAX_WAIT,
     mode: str = typer.Option(
         config_default(GenerationConfig, "mode"),
         "--mode",
@@ -168,8 +154,7 @@ def generate(
             "extra_rounds": extra_rounds,
         },
     )
-    if execution not in ("online", "batch"):
-        raise ConfigurationError(f"--execution must be 'online' or 'batch', got {execution!r}")
+    execution_mode, batch = batch_options(execution, poll_interval, max_wait)
     if concurrency != "auto" and not concurrency.isdigit():
         raise ConfigurationError(f"--concurrency must be a number or 'auto', got {concurrency!r}")
     rule = LengthRule(min_words=min_words or None, max_words=max_words or None)
@@ -179,8 +164,8 @@ def generate(
         judge="judge" if paper and filter_with == "auto" else filter_with,
         judge_llm=judge_llm,
         concurrency="auto" if concurrency == "auto" else int(concurrency),
-        execution="batch" if execution == "batch" else "online",
-        batch=BatchSettings(poll_interval_s=poll_interval, max_wait_s=max_wait),
+        execution=execution_mode,
+        batch=batch,
         progress=None if progress else False,
     )
     summary = generator.run(corpus, out, length_rule=rule, max_docs=max_docs)
