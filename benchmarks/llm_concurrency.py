@@ -1,6 +1,6 @@
-"""Adaptive concurrency (``scopeguard.llm.concurrency.AdaptiveLimiter``) against a 50 ms endpoint.
+"""Adaptive concurrency (``scopeguard.llm.concurrency.AdaptiveLimiter``) against endpoints with a set latency.
 
-    python benchmarks/llm_concurrency.py --requests 5000 --http-requests 1000
+    python benchmarks/llm_concurrency.py [--requests 30000] [--latency 0.05 0.5] [--http-requests 1000]
 
 Two kinds of endpoint, both answering after ``--latency`` seconds and rejecting a request with a
 429 (``Retry-After``) above ``capacity`` requests in flight:
@@ -68,7 +68,7 @@ class _Endpoint:
 
 
 def _limiter(**kwargs: Any) -> AdaptiveLimiter:
-    return AdaptiveLimiter(initial=8, maximum=TARGET, **kwargs)
+    return AdaptiveLimiter(maximum=TARGET, **kwargs)  # the defaults: start at 32, x0.7 on a 429
 
 
 async def _scheduler(n: int, latency: float, capacity: int | None, auto: bool) -> dict[str, Any]:
@@ -114,6 +114,7 @@ def _row(
     ideal = min(TARGET, capacity or TARGET) / latency
     return {
         "endpoint": kind,
+        "latency_s": latency,
         "limit": "auto" if auto else f"fixed {TARGET}",
         "capacity": capacity or "none",
         "requests": n,
@@ -128,19 +129,26 @@ def _row(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--requests", type=int, default=5000, help="requests per scheduler row")
+    ap.add_argument("--requests", type=int, default=30000, help="requests per scheduler row")
     ap.add_argument("--http-requests", type=int, default=0, help="requests per HTTP row (0: skip)")
-    ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument(
+        "--latency",
+        type=float,
+        nargs="+",
+        default=[0.05, 0.5],
+        help="endpoint latencies (s): 0.05 shows the client's own CPU limit, 0.5 a real LLM's",
+    )
     ap.add_argument("--capacity", type=int, default=128, help="429 above this many in flight")
     args = ap.parse_args()
     rows = []
-    for capacity in (None, args.capacity):
-        for auto in (False, True):
-            rows.append(asyncio.run(_scheduler(args.requests, args.latency, capacity, auto)))
-    if args.http_requests:
+    for latency in args.latency:
         for capacity in (None, args.capacity):
             for auto in (False, True):
-                rows.append(asyncio.run(_http(args.http_requests, args.latency, capacity, auto)))
+                rows.append(asyncio.run(_scheduler(args.requests, latency, capacity, auto)))
+        if args.http_requests:
+            for capacity in (None, args.capacity):
+                for auto in (False, True):
+                    rows.append(asyncio.run(_http(args.http_requests, latency, capacity, auto)))
     result = {
         "settings": vars(args) | {"target_in_flight": TARGET},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

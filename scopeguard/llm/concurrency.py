@@ -6,12 +6,12 @@ window:
 - **slow start**: until the first congestion signal the limit grows by one per completed request
   while the limit binds (requests wait, or all slots are taken): it doubles every round trip;
 - **additive increase**: after a signal it grows by ``1/limit`` per such request (one per round trip);
-- **multiplicative decrease**: it is multiplied by ``backoff`` (halved) on a rate limit (a 429, seen
-  through ``rate_limits``, e.g. the counter :attr:`OpenAIChatModel.rate_limits
+- **multiplicative decrease**: it is multiplied by ``backoff`` (0.7, as CUBIC does) on a rate
+  limit (a 429, seen through ``rate_limits``, e.g. the counter :attr:`OpenAIChatModel.rate_limits
   <scopeguard.llm.openai_compat.OpenAIChatModel>`, or :meth:`AdaptiveLimiter.on_rate_limit`), and by
   ``latency_backoff`` when, over a round trip, the smoothed latency rose past ``latency_tolerance``
-  times the lowest seen *and* the completion rate fell by half (the server slows down); with the latency up
-  and the rate flat the limit holds (more requests in flight would only wait longer). Latency that
+  times the lowest seen *and* the completion rate fell by half (the server slows down); with the
+  latency up and the rate flat the limit holds (more requests in flight would only wait longer). Latency that
   rises while the rate still grows (a busy client event loop, a server still absorbing load) does
   not stop the growth. At most one decrease per round trip (requests that started before a
   decrease do not decrease it again).
@@ -39,7 +39,7 @@ class AdaptiveLimiter:
 
     Args:
         initial, minimum, maximum: the limit's start and bounds.
-        backoff: the factor of a decrease on a rate limit (0.5 halves).
+        backoff: the factor of a decrease on a rate limit (0.7; 0.5 would halve, as Reno does).
         latency_backoff: the factor of a decrease on queueing (rising latency, flat rate).
         latency_tolerance: queueing when the smoothed latency exceeds this times the lowest seen.
         rate_limits: a function returning a count of rate-limit replies seen so far (an increase
@@ -49,10 +49,10 @@ class AdaptiveLimiter:
     def __init__(
         self,
         *,
-        initial: int = 8,
+        initial: int = 32,
         minimum: int = 1,
         maximum: int = 512,
-        backoff: float = 0.5,
+        backoff: float = 0.7,
         latency_backoff: float = 0.8,
         latency_tolerance: float = 2.0,
         rate_limits: Callable[[], int] | None = None,
