@@ -32,17 +32,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
 from scopeguard.batch import BatchJobs, BatchSettings, Wave, run_waves
 from scopeguard.data import atomic_write_text
 from scopeguard.generation.accounting import Usage, estimate_cost
-from scopeguard.generation.cache import CachedReply, RecordingChatModel, ReplyCache, UsageLedger
+from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.llm.base import ChatModel, Prompt
 from scopeguard.types import Document
 
@@ -55,10 +54,10 @@ RunDocument = Callable[[int, Document, RecordingChatModel, RecordingChatModel], 
 
 class DeferringChatModel(RecordingChatModel):
     """A :class:`RecordingChatModel` that notes a cache miss in ``wave`` instead of calling
-    (:meth:`scopeguard.batch.Wave.defer`), sync or async.
+    (:meth:`scopeguard.batch.Wave.defer`, from the ``_on_miss`` hook), sync or async.
 
     Make one per item (its occurrence count is the item's own, so replays find the same keys);
-    :meth:`sharing` wraps the item's other models on the same count."""
+    :meth:`sharing` wraps the item's other models on the same count (and wave)."""
 
     def __init__(
         self,
@@ -68,49 +67,12 @@ class DeferringChatModel(RecordingChatModel):
         *,
         wave: Wave,
         step: str = "llm",
-        _occurrences: Counter[str] | None = None,
     ) -> None:
-        super().__init__(llm, cache, ledger, step=step, _occurrences=_occurrences)
+        super().__init__(llm, cache, ledger, step=step)
         self.wave = wave
 
-    def for_step(self, step: str, ledger: UsageLedger | None = None) -> DeferringChatModel:
-        return DeferringChatModel(
-            self.llm,
-            self.cache,
-            ledger if ledger is not None else self.ledger,
-            wave=self.wave,
-            step=step,
-            _occurrences=self._occurrences,
-        )
-
-    def sharing(self, llm: ChatModel, *, step: str = "llm") -> DeferringChatModel:
-        return DeferringChatModel(
-            llm, self.cache, UsageLedger(), wave=self.wave, step=step, _occurrences=self._occurrences
-        )
-
-    def call(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> CachedReply:
-        key = self._key(prompt, n, temperature, max_tokens, seed)
-        hit = self.cache.get(key)
-        if hit is None:
-            self.wave.defer(
-                key,
-                self.llm,
-                lambda m: m.request_body(
-                    prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
-                ),
-            )
-        return self._book(key, None, hit)
-
-    async def acall(self, prompt: Prompt, **sampling: Any) -> CachedReply:
-        return self.call(prompt, **sampling)
+    def _on_miss(self, key: str, prompt: Prompt, sampling: dict[str, Any]) -> NoReturn:
+        self.wave.defer(key, self.llm, lambda m: m.request_body(prompt, **sampling))
 
 
 USAGE_FILE = "batch_usage.json"

@@ -9,6 +9,7 @@ cut off on load (:func:`scopeguard.runs.repair_torn_tail`).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -17,7 +18,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from scopeguard.generation.accounting import Usage
 from scopeguard.llm.base import ChatModel, Completion, Prompt, to_messages
@@ -26,6 +27,8 @@ from scopeguard.runs import append_jsonl, repair_torn_tail
 __all__ = ["CachedReply", "RecordingChatModel", "ReplyCache", "UsageLedger"]
 
 logger = logging.getLogger(__name__)
+
+_R = TypeVar("_R", bound="RecordingChatModel")
 
 
 @dataclass(frozen=True)
@@ -172,24 +175,27 @@ class RecordingChatModel:
         """Whether the wrapped backend samples ``n`` replies in one request (see scopeguard.voting)."""
         return bool(getattr(self.llm, "supports_n", True))
 
-    def for_step(self, step: str, ledger: UsageLedger | None = None) -> RecordingChatModel:
-        return RecordingChatModel(
-            self.llm,
-            self.cache,
-            ledger if ledger is not None else self.ledger,
-            step=step,
-            _occurrences=self._occurrences,
-            _lock=self._lock,
-        )
+    def for_step(self: _R, step: str, ledger: UsageLedger | None = None) -> _R:
+        return self._view(self.llm, ledger if ledger is not None else self.ledger, step)
 
-    def sharing(self, llm: ChatModel, *, step: str = "llm") -> RecordingChatModel:
+    def sharing(self: _R, llm: ChatModel, *, step: str = "llm") -> _R:
         """A recording wrapper of another model (a judge) sharing this one's cache and occurrence count.
 
         Both count identical requests together, so a resumed run replays the same reply to each.
         """
-        return RecordingChatModel(
-            llm, self.cache, UsageLedger(), step=step, _occurrences=self._occurrences, _lock=self._lock
-        )
+        return self._view(llm, UsageLedger(), step)
+
+    def _view(self: _R, llm: ChatModel, ledger: UsageLedger, step: str) -> _R:
+        """A copy of this wrapper (of the same class, sharing its cache, occurrence count and lock)
+        around ``llm``, booking on ``ledger`` under ``step``."""
+        view = copy.copy(self)
+        view.llm, view.ledger, view.step = llm, ledger, step
+        return view
+
+    def _on_miss(self, key: str, prompt: Prompt, sampling: dict[str, Any]) -> None:
+        """Called when the cache cannot answer a request (``key``), before it goes to the wrapped
+        model. Nothing here; a subclass may raise to stop the request there instead
+        (:class:`scopeguard.generation.batch.DeferringChatModel` notes it for a Batch API job)."""
 
     def _key(
         self, prompt: Prompt, n: int, temperature: float, max_tokens: int | None, seed: int | None
@@ -258,8 +264,9 @@ class RecordingChatModel:
         hit = self.cache.get(key)
         if hit is not None:
             return self._book(key, None, hit)
-        completion = self.llm.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        return self._book(key, completion)
+        sampling: dict[str, Any] = dict(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        self._on_miss(key, prompt, sampling)
+        return self._book(key, self.llm.complete(prompt, **sampling))
 
     async def acall(
         self,
@@ -274,10 +281,9 @@ class RecordingChatModel:
         hit = self.cache.get(key)
         if hit is not None:
             return self._book(key, None, hit)
-        completion = await self.llm.acomplete(
-            prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
-        )
-        return self._book(key, completion)
+        sampling: dict[str, Any] = dict(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        self._on_miss(key, prompt, sampling)
+        return self._book(key, await self.llm.acomplete(prompt, **sampling))
 
     def complete(
         self,
