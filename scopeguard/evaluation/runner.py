@@ -253,6 +253,10 @@ def _respond(
     return base.model_copy(update=update)
 
 
+_DEFAULTS = RunConfig.model_fields
+"""The run settings' defaults: :func:`evaluate`'s keywords take theirs from here (as the CLI does)."""
+
+
 def evaluate(
     dataset: str | os.PathLike[str],
     *,
@@ -260,20 +264,23 @@ def evaluate(
     out: str | os.PathLike[str],
     judge: str | ChatModel = "local",
     prompts: Sequence[str] = DEFAULT_PROMPTS,
-    detector: str | Detector | None = None,
-    limit: int | None = None,
-    votes: int = 3,
-    adaptive: bool = True,
-    temperature: float = 0.7,
-    precheck: bool = True,
-    max_tokens: int | None = 256,
-    followup: bool = True,
+    detector: str | Detector | None = _DEFAULTS["detector"].default,
+    limit: int | None = _DEFAULTS["limit"].default,
+    votes: int = _DEFAULTS["votes"].default,
+    adaptive: bool = _DEFAULTS["adaptive"].default,
+    temperature: float = _DEFAULTS["temperature"].default,
+    precheck: bool = _DEFAULTS["precheck"].default,
+    max_tokens: int | None = _DEFAULTS["max_tokens"].default,
+    followup: bool = _DEFAULTS["followup"].default,
     progress: bool | None = None,
     plots: bool = True,
     execution: Execution = "online",
     batch: BatchSettings | None = None,
 ) -> EvaluationReport:
     """Evaluate a RAG system on a dataset folder and write the report into ``out``.
+
+    The run settings (``detector`` ... ``followup``) default to the :class:`~.store.RunConfig`
+    fields of the same name (the CLI's defaults too).
 
     ``rag`` is an LLM (spec string or :class:`~scopeguard.llm.base.ChatModel`), answered with
     each of ``prompts`` (``basic``, ``two-shot``, ``zero-shot-cot``), or the user's own pipeline

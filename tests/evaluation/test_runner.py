@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -310,3 +311,16 @@ def test_real_local_model_runs_the_whole_loop_on_two_questions(
     assert rows[1]["refusal"] is not None
     p = report.prompt("zero-shot-cot")
     assert p.defusion.n + p.defusion.unknown == 1 and p.false_refusal.n + p.false_refusal.unknown == 1
+
+
+def test_evaluate_defaults_are_run_config_defaults() -> None:
+    from scopeguard.evaluation import RunConfig
+
+    params = inspect.signature(evaluate).parameters
+    settings = {name for name, f in RunConfig.model_fields.items() if not f.is_required()}
+    # evaluate_config passes every setting on as a keyword, so evaluate takes each of them
+    assert settings <= params.keys()
+    assert {name: params[name].default for name in settings} == {
+        name: RunConfig.model_fields[name].default for name in settings
+    }
+    assert params["votes"].default == 3 and params["max_tokens"].default == 256
