@@ -25,6 +25,7 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from scopeguard.calibration import grouped_oof
 from scopeguard.data import load_dataset
 from scopeguard.detectors.fast import FEATURES, FastFeaturizer, FastHead, default_head_path
 from scopeguard.evaluation.detection import auroc
@@ -58,14 +59,6 @@ def compute_features(data_dir: Path, encoder: str) -> tuple[np.ndarray, np.ndarr
     return x, y, [q.doc_id for q in ds.questions], [q.id for q in ds.questions]
 
 
-def grouped_folds(groups: list[str], k: int, seed: int) -> np.ndarray:
-    """Fold index per item: documents shuffled with ``seed`` and dealt round-robin into ``k`` folds."""
-    uniq = sorted(set(groups))
-    np.random.default_rng(seed).shuffle(uniq)
-    fold_of = {g: i % k for i, g in enumerate(uniq)}
-    return np.array([fold_of[g] for g in groups])
-
-
 def fit(x: np.ndarray, y: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     from sklearn.linear_model import LogisticRegression
 
@@ -83,13 +76,12 @@ def predict(model: tuple[np.ndarray, np.ndarray, np.ndarray, float], x: np.ndarr
 def cross_validate(
     x: np.ndarray, y: np.ndarray, groups: list[str], *, c: float, folds: int, seed: int
 ) -> np.ndarray:
-    """Out-of-fold P(out of scope) for every item."""
-    fold = grouped_folds(groups, folds, seed)
-    out = np.zeros(len(y))
-    for k in range(folds):
-        test = fold == k
-        out[test] = predict(fit(x[~test], y[~test], c), x[test])
-    return out
+    """Out-of-fold P(out of scope) for every item, on the project's document-grouped folds."""
+
+    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        return predict(fit(x[train], y[train], c), x[test])
+
+    return grouped_oof(len(y), groups, fit_predict, folds=folds, seed=seed)
 
 
 def main() -> None:
