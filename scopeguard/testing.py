@@ -4,7 +4,8 @@
 every prompt it was given, so parsing and control flow can be tested without an LLM;
 :class:`StreamingScriptedChatModel` also streams each reply word by word.
 :class:`ScriptedVerdictScorer` does the same for log-prob verdicts (scripted margins).
-:class:`FakeOpenAIServer` serves chat completions, files and the Batch API on 127.0.0.1.
+:class:`FakeOpenAIServer` serves chat completions, files and the Batch API on 127.0.0.1;
+:func:`packaged_llama_server` runs a real llama.cpp server with a packaged model for a test.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from scopeguard._fake_openai import FakeOpenAIServer
 from scopeguard.detectors.base import BaseDetector
-from scopeguard.errors import ConfigurationError
+from scopeguard.errors import ConfigurationError, MissingDependencyError, ModelError
 from scopeguard.llm.base import (
     BaseChatModel,
     BaseStreamingChatModel,
@@ -28,6 +32,7 @@ from scopeguard.llm.base import (
     Prompt,
     to_messages,
 )
+from scopeguard.models import DEFAULT_GGUF
 from scopeguard.retrieval.base import Hit
 from scopeguard.types import Document, Label, Verdict
 from scopeguard.verdicts.base import VerdictScore
@@ -43,6 +48,7 @@ __all__ = [
     "StreamingScriptedChatModel",
     "eloq_reply",
     "invented_document",
+    "packaged_llama_server",
 ]
 
 Reply = str | BaseException
@@ -427,3 +433,36 @@ class EloqChatModel(ScriptedChatModel):
             with self._lock:
                 self.calls.clear()
         return done
+
+
+@contextmanager
+def packaged_llama_server(
+    log_dir: str | os.PathLike[str] | None = None, *, model: str = DEFAULT_GGUF, n_ctx: int = 4096
+) -> Iterator[str]:
+    """A pytest fixture's server: the packaged ``model`` (:func:`~scopeguard.models.local_gguf`)
+    behind :func:`llama_cpp_server`; yields its base URL.
+
+    Skips the calling test (``pytest.skip``, with the reason) when llama-cpp-python's server or
+    the model is not installed; a server that then fails to start raises
+    :class:`~scopeguard.errors.ModelError` (a failure, not a skip). The server uses
+    ``$SCOPEGUARD_N_THREADS`` threads (else 2) and logs to ``log_dir/server.log``.
+    """
+    import pytest
+
+    from scopeguard.llm import llama_server
+    from scopeguard.llm.local import _env_threads
+    from scopeguard.models import local_gguf
+
+    try:
+        llama_server.require(
+            llama_server.SERVER_MODULE,
+            extra="local",
+            feature="the llama.cpp server",
+            package=llama_server.SERVER_PACKAGE,
+        )
+        path = local_gguf(model)
+    except (MissingDependencyError, ModelError) as exc:
+        pytest.skip(f"no local llama.cpp server: {exc}")
+    log = Path(log_dir) / "server.log" if log_dir is not None else None
+    with llama_server.llama_cpp_server(path, n_ctx=n_ctx, n_threads=_env_threads() or 2, log=log) as base_url:
+        yield base_url

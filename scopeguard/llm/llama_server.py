@@ -7,7 +7,8 @@
 It runs ``python -m llama_cpp.server`` (``pip install 'llama-cpp-python[server]'``) in a child
 process, waits until the port accepts connections, and stops the process when the block ends.
 Point scopeguard's ``openai:`` backend, LangChain's ``ChatOpenAI`` or LlamaIndex's
-``OpenAILike`` at the URL it yields.
+``OpenAILike`` at the URL it yields (:func:`scopeguard.testing.packaged_llama_server` is the
+pytest fixture's body: the packaged model, the test skipped when it is not installed).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from scopeguard._optional import require
 from scopeguard.errors import ModelError
 
 __all__ = ["llama_cpp_server"]
+
+SERVER_MODULE = "llama_cpp.server"
+SERVER_PACKAGE = "llama-cpp-python[server]"
 
 
 def _free_port() -> int:
@@ -47,9 +51,7 @@ def llama_cpp_server(
     listen within ``startup_s`` raises :class:`~scopeguard.errors.ModelError` (with the end of
     the log, when there is one).
     """
-    require(
-        "llama_cpp.server", extra="local", feature="the llama.cpp server", package="llama-cpp-python[server]"
-    )
+    require(SERVER_MODULE, extra="local", feature="the llama.cpp server", package=SERVER_PACKAGE)
     port = _free_port()
     command = [
         sys.executable,

@@ -88,13 +88,9 @@ def faiss_retriever(minilm_embeddings: Any) -> Any:
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The packaged local GGUF behind a real llama.cpp server on 127.0.0.1; yields its base URL."""
-    pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
-    from scopeguard.llm.llama_server import llama_cpp_server
-    from scopeguard.models import local_gguf
+    from scopeguard.testing import packaged_llama_server
 
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    threads = int(os.environ.get("SCOPEGUARD_N_THREADS", "2"))
-    with llama_cpp_server(local_gguf(), n_threads=threads, log=log) as base_url:
+    with packaged_llama_server(tmp_path_factory.mktemp("llama-server")) as base_url:
         yield base_url
 
 
