@@ -11,6 +11,7 @@ document order so that llama.cpp's prefix cache reads each document once.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,8 +21,9 @@ from scopeguard._progress import progress_bar
 from scopeguard.data import Dataset
 from scopeguard.features._base import FeatureCache, stable_hash
 from scopeguard.prompts import template_source
+from scopeguard.types import Document
 
-__all__ = ["Signals", "extract_signals", "sample_documents"]
+__all__ = ["Signals", "extract_signals", "fast_feature_cache", "fast_feature_key", "sample_documents"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,20 @@ class Signals:
         )
 
 
+def fast_feature_cache(
+    encoder: str = "minilm", *, root: str | os.PathLike[str] | None = None
+) -> FeatureCache:
+    """The on-disk cache of the fast features (``coverage``, ``alignment``), one float32 pair per
+    :func:`fast_feature_key`; shared by :func:`extract_signals` and
+    :func:`scopeguard.scale.extract_fast_features`, so features computed on Ray are paid once."""
+    return FeatureCache({"kind": "fast_signals", "encoder": encoder, "version": FAST_VERSION}, root=root)
+
+
+def fast_feature_key(question: str, documents: Sequence[Document]) -> str:
+    """The cache key of one question's fast features against ``documents`` (by content)."""
+    return stable_hash(question, *(d.content_hash for d in documents))
+
+
 def _template_sha256(name: str) -> str:
     """SHA-256 of a prompt template's source: cached verdicts change when the wording does."""
     import hashlib
@@ -108,11 +124,11 @@ def extract_signals(
     if fast:
         from scopeguard.detectors.fast import FastFeaturizer
 
-        cache = FeatureCache({"kind": "fast_signals", "encoder": "minilm", "version": FAST_VERSION})
+        cache = fast_feature_cache("minilm")
         featurizer: FastFeaturizer | None = None
         for i, q in enumerate(progress_bar(questions, desc=f"fast features {label}", enabled=progress)):
             doc = docs[q.doc_id]
-            key = stable_hash(q.question, doc.content_hash)
+            key = fast_feature_key(q.question, [doc])
             hit = cache.get(key)
             if hit is None:
                 featurizer = featurizer or FastFeaturizer("minilm")

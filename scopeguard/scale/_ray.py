@@ -2,15 +2,16 @@
 
 Texts go into a Ray dataset with their position (``ray.data.from_items``), ``map_batches`` runs a
 class-based UDF on ``concurrency`` actors (each loads its model once, in its constructor), and the
-driver collects the vectors and puts them back in input order. The UDFs call the single-process
-code (:class:`~scopeguard.retrieval.dense.SentenceEncoder`,
-:class:`~scopeguard.features.embeddings.EmbeddingFeatures`), so the results equal it up to float
+driver collects the vectors and puts them back in input order (:func:`map_texts`, shared by the
+feature extraction of :mod:`scopeguard.scale._features`). The UDFs call the single-process code
+(:class:`~scopeguard.retrieval.dense.SentenceEncoder`), so the results equal it up to float
 rounding of different batch shapes.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -19,10 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from scopeguard._optional import require
-from scopeguard.errors import ConfigurationError, InputError
+from scopeguard.errors import ConfigurationError, InputError, ModelError
 from scopeguard.types import Document
 
-__all__ = ["embed_documents", "extract_features", "index_dense", "ray_session", "require_ray"]
+__all__ = ["embed_documents", "index_dense", "map_texts", "ray_session", "require_ray"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,19 +69,6 @@ class DocumentEmbedder:
         return {"i": batch["i"], "vector": vectors}
 
 
-class FeatureEmbedder:
-    """Ray Data UDF: the ``u`` / ``v`` embeddings of :class:`EmbeddingFeatures` (the ``nli`` features)."""
-
-    def __init__(self, identity: dict[str, Any], batch_size: int) -> None:
-        from scopeguard.features.embeddings import EmbeddingFeatures
-
-        self.features = EmbeddingFeatures.from_identity(identity, batch_size=batch_size)
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        vectors = self.features.embed([str(t) for t in batch["text"]], persist=False)
-        return {"i": batch["i"], "vector": vectors}
-
-
 def map_texts(
     texts: Sequence[str],
     udf: type,
@@ -90,8 +78,15 @@ def map_texts(
     batch_size: int,
     address: str | None,
     num_cpus_per_actor: float,
+    n_out: int | None = None,
 ) -> npt.NDArray[np.float32]:
-    """Run ``udf`` over ``texts`` on ``concurrency`` Ray actors; the vectors, one row per text, in order."""
+    """Run ``udf`` over ``texts`` on ``concurrency`` Ray actors; its output rows ordered by ``i``.
+
+    The UDF gets batches ``{"i": position, "text": text}`` and returns ``{"i": row, "vector": row
+    values}``; by default one row per text (``i`` = the text's position), else ``n_out`` rows in
+    all (a text may stand for a group of items). An actor that cannot start (its constructor
+    raised, e.g. a model path missing on that node) is a :class:`ModelError` naming the reason.
+    """
     if not texts:
         raise InputError("nothing to embed: no texts given")
     if concurrency < 1 or batch_size < 1:
@@ -110,13 +105,21 @@ def map_texts(
     )
     positions: list[np.ndarray] = []
     vectors: list[np.ndarray] = []
-    for batch in out.iter_batches(batch_format="numpy", batch_size=None):
-        positions.append(np.asarray(batch["i"]))
-        vectors.append(np.asarray(batch["vector"], dtype=np.float32))
+    try:
+        for batch in out.iter_batches(batch_format="numpy", batch_size=None):
+            positions.append(np.asarray(batch["i"]))
+            vectors.append(np.asarray(batch["vector"], dtype=np.float32))
+    except ray.exceptions.RayActorError as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        reason = re.sub(r"^[\w.]*Error: ", "", lines[-1]) if lines else type(exc).__name__
+        raise ModelError(f"a Ray worker could not start {udf.__name__}: {reason}") from None
+    expected = len(texts) if n_out is None else n_out
+    if not vectors:
+        raise InputError(f"Ray returned no vectors for {expected} rows")
     order = np.argsort(np.concatenate(positions), kind="stable")
     result = np.concatenate(vectors)[order]
-    if result.shape[0] != len(texts):
-        raise InputError(f"Ray returned {result.shape[0]} vectors for {len(texts)} texts")
+    if result.shape[0] != expected:
+        raise InputError(f"Ray returned {result.shape[0]} vectors for {expected} rows")
     return result
 
 
@@ -183,42 +186,3 @@ def index_dense(
         num_cpus_per_actor=num_cpus_per_actor,
     )
     retriever.index_vectors(docs, vectors)
-
-
-def extract_features(
-    extractor: Any,
-    pairs: Sequence[tuple[str, Document]],
-    *,
-    concurrency: int = 2,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    address: str | None = None,
-    num_cpus_per_actor: float = 1,
-) -> npt.NDArray[np.float32]:
-    """``extractor.batch_features(pairs)`` with the embeddings computed on Ray actors.
-
-    ``extractor`` is an :class:`~scopeguard.features.embeddings.EmbeddingFeatures` (the ``nli``
-    detector's ``[u; v; |u-v|]``); each distinct text (document or question) is embedded once.
-    """
-    from scopeguard.features.embeddings import EmbeddingFeatures
-
-    if not isinstance(extractor, EmbeddingFeatures):
-        raise ConfigurationError(
-            f"Ray feature extraction supports EmbeddingFeatures (the nli detector), "
-            f"got {type(extractor).__name__}"
-        )
-    if not pairs:
-        raise InputError("nothing to extract: no (question, document) pairs given")
-    texts = list(dict.fromkeys([d.text for _, d in pairs] + [q for q, _ in pairs]))
-    vectors = map_texts(
-        texts,
-        FeatureEmbedder,
-        {"identity": extractor.identity, "batch_size": extractor.batch_size},
-        concurrency=concurrency,
-        batch_size=batch_size,
-        address=address,
-        num_cpus_per_actor=num_cpus_per_actor,
-    )
-    row = {t: i for i, t in enumerate(texts)}
-    u = vectors[[row[d.text] for _, d in pairs]]
-    v = vectors[[row[q] for q, _ in pairs]]
-    return extractor.combine(u, v)

@@ -18,18 +18,6 @@ DOC = (
 QUESTIONS = ("How much did the Brindlewick library cost?", "Who was the first head librarian of Brindlewick?")
 
 
-@pytest.fixture(scope="module")
-def smollm2() -> Path:
-    pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
-    from scopeguard.errors import ModelError
-    from scopeguard.models import local_gguf
-
-    try:
-        return local_gguf("smollm2")
-    except ModelError as exc:
-        pytest.skip(str(exc))
-
-
 def test_llamacpp_prefix_cache_gives_the_same_scores_as_a_fresh_read(smollm2: Path) -> None:
     from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
 
