@@ -27,30 +27,34 @@ def dev_data_dir() -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def local_gguf() -> Path:
-    """The packaged Qwen2.5-Coder-0.5B GGUF, assembled and checksum-verified once."""
+def _packaged_gguf(name: str | None = None) -> Path:
+    """A packaged GGUF (default: the library's default model), or a skip naming what is missing."""
     pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
     from scopeguard.errors import ModelError
     from scopeguard.models import local_gguf as resolve
 
     try:
-        return resolve()
+        return resolve() if name is None else resolve(name)
     except ModelError as exc:
         pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")
-def llama_server(local_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real llama-cpp-python OpenAI-compatible server on 127.0.0.1; yields its base URL."""
-    pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
-    from scopeguard.errors import ModelError
-    from scopeguard.llm.llama_server import llama_cpp_server
+def local_gguf() -> Path:
+    """The packaged Qwen2.5-Coder-0.5B GGUF, assembled and checksum-verified once."""
+    return _packaged_gguf()
 
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    threads = int(os.environ.get("SCOPEGUARD_N_THREADS", "2"))
-    try:
-        with llama_cpp_server(local_gguf, n_ctx=4096, n_threads=threads, log=log) as base_url:
-            yield base_url
-    except ModelError as exc:
-        pytest.fail(str(exc))
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """The packaged SmolLM2-135M GGUF (93 MB): the fastest real model, for plumbing tests."""
+    return _packaged_gguf("smollm2")
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real llama-cpp-python OpenAI-compatible server on 127.0.0.1; yields its base URL."""
+    from scopeguard.testing import packaged_llama_server
+
+    with packaged_llama_server(tmp_path_factory.mktemp("llama-server")) as base_url:
+        yield base_url
