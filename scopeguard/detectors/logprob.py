@@ -47,6 +47,9 @@ def default_head_path() -> Path:
     return Path(str(resources.files("scopeguard") / "_assets" / HEAD_FILE))
 
 
+_DOCUMENT_SLOT = "SCOPEGUARD-DOCUMENT-SLOT"  # where the documents go, to find the instruction before them
+
+
 def verdict_messages(question: str, document_text: str, *, template: str = TEMPLATE) -> list[ChatMessage]:
     """The chat messages of one verdict prompt (one user turn)."""
     return [ChatMessage(role="user", content=render(template, document=document_text, question=question))]
@@ -152,12 +155,24 @@ class LogProbDetector(BaseDetector):
         self.chunk_tokens = chunk_tokens
         self.max_chunks = max_chunks
         self.stop_below = stop_below
+        self._primed = False
 
     def load(self) -> None:
         """Load the verdict model now (otherwise it loads on the first question)."""
         loader = getattr(self.scorer, "load", None)
         if callable(loader):
             loader()
+        self._prime()
+
+    def _prime(self) -> None:
+        """Have a scorer with a prefix cache (llama.cpp) read the instruction once (see
+        :meth:`LlamaCppVerdicts.prime`), from disk after the first process."""
+        if self._primed:
+            return
+        self._primed = True
+        prime = getattr(self.scorer, "prime", None)
+        if callable(prime):
+            prime(verdict_messages("?", _DOCUMENT_SLOT, template=self.head.template), upto=_DOCUMENT_SLOT)
 
     # -- passages ---------------------------------------------------------------------------
     def passages(self, documents: Sequence[Document]) -> list[str]:
@@ -211,6 +226,7 @@ class LogProbDetector(BaseDetector):
         """
         stop = self.stop_below if stop_below is None else stop_below
         passages = self.passages(documents)
+        self._prime()
         best: VerdictScore | None = None
         read = 0
         for passage in passages:

@@ -7,12 +7,18 @@ after each recent prompt is kept in memory (``state_cache_mb``, least recently u
 so a document read for one question is reused even when other documents were read in between,
 as when a retriever returns the same passages for several questions. Only the last position's
 logits are computed.
+
+The instruction every verdict prompt starts with is read once per model, not once per process:
+:meth:`LlamaCppVerdicts.prime` keeps the state after it on disk (``$SCOPEGUARD_CACHE/llama-states``,
+a few MB, keyed by the model file, the llama.cpp version and the exact tokens), so a new process
+starts reading at the first document.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import io
 import logging
 import math
@@ -26,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from scopeguard._optional import require
+from scopeguard._paths import cache_dir
+from scopeguard.data import atomic_open
 from scopeguard.errors import DocumentTooLongError, LLMError, ModelError
 from scopeguard.llm.base import ChatMessage
 from scopeguard.verdicts.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp, variant_strings
@@ -52,6 +60,8 @@ class LlamaCppVerdicts:
         n_gpu_layers: layers to offload where llama.cpp was built with a GPU backend.
         state_cache_mb: memory for the saved states of recent prompts (about 30 KB per token
             for the 1.5B model); 0 keeps only the last prompt's.
+        state_dir: where :meth:`prime` keeps the instruction's state across processes (default
+            ``$SCOPEGUARD_CACHE/llama-states``; ``None`` with ``persist_states=False``: memory only).
     """
 
     #: a saved state is restored only when it shares this many more tokens than the live one
@@ -65,6 +75,8 @@ class LlamaCppVerdicts:
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
         state_cache_mb: float = 256.0,
+        state_dir: str | Path | None = None,
+        persist_states: bool = True,
     ) -> None:
         from scopeguard.models import available_ggufs, local_gguf
 
@@ -79,7 +91,11 @@ class LlamaCppVerdicts:
         if state_cache_mb < 0:
             raise ValueError(f"state_cache_mb must be >= 0, got {state_cache_mb}")
         self.state_cache_bytes = int(state_cache_mb * 2**20)
+        self.state_dir: Path | None = None
+        if persist_states:
+            self.state_dir = Path(state_dir) if state_dir is not None else cache_dir("llama-states")
         self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self._state_files: dict[tuple[int, ...], Path] = {}
         self._state_bytes = 0
         self._llm: Any = None
         self._lock = threading.Lock()
@@ -161,8 +177,11 @@ class LlamaCppVerdicts:
         return str(out.prompt)
 
     def _ids(self, messages: Sequence[ChatMessage]) -> list[int]:
+        return self._tokens(self.render(messages))
+
+    def _tokens(self, text: str) -> list[int]:
+        """The prompt text's token ids (special tokens parsed), with BOS where the model wants one."""
         llm = self._load()
-        text = self.render(messages)
         ids = list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
         bos = int(llm.token_bos())
         adds_bos = str((llm.metadata or {}).get("tokenizer.ggml.add_bos_token", "false")).lower() == "true"
@@ -229,6 +248,63 @@ class LlamaCppVerdicts:
             n_tokens=len(ids),
         )
 
+    # -- the shared instruction -----------------------------------------------------------------
+    def prime(self, messages: Sequence[ChatMessage], *, upto: str) -> int:
+        """Read the start of ``messages``' prompt, up to the text ``upto`` (a placeholder where the
+        first document goes), and keep the state after it for every later prompt that starts the
+        same way; returns the number of tokens primed (0 if ``upto`` is not in the prompt).
+
+        The state is written to ``state_dir`` and read back by the next process instead of decoding
+        the instruction again (a state that llama.cpp refuses is read afresh). Scores are the same
+        as without priming.
+        """
+        text = self.render(messages)
+        if upto not in text:
+            return 0
+        llm = self._llm
+        # the last token may merge with the document's first characters: leave it to the prompt
+        ids = self._tokens(text.split(upto, 1)[0])[:-1]
+        if len(ids) < self.MIN_STATE_GAIN or self.state_cache_bytes <= 0:
+            return 0
+        key = tuple(ids)
+        file = self._state_file(ids)
+        with self._lock:
+            if key in self._states:
+                return len(ids)
+            if file is not None and file.is_file():
+                self._keep_state(key, file.read_bytes())
+                self._state_files[key] = file
+                logger.debug("primed %d instruction tokens from %s", len(ids), file)
+                return len(ids)
+            ctx = llm._ctx
+            ctx.kv_cache_clear()
+            self._past = []
+            try:
+                self._decode(ids, 0)
+            except Exception as exc:
+                ctx.kv_cache_clear()
+                raise LLMError(f"llama.cpp failed to read the verdict instruction: {exc}") from None
+            self._past = list(ids)
+            data = self._state_bytes_now()
+            if data is not None:
+                self._keep_state(key, data)
+        if data is not None and file is not None:
+            try:
+                with atomic_open(file, "wb") as fh:
+                    fh.write(data)
+            except OSError as exc:  # a read-only cache only costs the next process the read
+                logger.warning("could not keep the instruction's state in %s: %s", file, exc)
+        return len(ids)
+
+    def _state_file(self, ids: list[int]) -> Path | None:
+        if self.state_dir is None:
+            return None
+        digest = hashlib.sha256()
+        stat = self.path.stat()
+        digest.update(f"{self.path.name}:{stat.st_size}:{self._lib.__version__}:".encode())
+        digest.update(np.asarray(ids, dtype=np.int32).tobytes())
+        return self.state_dir / f"{self.path.stem}-{digest.hexdigest()[:24]}.state"
+
     # -- saved states ------------------------------------------------------------------------
     def _restore_best(self, ids: list[int], live: int) -> int:
         """Load the saved state sharing the longest prefix with ``ids`` if it beats the live one.
@@ -251,6 +327,10 @@ class LlamaCppVerdicts:
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         if not self._lib.llama_state_seq_set_data(ctx.ctx, buf, len(data), 0):
             logger.debug("llama.cpp refused a saved state; reading the prompt afresh")
+            self._state_bytes -= len(self._states.pop(best_key))
+            stale = self._state_files.pop(best_key, None)
+            if stale is not None:  # not this build's state after all: the next process reads afresh
+                stale.unlink(missing_ok=True)
             ctx.kv_cache_clear()
             return 0
         self._past = list(best_key)
@@ -263,16 +343,23 @@ class LlamaCppVerdicts:
         if key in self._states:
             self._states.move_to_end(key)
             return
+        data = self._state_bytes_now()
+        if data is not None:
+            self._keep_state(key, data)
+
+    def _state_bytes_now(self) -> bytes | None:
+        """The model's current state (sequence 0), or None when llama.cpp gives none that fits."""
         ctx = self._llm._ctx.ctx
         size = int(self._lib.llama_state_seq_get_size(ctx, 0))
         if size <= 0 or size > self.state_cache_bytes:
-            return
+            return None
         buf = (ctypes.c_uint8 * size)()
         written = int(self._lib.llama_state_seq_get_data(ctx, buf, size, 0))
-        if written <= 0:
-            return
-        self._states[key] = bytes(buf)[:written]
-        self._state_bytes += written
+        return bytes(buf)[:written] if written > 0 else None
+
+    def _keep_state(self, key: tuple[int, ...], data: bytes) -> None:
+        self._states[key] = data
+        self._state_bytes += len(data)
         while self._state_bytes > self.state_cache_bytes and self._states:
             _, dropped = self._states.popitem(last=False)
             self._state_bytes -= len(dropped)

@@ -57,6 +57,44 @@ def test_llamacpp_saved_states_reuse_a_document_read_before_another(smollm2: Pat
         LlamaCppVerdicts(smollm2, state_cache_mb=-1)
 
 
+def test_llamacpp_primed_instruction_is_read_from_disk_by_the_next_process(
+    smollm2: Path, tmp_path: Path
+) -> None:
+    from scopeguard.detectors.logprob import _DOCUMENT_SLOT
+    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+
+    def primed(scorer: LlamaCppVerdicts) -> int:
+        return scorer.prime(verdict_messages("?", _DOCUMENT_SLOT), upto=_DOCUMENT_SLOT)
+
+    fresh = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_cache_mb=0, persist_states=False)
+    expected = [fresh.score(verdict_messages(q, DOC)).margin for q in QUESTIONS]
+    first = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_dir=tmp_path)
+    n = primed(first)
+    (state,) = tmp_path.iterdir()  # one file: the instruction's state
+    assert n > 50 and state.stat().st_size > 0
+    # a new scorer (as in a new process) loads it instead of decoding the instruction
+    second = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_dir=tmp_path)
+    second.load()
+    decoded: list[tuple[int, int]] = []
+    real_decode = second._decode
+
+    def counting(ids: list[int], n_past: int) -> int:
+        decoded.append((len(ids), n_past))
+        return real_decode(ids, n_past)
+
+    second._decode = counting  # type: ignore[method-assign]
+    assert primed(second) == n and decoded == []
+    got = [second.score(verdict_messages(q, DOC)).margin for q in QUESTIONS]
+    assert decoded[0][1] == n  # the first prompt is read from the end of the instruction on
+    assert got == pytest.approx(expected, abs=1e-3)
+    # a state llama.cpp refuses is dropped (file too) and the prompt read afresh, same scores
+    state.write_bytes(b"\x01" * 64)
+    third = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_dir=tmp_path)
+    assert primed(third) == n
+    assert third.score(verdict_messages(QUESTIONS[0], DOC)).margin == pytest.approx(expected[0], abs=1e-3)
+    assert not state.exists()
+
+
 def test_llamacpp_server_logprobs_match_the_in_process_model(llama_server: str, local_gguf: Path) -> None:
     from scopeguard.llm.openai_compat import OpenAIChatModel
     from scopeguard.verdicts import verdict_scorer
