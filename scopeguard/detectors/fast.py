@@ -181,7 +181,7 @@ class TokenEncoder:
 
     def __init__(self, name: str = "minilm", *, batch_size: int = 32, batch_tokens: int = 4096) -> None:
         require("torch", extra="embeddings", feature="the fast detector")
-        from scopeguard.models import sentence_model
+        from scopeguard.models import token_model
 
         if batch_size < 1 or batch_tokens < 1:
             raise ConfigurationError(
@@ -190,10 +190,10 @@ class TokenEncoder:
         self.name = name
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
-        self._st = sentence_model(name)
-        self._tokenizer = self._st.tokenizer
-        self._model: Any = self._st[0].auto_model
-        self._max_len = int(getattr(self._st, "max_seq_length", 256) or 256)
+        parts = token_model(name)  # the transformer alone: no sentence_transformers import
+        self._tokenizer = parts.tokenizer
+        self._model: Any = parts.model
+        self._max_len = parts.max_seq_length
         self._special = set(self._tokenizer.all_special_ids)
 
     @staticmethod
