@@ -18,6 +18,10 @@ Measured, one row per stage:
    tokens per document, which the README's "Running 1M documents" section prices.
 4. Resume: the same generation again on the finished folder (every document skipped): its cost per
    document and extrapolated to the whole corpus.
+5. Generation over HTTP: the same generator through ``OpenAIChatModel`` (the openai SDK, retries,
+   adaptive concurrency) against the fake server (``python -m scopeguard._fake_openai``, ELOQ-shaped
+   replies after ``--latency`` seconds) in its own process on 127.0.0.1, on ``--http-docs`` documents:
+   what the client side (SDK, HTTP, JSON) adds on this CPU, and its CPU seconds per document.
 
 Peak memory is this process's maximum resident set after each stage (``resource.getrusage``).
 Prints a table and writes ``benchmarks/results/scale.json`` (numbers only).
@@ -28,7 +32,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +45,7 @@ from _report import report
 from generation_scale import _peak_rss_mb, _size_mb
 
 from scopeguard.generation import GenerationConfig, Generator
+from scopeguard.llm.openai_compat import OpenAIChatModel
 from scopeguard.retrieval import get_retriever
 from scopeguard.retrieval.dense import SentenceEncoder
 from scopeguard.testing import EloqChatModel
@@ -176,12 +184,57 @@ def bench_generation(
     return rows, {**per_doc, "ideal_docs_per_s": round(ideal, 1)}
 
 
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_generation_http(docs: list[Document], args: argparse.Namespace) -> dict[str, Any]:
+    """Generation through the openai SDK against the fake server in a child process."""
+    work: Path = args.work.with_name(args.work.name + "-http")
+    if work.exists():
+        shutil.rmtree(work)
+    cmd = [sys.executable, "-m", "scopeguard._fake_openai", "--port", "0", "--latency", str(args.latency)]
+    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        if not base_url.startswith("http"):
+            raise SystemExit(f"the fake server did not start: {base_url!r}")
+        llm = OpenAIChatModel("gpt-4o-mini", base_url=base_url, api_key="fake")
+        gen = Generator(
+            llm,
+            config=GenerationConfig(mode=args.mode),  # type: ignore[arg-type]
+            concurrency=args.concurrency,
+            progress=False,
+        )
+        cpu, started = _cpu_s(), time.perf_counter()
+        summary = gen.run(docs, work)
+        seconds, cpu = time.perf_counter() - started, _cpu_s() - cpu
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    done = max(1, summary.docs_done_run)
+    calls = summary.usage_run.calls
+    ideal = args.concurrency / (calls / done * args.latency)
+    return _row(
+        f"generate over HTTP (openai SDK -> fake server process, {args.concurrency} in flight)",
+        summary.docs_done_run,
+        seconds,
+        "docs",
+        f"ideal {ideal:.1f} docs/s; client CPU {1000 * cpu / done:.0f} ms/doc",
+        client_cpu_ms_per_doc=round(1000 * cpu / done, 1),
+        llm_calls=calls,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--embed-sample", type=int, default=2000)
     ap.add_argument("--gen-docs", type=int, default=400)
+    ap.add_argument("--http-docs", type=int, default=200, help="documents generated over HTTP (0: skip)")
     ap.add_argument("--latency", type=float, default=0.05, help="seconds per fake LLM call")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--mode", default="faithful", choices=("faithful", "efficient"))
@@ -198,6 +251,8 @@ def main() -> None:
     rows.append(bench_embedding(docs, args.embed_sample, args.seed))
     gen_rows, per_doc = bench_generation(docs[: args.gen_docs], len(docs), args)
     rows += gen_rows
+    if args.http_docs:
+        rows.append(bench_generation_http(docs[: args.http_docs], args))
     result = {
         "benchmark": "scale",
         "docs": args.docs,
@@ -205,6 +260,7 @@ def main() -> None:
         "queries": args.queries,
         "embed_sample": args.embed_sample,
         "gen_docs": args.gen_docs,
+        "http_docs": args.http_docs,
         "latency_s": args.latency,
         "concurrency": args.concurrency,
         "mode": args.mode,
