@@ -23,6 +23,7 @@ import contextlib
 import email.parser
 import email.policy
 import json
+import signal
 import threading
 import time
 from collections import Counter
@@ -354,6 +355,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     except ValueError as exc:
         parser.error(str(exc))
+    # Ctrl-C (SIGINT) and SIGTERM stop the server, even when it was started with SIGINT ignored
+    # (as a background job is, or under a CI runner that ignores it): then Python installs no handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with server:
         # the one line a user (or a script) reads: where to point OPENAI_BASE_URL
         print(server.base_url, flush=True)
