@@ -57,6 +57,21 @@ def test_n_samples_in_one_request() -> None:
     assert c.prompt_tokens == 5 and c.completion_tokens == 6 and c.finish_reasons == ("stop",) * 3
 
 
+def test_extra_body_is_merged_into_the_json_a_request_sends() -> None:
+    llm, seen = _model(lambda r: httpx.Response(200, json=_reply(1)), extra_body={"top_k": 5, "min_p": 0.1})
+    assert llm.complete("hi").texts == ("hello 0",)
+    assert seen[0] == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.0,
+        "top_k": 5,
+        "min_p": 0.1,
+    }
+    # a request's own extra_body (the log-prob verdicts' options) wins over the model's
+    reply = llm.chat_completion({"messages": [{"role": "user", "content": "x"}], "extra_body": {"top_k": 1}})
+    assert reply.choices[0].message.content == "hello 0" and seen[1]["top_k"] == 1 and "min_p" not in seen[1]
+
+
 def test_server_ignoring_n_falls_back_to_separate_requests_and_n_does_not_stick() -> None:
     llm, seen = _model(lambda r: httpx.Response(200, json=_reply(1)))
     c = llm.complete("hi", n=3, seed=10)
