@@ -342,6 +342,14 @@ _ALIASES = {
     "all-mpnet-base-v2": mpnet_path,
 }
 _MODELS: dict[tuple[str, str, bool], Any] = {}
+
+
+def _resolve_alias(name_or_path: str) -> str:
+    """The packaged copy's folder for a short or hub name of a packaged model, else the name."""
+    resolver = _ALIASES.get(name_or_path) or _ALIASES.get(name_or_path.lower())
+    return resolver() if resolver is not None else name_or_path
+
+
 _MODELS_LOCK = threading.Lock()
 
 
@@ -388,8 +396,7 @@ def sentence_model(
     had raises :class:`ModelError` saying why (missing folder, offline, hub unreachable).
     """
     st = require("sentence_transformers", extra="embeddings", feature="sentence embeddings")
-    resolver = _ALIASES.get(name_or_path) or _ALIASES.get(name_or_path.lower())
-    resolved = resolver() if resolver is not None else name_or_path
+    resolved = _resolve_alias(name_or_path)
     key = (resolved, device, trust_remote_code)
     with _MODELS_LOCK:
         model = _MODELS.get(key)
@@ -444,8 +451,7 @@ def token_model(name_or_path: str = "minilm") -> TokenModel:
     (which can fetch from the hub).
     """
     require("torch", extra="embeddings", feature="token embeddings")
-    resolver = _ALIASES.get(name_or_path) or _ALIASES.get(name_or_path.lower())
-    resolved = resolver() if resolver is not None else name_or_path
+    resolved = _resolve_alias(name_or_path)
     with _MODELS_LOCK:
         hit = _TOKEN_MODELS.get(resolved)
     if hit is not None:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import openai
+from openai.types.chat import ChatCompletion
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -88,8 +89,6 @@ _GRACE_S = 0.5  # the async hard stop comes this long after the deadline, behind
 def _post_chat(client: Any, body: dict[str, Any], timeout: float) -> Any:
     """``POST /chat/completions`` with a ready JSON body through the SDK client (sync or async:
     the async client returns an awaitable); the reply is the SDK's ``ChatCompletion``."""
-    from openai.types.chat import ChatCompletion
-
     return client.post("/chat/completions", cast_to=ChatCompletion, body=body, options={"timeout": timeout})
 
 

@@ -285,9 +285,8 @@ class LlamaCppVerdicts:
                 ctx.kv_cache_clear()
                 raise LLMError(f"llama.cpp failed to read the verdict instruction: {exc}") from None
             self._past = list(ids)
-            data = self._state_bytes_now()
-            if data is not None:
-                self._keep_state(key, data)
+            self._save_state(ids)
+            data = self._states.get(key)
         if data is not None and file is not None:
             try:
                 with atomic_open(file, "wb") as fh:
@@ -343,19 +342,14 @@ class LlamaCppVerdicts:
         if key in self._states:
             self._states.move_to_end(key)
             return
-        data = self._state_bytes_now()
-        if data is not None:
-            self._keep_state(key, data)
-
-    def _state_bytes_now(self) -> bytes | None:
-        """The model's current state (sequence 0), or None when llama.cpp gives none that fits."""
         ctx = self._llm._ctx.ctx
         size = int(self._lib.llama_state_seq_get_size(ctx, 0))
         if size <= 0 or size > self.state_cache_bytes:
-            return None
+            return
         buf = (ctypes.c_uint8 * size)()
         written = int(self._lib.llama_state_seq_get_data(ctx, buf, size, 0))
-        return bytes(buf)[:written] if written > 0 else None
+        if written > 0:
+            self._keep_state(key, bytes(buf)[:written])
 
     def _keep_state(self, key: tuple[int, ...], data: bytes) -> None:
         self._states[key] = data
