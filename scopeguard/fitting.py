@@ -129,9 +129,14 @@ def fit_detector(
     seed: int = 0,
     balance: bool = True,
     escalation_cost: float = 0.01,
+    fast_refuses: bool = False,
     progress: bool | None = None,
 ) -> FitReport:
-    """Fit ``detector``'s head on ``datasets`` and save it to ``out`` (see the module docstring)."""
+    """Fit ``detector``'s head on ``datasets`` and save it to ``out`` (see the module docstring).
+
+    ``escalation_cost`` and ``fast_refuses`` apply to ``default``: see
+    :func:`~scopeguard.detectors.default.fit_default_head`.
+    """
     if detector not in SCORING_DETECTORS:
         raise ConfigurationError(
             f"{detector!r} is not a scoring detector; valid: {', '.join(SCORING_DETECTORS)}"
@@ -177,6 +182,7 @@ def fit_detector(
             weights=w,
             verdict_model=model_name,
             escalation_cost=escalation_cost,
+            fast_refuses=fast_refuses,
             folds=folds,
             seed=seed,
             info=info,

@@ -249,3 +249,7 @@ def test_cli_paper_trains_on_raw_features(tmp_path: Path, probe_features: list[d
         assert raw is paper  # the paper's head reads the features as they are
     res = CliRunner().invoke(app, ["train-detector", str(ds), "--detector", "fast", "--paper", "--out", "x"])
     assert res.exit_code == 2 and "--paper do(es) not apply to --detector fast" in res.output
+    res = CliRunner().invoke(
+        app, ["train-detector", str(ds), "--detector", "logprob", "--fast-refuses", "--out", "x"]
+    )
+    assert res.exit_code == 2 and "--fast-refuses do(es) not apply to --detector logprob" in res.output

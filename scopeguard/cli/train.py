@@ -51,6 +51,13 @@ def train_detector_command(
         "--escalation-cost",
         help="default: accuracy given up per unit of escalated share when the band is chosen.",
     ),
+    fast_refuses: bool = typer.Option(
+        False,
+        "--fast-refuses/--reader-refuses",
+        help="default: let the fast stage label a question out of scope without the reader where the "
+        "training data says it is confident (off: every refusal is read; word overlap misjudges "
+        "reworded questions).",
+    ),
     balance: bool = typer.Option(
         True, "--balance/--no-balance", help="fast/logprob/default: every dataset weighs the same."
     ),
@@ -112,6 +119,8 @@ def train_detector_command(
             given.append("--llm")
         if paper:
             given.append("--paper")
+        if detector != "default" and fast_refuses:
+            given.append("--fast-refuses")
         if given:
             raise ConfigurationError(f"{', '.join(given)} do(es) not apply to --detector {detector}")
         report = fit_detector(
@@ -124,6 +133,7 @@ def train_detector_command(
             seed=seed,
             balance=balance,
             escalation_cost=escalation_cost,
+            fast_refuses=fast_refuses,
             progress=show,
         )
         typer.echo(f"{detector}: {report.n} questions, {folds}-fold document-grouped CV")

@@ -130,13 +130,20 @@ def test_fit_chooses_a_band_where_the_fast_stage_is_unsure() -> None:
     groups = [f"d{i // 5}" for i in range(n)]
     fitted, report = fit_default_head(coverage, alignment, margin, y, groups, verdict_model="m")
     assert 0.0 < report["escalated"] < 1.0
+    # by default the fast stage only accepts on its own: every refusal is read
+    assert fitted.high == 1.0 and fitted.low > 0.0 and report["fast_refuses"] is False
+    refusing, free = fit_default_head(
+        coverage, alignment, margin, y, groups, verdict_model="m", fast_refuses=True
+    )
+    assert refusing.high < 1.0 and free["escalated"] < report["escalated"]
+    assert free["cascade"]["accuracy"] > 0.9
     assert report["cascade"]["accuracy"] > report["fast_alone"]["accuracy"] + 0.1
     assert report["cascade"]["accuracy"] > 0.9
     labels = fitted.labels(coverage, alignment, margin)
     assert float((labels == (y == 1)).mean()) > 0.9
     # a high escalation cost keeps more questions on the fast stage
     _, cheap = fit_default_head(
-        coverage, alignment, margin, y, groups, verdict_model="m", escalation_cost=0.5
+        coverage, alignment, margin, y, groups, verdict_model="m", escalation_cost=0.5, fast_refuses=True
     )
     assert cheap["escalated"] <= report["escalated"]
 
