@@ -76,6 +76,10 @@ def iter_demo(
     if callable(load):
         say("loading the detector's reading model (Qwen2.5-Coder-1.5B for 'default')")
         load()
+    preread = getattr(guard.detector, "preread", None)
+    if callable(preread):
+        say(f"pre-reading the {len(docs)} documents for the reading model (kept for later runs)")
+        preread(docs, progress=False)
     responder = None if llm is not None else extractive_answer
     for question, expected in questions:
         hits = retriever.search(question, k=k)

@@ -15,6 +15,7 @@ def test_demo_decides_every_question_as_expected() -> None:
     steps: list[str] = []
     cases = list(iter_demo(detector="default", policy="clarify", llm=None, progress=steps.append))
     assert any("reading model" in s for s in steps)  # progress is reported while models load
+    assert any("pre-reading the 4 documents" in s for s in steps)
     got = [(c.question, c.result.verdict.label) for c in cases]
     assert got == [(c.question, c.expected) for c in cases]
     for c in cases:

@@ -215,6 +215,12 @@ class DefaultDetector(BaseDetector):
         """Load both stages' models now (the reading model otherwise loads on first escalation)."""
         self.reader.load()
 
+    def preread(self, documents: Sequence[Document | str], *, progress: bool | None = None) -> int:
+        """Have the reading stage read ``documents`` ahead of the questions and keep its state
+        after each (on disk with llama.cpp), so that reading one for a question later costs only
+        the question's tokens; see :meth:`LogProbDetector.preread`. Returns the passages read."""
+        return int(self.reader.preread(documents, progress=progress))
+
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
         values, uncovered = self.featurizer.analyse(question, documents)
         p_fast = self.head.fast.predict_one(values)

@@ -31,7 +31,7 @@ from scopeguard.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
 from scopeguard.llm.base import ChatMessage
 from scopeguard.prompts import render, render_documents
-from scopeguard.types import Document, Label, Verdict
+from scopeguard.types import Document, Label, Verdict, as_documents
 from scopeguard.verdicts import VerdictScore, VerdictScorer, verdict_scorer
 
 __all__ = ["TEMPLATE", "LogProbDetector", "LogProbHead", "default_head_path", "verdict_messages"]
@@ -48,6 +48,7 @@ def default_head_path() -> Path:
 
 
 _DOCUMENT_SLOT = "SCOPEGUARD-DOCUMENT-SLOT"  # where the documents go, to find the instruction before them
+_QUESTION_SLOT = "SCOPEGUARD-QUESTION-SLOT"  # where the question goes, to find instruction + document
 
 
 def verdict_messages(question: str, document_text: str, *, template: str = TEMPLATE) -> list[ChatMessage]:
@@ -174,6 +175,37 @@ class LogProbDetector(BaseDetector):
         if callable(prime):
             prime(verdict_messages("?", _DOCUMENT_SLOT, template=self.head.template), upto=_DOCUMENT_SLOT)
 
+    def preread(self, documents: Sequence[Document | str], *, progress: bool | None = None) -> int:
+        """Read ``documents`` ahead of any question and keep the model's state after each passage,
+        so that a later question about them costs only its own tokens; returns the passages read.
+
+        With llama.cpp the states go to the scorer's ``state_dir`` (default
+        ``$SCOPEGUARD_CACHE/llama-states``, about 30 KB per token with the 1.5B model: ~10 MB for a
+        250-word passage), where every later process finds them: pre-read a fixed corpus once
+        (offline, or on a bigger machine with the same model file and llama.cpp version) and
+        online checks skip reading it. A scorer without a prefix cache reads nothing (returns 0).
+        Verdicts equal a fresh read's up to llama.cpp's rounding (see :meth:`LlamaCppVerdicts.prime`).
+        """
+        from scopeguard._progress import progress_bar
+
+        prime = getattr(self.scorer, "prime", None)
+        if not callable(prime):
+            return 0
+        self._prime()
+        passages = [p for d in as_documents(list(documents)) for p in self.passages([d])]
+        done = 0
+        for passage in progress_bar(passages, desc="pre-reading", enabled=progress):
+            messages = verdict_messages(_QUESTION_SLOT, passage, template=self.head.template)
+            done += bool(prime(messages, upto=_QUESTION_SLOT))
+        return done
+
+    def _lookup(self, passage: str) -> None:
+        """Bring a pre-read passage's saved state into memory, if there is one (reads nothing)."""
+        prime = getattr(self.scorer, "prime", None)
+        if callable(prime):
+            messages = verdict_messages(_QUESTION_SLOT, passage, template=self.head.template)
+            prime(messages, upto=_QUESTION_SLOT, create=False)
+
     # -- passages ---------------------------------------------------------------------------
     def passages(self, documents: Sequence[Document]) -> list[str]:
         """The texts asked one at a time: each document whole when it fits ``chunk_tokens``, else
@@ -217,7 +249,7 @@ class LogProbDetector(BaseDetector):
 
     # -- scoring ----------------------------------------------------------------------------
     def read(
-        self, question: str, documents: Sequence[Document], *, stop_below: float | None = None
+        self, question: str, documents: Sequence[Document | str], *, stop_below: float | None = None
     ) -> tuple[VerdictScore, int]:
         """The verdict log-probs of the passage that best answers ``question``, and the passages read.
 
@@ -225,11 +257,12 @@ class LogProbDetector(BaseDetector):
         the detector's ``stop_below``), where no later passage can change the decision.
         """
         stop = self.stop_below if stop_below is None else stop_below
-        passages = self.passages(documents)
+        passages = self.passages(as_documents(list(documents)))
         self._prime()
         best: VerdictScore | None = None
         read = 0
         for passage in passages:
+            self._lookup(passage)
             score = self.scorer.score(verdict_messages(question, passage, template=self.head.template))
             read += 1
             if best is None or score.margin < best.margin:

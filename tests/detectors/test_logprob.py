@@ -11,6 +11,7 @@ from scopeguard.calibration import LogisticHead
 from scopeguard.detectors.logprob import LogProbDetector, LogProbHead, verdict_messages
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
 from scopeguard.testing import ScriptedVerdictScorer
+from scopeguard.types import as_documents
 from scopeguard.verdicts import score_from_top_logprobs
 
 DOC = "The Brindlewick library opened in 2019. It cost 4 million pounds and has a solar roof."
@@ -101,3 +102,33 @@ def test_each_document_is_read_on_its_own_and_a_clear_answer_stops_reading() -> 
     scorer = scorer_for("nowhere")
     v = LogProbDetector(llm=scorer).detect("How much did it cost?", ["Gardens.", DOC, "Port."])
     assert v.label == "out_of_scope" and len(scorer.prompts) == 3
+
+
+class PrimingScorer(ScriptedVerdictScorer):
+    """A scripted scorer with a prefix cache: records what it is asked to prime."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda prompt: -5.0 if "4 million" in prompt.split("Question:")[0] else 4.0)
+        self.primed: list[tuple[str, str, bool]] = []
+
+    def prime(self, messages, *, upto: str, create: bool = True) -> int:  # type: ignore[no-untyped-def]
+        text = messages[0].content
+        self.primed.append((text.split(upto, 1)[0], upto, create))
+        return 1 if upto in text else 0
+
+
+def test_preread_primes_each_passage_up_to_the_question_and_read_looks_them_up() -> None:
+    scorer = PrimingScorer()
+    det = LogProbDetector(llm=scorer, chunk_tokens=64)
+    long_doc = " ".join(f"Sentence {i} says the Brindlewick pier is {i} metres long." for i in range(20))
+    assert det.preread([DOC, long_doc], progress=False) == 1 + len(det.passages(as_documents(long_doc)))
+    instruction, *passages = scorer.primed
+    assert instruction[2] is True and DOC not in instruction[0]  # the instruction, before any document
+    assert all(create for _, _, create in passages) and DOC in passages[0][0]
+    assert all(prefix.rstrip().endswith("Question:") for prefix, _, _ in passages)
+    assert scorer.prompts == []  # nothing was scored
+    scorer.primed.clear()
+    assert det.detect("How much did it cost?", DOC).label == "in_scope"
+    assert [(DOC in p, create) for p, _, create in scorer.primed] == [(True, False)]  # a lookup only
+    # a scorer without a prefix cache pre-reads nothing
+    assert LogProbDetector(llm=scorer_for("x")).preread([DOC]) == 0

@@ -95,6 +95,37 @@ def test_llamacpp_primed_instruction_is_read_from_disk_by_the_next_process(
     assert not state.exists()
 
 
+def test_preread_documents_cost_later_questions_only_their_own_tokens(smollm2: Path, tmp_path: Path) -> None:
+    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+
+    def detector(**kw: object) -> LogProbDetector:
+        return LogProbDetector(llm=LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, **kw))  # type: ignore[arg-type]
+
+    fresh = detector(state_cache_mb=0, persist_states=False)
+    expected = [fresh.read(q, [DOC])[0].margin for q in QUESTIONS]
+    assert detector(state_dir=tmp_path).preread([DOC, OTHER_DOC], progress=False) == 2
+    assert len(list(tmp_path.iterdir())) == 3  # the instruction's state and one per document
+    # a new detector (as in a new process) reads only each question's tokens after the document
+    later = detector(state_dir=tmp_path)
+    later.load()
+    decoded: list[tuple[int, int]] = []
+    scorer = later.scorer
+    real_decode = scorer._decode  # type: ignore[attr-defined]
+
+    def counting(ids: list[int], n_past: int) -> int:
+        decoded.append((len(ids), n_past))
+        return int(real_decode(ids, n_past))
+
+    scorer._decode = counting  # type: ignore[attr-defined]
+    got = [later.read(q, [DOC])[0].margin for q in QUESTIONS]
+    assert got == pytest.approx(expected, abs=1e-3)
+    n_doc = scorer.count_tokens(DOC)
+    assert decoded and all(past > n_doc and n < 40 for n, past in decoded), decoded
+    # answering about a document nobody pre-read writes no state file
+    later.read(QUESTIONS[0], ["A third document about the Kessling harbour and its two cranes."])
+    assert len(list(tmp_path.iterdir())) == 3
+
+
 def test_llamacpp_server_logprobs_match_the_in_process_model(llama_server: str, local_gguf: Path) -> None:
     from scopeguard.llm.openai_compat import OpenAIChatModel
     from scopeguard.verdicts import verdict_scorer
