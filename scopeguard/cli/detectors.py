@@ -1,4 +1,4 @@
-"""CLI commands for detectors: ``eval-detector`` (and ``train-detector``, below the marked line).
+"""CLI commands for detectors: ``eval-detector`` and ``preread`` (``train-detector`` is in train.py).
 
 In ``--json`` output a metric that is undefined (AUROC with one class present) is ``null``.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -128,11 +129,6 @@ def eval_detector_command(
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# train-detector: appended below by the learned-detectors engineer (nli / probe heads).
-# ---------------------------------------------------------------------------------------------
-
-
 def _trained_on(detector: object) -> list[str]:
     """The dataset names a detector's head records as its training data (empty if none)."""
     head = getattr(detector, "head", None) or getattr(getattr(detector, "first", None), "head", None)
@@ -141,3 +137,62 @@ def _trained_on(detector: object) -> list[str]:
         return []
     names = info.get("datasets") or ([info["trained_on"]] if info.get("trained_on") else [])
     return [str(n) for n in names]
+
+
+@app.command("preread")
+@handle_errors
+def preread_command(
+    corpus: Path = typer.Argument(
+        ..., help="Documents: a dataset folder (documents.jsonl), a folder of .txt/.md files or a JSONL file."
+    ),
+    detector: str = typer.Option("default", "--detector", "-d", help="default or logprob."),
+    model: Path | None = typer.Option(
+        None, "--model", help="The detector's head (default: the packaged one)."
+    ),
+    llm: str | None = typer.Option(
+        None, "--llm", help="The reading model's spec (default: the one the head was fitted on)."
+    ),
+    state_dir: Path | None = typer.Option(
+        None, "--state-dir", help="Where the states go (default $SCOPEGUARD_CACHE/llama-states)."
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
+) -> None:
+    """Read a fixed corpus ahead of the questions and keep the reader's state after each document on
+    disk: a later question about a document costs only its own tokens (llama.cpp readers)."""
+    from scopeguard.detectors.default import DefaultDetector, DefaultHead, default_head_path
+    from scopeguard.detectors.logprob import LogProbDetector
+    from scopeguard.errors import ConfigurationError
+    from scopeguard.generation.corpus import LengthRule, load_generation_corpus
+    from scopeguard.verdicts import verdict_scorer
+
+    if detector not in ("default", "logprob"):
+        raise ConfigurationError(
+            f"--detector must be default or logprob (the detectors that read), got {detector!r}"
+        )
+    docs = list(
+        load_generation_corpus(corpus, length_rule=LengthRule(min_words=None, max_words=None)).documents
+    )
+    if not docs:
+        raise ConfigurationError(f"{corpus}: no documents to read")
+    kwargs: dict[str, Any] = {} if model is None else {"model": model}
+    if llm is not None or state_dir is not None:
+        if detector == "default":
+            head_model = DefaultHead.load(model if model is not None else default_head_path()).verdict_model
+            spec = llm or f"local:{head_model}"
+        else:
+            spec = llm or "local"
+        if state_dir is not None and not spec.startswith("local"):
+            raise ConfigurationError(f"--state-dir applies to llama.cpp readers (local:...), not {spec!r}")
+        scorer = verdict_scorer(spec, **({} if state_dir is None else {"state_dir": state_dir}))
+        kwargs["reader_llm" if detector == "default" else "llm"] = scorer
+    det: DefaultDetector | LogProbDetector = (
+        DefaultDetector(**kwargs) if detector == "default" else LogProbDetector(**kwargs)
+    )
+    n = det.preread(docs, progress=None if progress else False)
+    if n == 0:
+        raise ConfigurationError(
+            "the reading model keeps no state between prompts (only llama.cpp readers can pre-read)"
+        )
+    reader = det.reader if isinstance(det, DefaultDetector) else det
+    where = getattr(reader.scorer, "state_dir", None)
+    typer.echo(f"pre-read {n} passages of {len(docs)} documents" + (f" into {where}" if where else ""))
