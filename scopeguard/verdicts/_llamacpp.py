@@ -208,6 +208,23 @@ class LlamaCppVerdicts:
             last = len(piece) - 1
         return last
 
+    def _read(self, ids: list[int], *, logits: bool) -> int:
+        """Bring the context to ``ids``, from the longest prefix already read (the live context or a
+        saved state), decoding only the rest; the index of the last logits row. ``logits``: decode
+        at least the last token, whose logits the caller reads. Call with the lock held."""
+        ctx = self._llm._ctx
+        shared = _common_prefix(self._past, ids)
+        shared = self._restore_best(ids, shared) or shared
+        if logits:
+            shared = min(shared, len(ids) - 1)
+        if shared == 0 or not ctx.kv_cache_seq_rm(-1, shared, -1):
+            ctx.kv_cache_clear()
+            shared = 0
+        self._past = []
+        row = self._decode(ids[shared:], shared)
+        self._past = list(ids)
+        return row
+
     def score(self, messages: Sequence[ChatMessage]) -> VerdictScore:
         ids = self._ids(messages)
         if len(ids) >= self.n_ctx:
@@ -220,18 +237,8 @@ class LlamaCppVerdicts:
         with self._lock:
             llm = self._llm
             ctx = llm._ctx
-            shared = _common_prefix(self._past, ids)
-            restored = self._restore_best(ids, shared)
-            if restored:
-                shared = restored
-            shared = min(shared, len(ids) - 1)  # always decode at least the last token
             try:
-                if shared == 0 or not ctx.kv_cache_seq_rm(-1, shared, -1):
-                    ctx.kv_cache_clear()
-                    shared = 0
-                self._past = []
-                row = self._decode(ids[shared:], shared)
-                self._past = list(ids)
+                row = self._read(ids, logits=True)
                 ptr = self._lib.llama_get_logits_ith(ctx.ctx, row)
             except Exception as exc:
                 self._past = []
@@ -286,20 +293,12 @@ class LlamaCppVerdicts:
                     return len(ids)
             if not create:
                 return 0
-            ctx = llm._ctx
-            # start from the longest saved prefix (the instruction's, for a document)
-            shared = self._restore_best(ids, _common_prefix(self._past, ids))
-            shared = shared or _common_prefix(self._past, ids)
             try:
-                if shared == 0 or not ctx.kv_cache_seq_rm(-1, shared, -1):
-                    ctx.kv_cache_clear()
-                    shared = 0
-                self._past = []
-                self._decode(ids[shared:], shared)
+                self._read(ids, logits=False)  # from the instruction's state, for a document
             except Exception as exc:
-                ctx.kv_cache_clear()
+                llm._ctx.kv_cache_clear()
+                self._past = []
                 raise LLMError(f"llama.cpp failed to read the start of the verdict prompt: {exc}") from None
-            self._past = list(ids)
             self._save_state(ids)
             data = self._states.get(key)
         if data is not None and file is not None:
