@@ -98,7 +98,12 @@ class BertEncoder:
         self.config = config
         self._w = weights
 
-    def __call__(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> _Output:
+    def __call__(
+        self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None, position_ids: Any = None
+    ) -> _Output:
+        """Last hidden states of a padded batch (``attention_mask`` of shape (batch, length)), or of
+        packed sequences (``attention_mask`` of shape (batch, length, length): which positions each
+        position may attend to; ``position_ids`` then restart at every packed sequence)."""
         import torch
         import torch.nn.functional as F
 
@@ -107,6 +112,7 @@ class BertEncoder:
         heads, size = c.num_attention_heads, c.hidden_size // c.num_attention_heads
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
+        positions = w["embeddings.position_embeddings.weight"]
 
         def norm(x: Any, name: str) -> Any:
             return F.layer_norm(x, (c.hidden_size,), w[f"{name}.weight"], w[f"{name}.bias"], c.layer_norm_eps)
@@ -120,11 +126,14 @@ class BertEncoder:
         with torch.inference_mode():
             x = (
                 F.embedding(input_ids, w["embeddings.word_embeddings.weight"])
-                + w["embeddings.position_embeddings.weight"][:length]
+                + (positions[:length] if position_ids is None else F.embedding(position_ids, positions))
                 + F.embedding(token_type_ids, w["embeddings.token_type_embeddings.weight"])
             )
             x = norm(x, "embeddings.LayerNorm")
-            keep = attention_mask[:, None, None, :].to(torch.bool)
+            pairs = attention_mask.dim() == 3  # (batch, query, key), else (batch, key)
+            keep = (attention_mask[:, None, :, :] if pairs else attention_mask[:, None, None, :]).to(
+                torch.bool
+            )
             mask = torch.zeros(keep.shape, dtype=x.dtype).masked_fill(~keep, torch.finfo(x.dtype).min)
             for i in range(c.num_hidden_layers):
                 p = f"encoder.layer.{i}"
@@ -138,6 +147,19 @@ class BertEncoder:
                 h = F.gelu(linear(x, f"{p}.intermediate.dense"), approximate=c.approximate)
                 x = norm(linear(h, f"{p}.output.dense") + x, f"{p}.output.LayerNorm")
         return _Output(x)
+
+    def packed(self, sequences: list[list[int]]) -> list[Any]:
+        """The last hidden states of each token-id sequence, computed as one packed sequence with
+        attention kept within each one and positions restarting at each: the same vectors as a
+        padded batch (up to float rounding) without computing any padding."""
+        import torch
+
+        ids = torch.tensor([[t for seq in sequences for t in seq]], dtype=torch.long)
+        owner = torch.tensor([i for i, seq in enumerate(sequences) for _ in seq])
+        positions = torch.tensor([[j for seq in sequences for j in range(len(seq))]], dtype=torch.long)
+        mask = (owner[:, None] == owner[None, :])[None]
+        hidden = self(ids, mask, position_ids=positions).last_hidden_state[0]
+        return list(torch.split(hidden, [len(seq) for seq in sequences]))
 
 
 def _special_tokens(folder: Path) -> dict[str, str] | None:

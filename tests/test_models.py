@@ -140,6 +140,8 @@ def test_token_model_runs_the_packaged_minilm_without_transformers_and_equals_it
     ]
     mine = TokenEncoder("minilm")
     assert models.token_model("minilm") is models.token_model("sentence-transformers/all-MiniLM-L6-v2")
+    # the plain-torch BERT packs consecutive texts (no padding); transformers' model pads a batch
+    assert mine._packs([10, 250, 3, 5]) == [[0], [1, 2], [3]]
     got = mine.embed(texts)
     folder = models.minilm_path()
     mine._tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
