@@ -159,7 +159,7 @@ def preread_command(
 ) -> None:
     """Read a fixed corpus ahead of the questions and keep the reader's state after each document on
     disk: a later question about a document costs only its own tokens (llama.cpp readers)."""
-    from scopeguard.detectors.default import DefaultDetector, DefaultHead, default_head_path
+    from scopeguard.detectors.default import DefaultHead, default_head_path
     from scopeguard.detectors.logprob import LogProbDetector
     from scopeguard.errors import ConfigurationError
     from scopeguard.generation.corpus import LengthRule, load_generation_corpus
@@ -174,25 +174,23 @@ def preread_command(
     )
     if not docs:
         raise ConfigurationError(f"{corpus}: no documents to read")
-    kwargs: dict[str, Any] = {} if model is None else {"model": model}
-    if llm is not None or state_dir is not None:
-        if detector == "default":
-            head_model = DefaultHead.load(model if model is not None else default_head_path()).verdict_model
-            spec = llm or f"local:{head_model}"
-        else:
-            spec = llm or "local"
-        if state_dir is not None and not spec.startswith("local"):
-            raise ConfigurationError(f"--state-dir applies to llama.cpp readers (local:...), not {spec!r}")
-        scorer = verdict_scorer(spec, **({} if state_dir is None else {"state_dir": state_dir}))
-        kwargs["reader_llm" if detector == "default" else "llm"] = scorer
-    det: DefaultDetector | LogProbDetector = (
-        DefaultDetector(**kwargs) if detector == "default" else LogProbDetector(**kwargs)
-    )
-    n = det.preread(docs, progress=None if progress else False)
+    # default's reading stage is a LogProbDetector on the model its head was fitted on (no fast stage
+    # needed here); logprob's head is the one given, if any
+    if detector == "default":
+        fitted_on = DefaultHead.load(model if model is not None else default_head_path()).verdict_model
+        spec = llm or f"local:{fitted_on}"
+        head: dict[str, Any] = {}
+    else:
+        spec = llm or "local"
+        head = {} if model is None else {"model": model}
+    if state_dir is not None and not spec.startswith("local"):
+        raise ConfigurationError(f"--state-dir applies to llama.cpp readers (local:...), not {spec!r}")
+    scorer = verdict_scorer(spec, **({} if state_dir is None else {"state_dir": state_dir}))
+    reader = LogProbDetector(llm=scorer, **head)
+    n = reader.preread(docs, progress=None if progress else False)
     if n == 0:
         raise ConfigurationError(
             "the reading model keeps no state between prompts (only llama.cpp readers can pre-read)"
         )
-    reader = det.reader if isinstance(det, DefaultDetector) else det
     where = getattr(reader.scorer, "state_dir", None)
     typer.echo(f"pre-read {n} passages of {len(docs)} documents" + (f" into {where}" if where else ""))

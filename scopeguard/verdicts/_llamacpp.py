@@ -211,17 +211,22 @@ class LlamaCppVerdicts:
     def _read(self, ids: list[int], *, logits: bool) -> int:
         """Bring the context to ``ids``, from the longest prefix already read (the live context or a
         saved state), decoding only the rest; the index of the last logits row. ``logits``: decode
-        at least the last token, whose logits the caller reads. Call with the lock held."""
+        at least the last token, whose logits the caller reads. Call with the lock held. On a
+        failure the context counts as empty (the next read starts afresh)."""
         ctx = self._llm._ctx
-        shared = _common_prefix(self._past, ids)
-        shared = self._restore_best(ids, shared) or shared
-        if logits:
-            shared = min(shared, len(ids) - 1)
-        if shared == 0 or not ctx.kv_cache_seq_rm(-1, shared, -1):
-            ctx.kv_cache_clear()
-            shared = 0
-        self._past = []
-        row = self._decode(ids[shared:], shared)
+        try:
+            shared = _common_prefix(self._past, ids)
+            shared = self._restore_best(ids, shared) or shared
+            if logits:
+                shared = min(shared, len(ids) - 1)
+            if shared == 0 or not ctx.kv_cache_seq_rm(-1, shared, -1):
+                ctx.kv_cache_clear()
+                shared = 0
+            self._past = []
+            row = self._decode(ids[shared:], shared)
+        except Exception:
+            self._past = []
+            raise
         self._past = list(ids)
         return row
 
@@ -241,7 +246,6 @@ class LlamaCppVerdicts:
                 row = self._read(ids, logits=True)
                 ptr = self._lib.llama_get_logits_ith(ctx.ctx, row)
             except Exception as exc:
-                self._past = []
                 raise LLMError(f"llama.cpp failed to read the verdict prompt: {exc}") from None
             self._save_state(ids)
             if not ptr:
@@ -271,7 +275,6 @@ class LlamaCppVerdicts:
         text = self.render(messages)
         if upto not in text:
             return 0
-        llm = self._llm
         # the last token may merge with the text after it: leave it to the prompt
         ids = self._tokens(text.split(upto, 1)[0])[:-1]
         if len(ids) < self.MIN_STATE_GAIN or self.state_cache_bytes <= 0:
@@ -296,8 +299,6 @@ class LlamaCppVerdicts:
             try:
                 self._read(ids, logits=False)  # from the instruction's state, for a document
             except Exception as exc:
-                llm._ctx.kv_cache_clear()
-                self._past = []
                 raise LLMError(f"llama.cpp failed to read the start of the verdict prompt: {exc}") from None
             self._save_state(ids)
             data = self._states.get(key)
