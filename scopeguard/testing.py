@@ -5,7 +5,8 @@ every prompt it was given, so parsing and control flow can be tested without an 
 :class:`StreamingScriptedChatModel` also streams each reply word by word.
 :class:`ScriptedVerdictScorer` does the same for log-prob verdicts (scripted margins).
 :class:`FakeOpenAIServer` serves chat completions, files and the Batch API on 127.0.0.1;
-:func:`packaged_llama_server` runs a real llama.cpp server with a packaged model for a test.
+:func:`packaged_llama_server` runs a real llama.cpp server with a packaged model for a test;
+:func:`running_guard_server` runs ``scopeguard serve`` (uvicorn) in a thread on a free port.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scopeguard._fake_openai import FakeOpenAIServer
-from scopeguard.detectors.base import BaseDetector
+from scopeguard.detectors.base import BaseDetector, Detector
 from scopeguard.errors import ConfigurationError, MissingDependencyError, ModelError
 from scopeguard.llm.base import (
     BaseChatModel,
@@ -37,6 +39,9 @@ from scopeguard.retrieval.base import Hit
 from scopeguard.types import Document, Label, Verdict
 from scopeguard.verdicts.base import VerdictScore
 
+if TYPE_CHECKING:
+    from scopeguard.serve import ServeConfig
+
 __all__ = [
     "EloqChatModel",
     "FakeOpenAIServer",
@@ -49,6 +54,7 @@ __all__ = [
     "eloq_reply",
     "invented_document",
     "packaged_llama_server",
+    "running_guard_server",
 ]
 
 Reply = str | BaseException
@@ -466,3 +472,36 @@ def packaged_llama_server(
     log = Path(log_dir) / "server.log" if log_dir is not None else None
     with llama_server.llama_cpp_server(path, n_ctx=n_ctx, n_threads=_env_threads() or 2, log=log) as base_url:
         yield base_url
+
+
+@contextmanager
+def running_guard_server(
+    config: ServeConfig | None = None, *, detector: Detector | None = None
+) -> Iterator[str]:
+    """``scopeguard serve`` for ``config`` (default: the ``lexical`` detector, port 0: a free
+    one) on uvicorn in a background thread; yields its base URL (``http://127.0.0.1:PORT``) once
+    it accepts connections, and stops it (letting requests in flight finish) on exit.
+    ``detector`` replaces the configured one (for example a :class:`ScriptedDetector`)."""
+    import time
+
+    from scopeguard._optional import require
+    from scopeguard.serve import ServeConfig, create_app
+
+    uvicorn = require("uvicorn", extra="serve", feature="running_guard_server")
+    config = config if config is not None else ServeConfig(detector="lexical", port=0)
+    app = create_app(config, detector=detector)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=config.host, port=config.port, log_config=None, access_log=False)
+    )
+    thread = threading.Thread(target=server.run, name="scopeguard-serve", daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise ConfigurationError(f"the guard server did not start on {config.host}:{config.port}")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{config.host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

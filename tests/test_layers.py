@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"verdicts"},
     {"detectors", "features"},
     {"guard", "policies", "fitting", "signals", "training"},
-    {"generation", "evaluation", "retrieval", "review"},
+    {"generation", "evaluation", "retrieval", "review", "serve", "client"},
     {"verification", "demo", "scale"},
     {"testing", "_fake_openai"},
     {"cli", "__main__", ""},

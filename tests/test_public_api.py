@@ -45,6 +45,7 @@ PUBLIC_MODULES = [
     "scopeguard.signals",
     "scopeguard.llm.deadline",
     "scopeguard.llm.foreign",
+    "scopeguard.serve",
 ]
 
 # Implementation modules that keep a public path (imported by name in docs, tests, benchmarks or

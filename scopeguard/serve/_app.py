@@ -1,0 +1,231 @@
+"""The FastAPI application: the check-only API, the guarded proxy, health, readiness and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from scopeguard._optional import require
+from scopeguard.detectors.base import Detector
+from scopeguard.detectors.registry import available_detectors
+from scopeguard.errors import ConfigurationError, InputError, LLMError, LLMTimeoutError, ScopeGuardError
+from scopeguard.serve._config import ServeConfig
+from scopeguard.serve._middleware import GuardrailsMiddleware, error_body
+from scopeguard.serve._runtime import QueueFullError, Runtime
+from scopeguard.serve._schemas import (
+    AnswerRequest,
+    AnswerResponse,
+    CheckBatchRequest,
+    CheckBatchResponse,
+    CheckRequest,
+    DetectorsResponse,
+    Documents,
+    ErrorResponse,
+    PrereadRequest,
+    PrereadResponse,
+    to_documents,
+)
+from scopeguard.types import Document, Verdict, validate_question
+
+logger = logging.getLogger(__name__)
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 502, 503, 504)
+}
+
+
+class LimitError(InputError):
+    """A request over one of the server's limits (422 naming the limit)."""
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        self.limit = limit
+        super().__init__(message)
+
+
+def checked_documents(config: ServeConfig, items: Documents) -> list[Document]:
+    """The request's documents as records, or a :class:`LimitError` naming the limit they break."""
+    if len(items) > config.max_documents:
+        raise LimitError(
+            f"{len(items)} documents: more than max_documents={config.max_documents}", limit="max_documents"
+        )
+    docs = to_documents(items)
+    for doc in docs:
+        if len(doc.text) > config.max_document_chars:
+            raise LimitError(
+                f"document {doc.id!r} has {len(doc.text)} characters: more than "
+                f"max_document_chars={config.max_document_chars}",
+                limit="max_document_chars",
+            )
+    return docs
+
+
+def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
+    """The ASGI app for ``config`` (``detector``: an instance to use instead of ``config.detector``,
+    for example a :class:`scopeguard.testing.ScriptedDetector`). Models load in the background at
+    start-up: ``/healthz`` answers at once, ``/readyz`` once they are loaded."""
+    fastapi = require("fastapi", extra="serve", feature="scopeguard serve")
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse, Response
+
+    from scopeguard.serve._proxy import add_proxy_routes
+
+    runtime = Runtime(config, detector=detector)
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(runtime.executor)  # detectors' to_thread calls run on the workers
+        loader = loop.run_in_executor(None, runtime.load)
+        try:
+            yield
+        finally:
+            loader.cancel()
+            runtime.close()
+
+    app = fastapi.FastAPI(
+        title="scopeguard",
+        summary="Checks that a question is in scope of the retrieved documents before an LLM answers.",
+        lifespan=lifespan,
+        responses=_ERRORS,
+    )
+    app.state.runtime = runtime
+
+    def fail(
+        status: int, message: str, kind: str, headers: dict[str, str] | None = None, **extra: Any
+    ) -> Any:
+        return Response(error_body(message, kind, **extra), status, headers, "application/json")
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Any, exc: Any) -> Any:
+        problems = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        summary = "; ".join(f"{'.'.join(str(p) for p in d['loc'])}: {d['msg']}" for d in problems)
+        return JSONResponse(
+            {
+                "error": {
+                    "message": f"invalid request: {summary}",
+                    "type": "invalid_request",
+                    "details": problems,
+                }
+            },
+            422,
+        )
+
+    @app.exception_handler(LimitError)
+    async def _limit(request: Any, exc: LimitError) -> Any:
+        runtime.metrics.rejected.labels("limit").inc()
+        return fail(422, str(exc), "limit_exceeded", limit=exc.limit)
+
+    @app.exception_handler(QueueFullError)
+    async def _full(request: Any, exc: QueueFullError) -> Any:
+        seconds = str(config.retry_after)
+        message = f"the server is busy ({config.queue_size} requests in flight); retry after {seconds}s"
+        return fail(429, message, "queue_full", {"Retry-After": seconds})
+
+    @app.exception_handler(ScopeGuardError)
+    async def _scopeguard(request: Any, exc: ScopeGuardError) -> Any:
+        if isinstance(exc, InputError | ConfigurationError):
+            return fail(422, str(exc), "invalid_request")
+        if isinstance(exc, LLMTimeoutError):
+            return fail(504, str(exc), "deadline_exceeded")
+        if isinstance(exc, LLMError):
+            return fail(502, str(exc), "upstream_error")
+        logger.warning("request failed: %s", exc)
+        return fail(500, str(exc), "scopeguard_error")
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Any, exc: Exception) -> Any:
+        logger.error("internal error", exc_info=exc)  # the trace goes to the log, never to the client
+        return fail(500, "internal error (see the server log for this request id)", "internal_error")
+
+    def timed_out(verdict: Verdict | None = None, result: AnswerResponse | None = None) -> Any:
+        body = ErrorResponse.model_validate(
+            {
+                "error": {
+                    "message": f"the request ran past its deadline of {config.deadline:g}s; "
+                    f"the guard failed closed ({config.on_error})",
+                    "type": "deadline_exceeded",
+                },
+                "verdict": verdict,
+                "result": result,
+            }
+        )
+        return JSONResponse(body.model_dump(mode="json", exclude_none=True), 504)
+
+    @app.post("/v1/check", response_model=Verdict, summary="The verdict for one question")
+    async def check(req: CheckRequest) -> Any:
+        """The verdict JSON that ``scopeguard check --json`` prints; 504 (with the fail-closed
+        verdict) when the deadline runs out."""
+        question, docs = validate_question(req.question), checked_documents(config, req.documents)
+        with runtime.admit():
+            done = await runtime.check(question, docs)
+        return timed_out(verdict=done.value) if done.timed_out else done.value
+
+    @app.post("/v1/check/batch", response_model=CheckBatchResponse, summary="Verdicts for many questions")
+    async def check_batch(req: CheckBatchRequest) -> Any:
+        """One verdict per item, in order; each item has its own deadline and fails closed alone."""
+        if len(req.items) > config.max_batch:
+            raise LimitError(
+                f"{len(req.items)} items: more than max_batch={config.max_batch}", limit="max_batch"
+            )
+        items = [(validate_question(i.question), checked_documents(config, i.documents)) for i in req.items]
+        with runtime.admit():
+            sem = asyncio.Semaphore(runtime.guard.concurrency)
+
+            async def one(question: str, docs: Sequence[Document]) -> Verdict:
+                async with sem:
+                    return (await runtime.check(question, docs)).value  # type: ignore[no-any-return]
+
+            verdicts = await asyncio.gather(*(one(q, d) for q, d in items))
+        return CheckBatchResponse(verdicts=list(verdicts))
+
+    @app.post("/v1/answer", response_model=AnswerResponse, summary="Verdict, policy action and response")
+    async def answer(req: AnswerRequest) -> Any:
+        """Check, then answer with the server's LLM (in scope) or apply the policy (out of scope).
+        Without an LLM (or with ``generate: false``) in-scope questions get ``response: null``."""
+        question, docs = validate_question(req.question), checked_documents(config, req.documents)
+        with runtime.admit():
+            done = await runtime.answer(question, docs, generate=req.generate)
+        result = AnswerResponse.model_validate(done.value.model_dump(exclude={"documents"}))
+        return timed_out(verdict=result.verdict, result=result) if done.timed_out else result
+
+    @app.post("/v1/preread", response_model=PrereadResponse, summary="Read documents ahead of questions")
+    async def preread(req: PrereadRequest) -> Any:
+        """The reading stage reads the documents now and keeps its state, so later questions about
+        them cost only their own tokens; documents this server has read before are not read again."""
+        docs = checked_documents(config, req.documents)
+        with runtime.admit():
+            read, kept, passages = await asyncio.to_thread(runtime.preread, docs)
+        return PrereadResponse(read=read, kept=kept, passages=passages)
+
+    @app.get("/v1/detectors", response_model=DetectorsResponse, summary="Detector names")
+    async def detectors() -> Any:
+        return DetectorsResponse(
+            detectors=available_detectors(), active=runtime.detector_name, policy=config.policy
+        )
+
+    @app.get("/healthz", summary="Liveness")
+    async def healthz() -> Any:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Readiness: the models are loaded")
+    async def readyz() -> Any:
+        if runtime.ready:
+            return {"status": "ready", "detector": runtime.detector_name}
+        if runtime.load_error:
+            return fail(503, f"loading the detector failed: {runtime.load_error}", "not_ready")
+        return fail(503, "loading the models", "not_ready", {"Retry-After": "1"})
+
+    @app.get("/metrics", summary="Prometheus metrics")
+    async def metrics() -> Any:
+        body, content_type = runtime.metrics.render()
+        return Response(body, media_type=content_type)
+
+    add_proxy_routes(app, runtime)
+    routes = {getattr(r, "path", "") for r in app.routes}
+    return GuardrailsMiddleware(app, runtime, routes)

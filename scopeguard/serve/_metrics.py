@@ -1,0 +1,60 @@
+"""Prometheus metrics of one server (a registry of its own, so two apps in a process never clash)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scopeguard._optional import require
+from scopeguard.types import Verdict
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+class Metrics:
+    """The server's counters, histograms and gauges (see the README's metrics list)."""
+
+    def __init__(self) -> None:
+        prom = require("prometheus_client", extra="serve", feature="scopeguard serve's metrics")
+        self._prom = prom
+        self.registry = prom.CollectorRegistry()
+        r = self.registry
+        self.requests = prom.Counter(
+            "scopeguard_requests", "HTTP requests by route and status.", ["route", "status"], registry=r
+        )
+        self.request_seconds = prom.Histogram(
+            "scopeguard_request_seconds", "Request latency by route.", ["route"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.verdicts = prom.Counter(
+            "scopeguard_verdicts", "Verdicts by label and deciding stage.", ["label", "stage"], registry=r
+        )
+        self.check_seconds = prom.Histogram(
+            "scopeguard_check_seconds", "Check latency per detector (the detector's own timing).",
+            ["detector"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.fail_closed = prom.Counter(
+            "scopeguard_fail_closed",
+            "Requests refused because a step failed (reason).",
+            ["reason"],
+            registry=r,
+        )
+        self.rejected = prom.Counter(
+            "scopeguard_rejected", "Requests turned away before running (reason).", ["reason"], registry=r
+        )
+        self.in_flight = prom.Gauge("scopeguard_queue_depth", "Requests admitted and not done.", registry=r)
+        self.reading_queue = prom.Gauge(
+            "scopeguard_reading_queue_depth", "Calls waiting for or holding the reading model.", registry=r
+        )
+        self.upstream_seconds = prom.Histogram(
+            "scopeguard_upstream_seconds", "Upstream LLM latency (to the first byte when streaming).",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+
+    def verdict(self, verdict: Verdict) -> None:
+        self.verdicts.labels(verdict.label, verdict.stage or verdict.detector or "-").inc()
+        self.check_seconds.labels(verdict.detector or "-").observe(verdict.latency_ms / 1000.0)
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text and its content type."""
+        body: Any = self._prom.generate_latest(self.registry)
+        return body, str(self._prom.CONTENT_TYPE_LATEST)

@@ -1,0 +1,235 @@
+"""``POST /v1/chat/completions``: an OpenAI-compatible chat endpoint guarded by the detector.
+
+The request is a normal chat request plus ``documents`` (the retrieved documents: strings or
+``{text, id, metadata}``; from the official client, ``extra_body={"documents": [...]}``). The last
+user message is checked against them. In scope (or with the ``flag`` policy) the request, less
+``documents``, goes to the upstream LLM and its reply comes back as it was sent; out of scope the
+policy's response comes back as a chat completion. ``stream: true`` streams either as server-sent
+events. The verdict rides along: a ``scopeguard`` field in the completion (in the first chunk when
+streaming) and the ``X-Scopeguard-Verdict`` / ``X-Scopeguard-Action`` headers.
+
+Failures fail closed: no verdict in time is a 504, an upstream LLM that is down or sends garbage
+is a 502 (an error in the stream once it has started); the body says which, with the verdict.
+The deadline covers the check and the upstream reply (its first chunk when streaming).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scopeguard.errors import InputError, LLMError, LLMResponseError, LLMTimeoutError
+from scopeguard.llm.deadline import deadline as deadline_block
+from scopeguard.llm.deadline import remaining
+from scopeguard.policies import FlagOnlyPolicy, PolicyContext
+from scopeguard.serve._middleware import error_body
+from scopeguard.serve._runtime import Runtime
+from scopeguard.serve._schemas import Documents
+from scopeguard.serve._telemetry import span
+from scopeguard.types import Action, Verdict
+
+
+class ChatMessageIn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class GuardedChatRequest(BaseModel):
+    """An OpenAI chat completions request (every other field passes through) plus ``documents``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[ChatMessageIn] = Field(..., min_length=1)
+    stream: bool = False
+    documents: Documents = Field(
+        ..., description="The retrieved documents the last user message is checked against."
+    )
+
+
+def last_user_text(messages: list[ChatMessageIn]) -> str:
+    for message in reversed(messages):
+        if message.role == "user":
+            content = message.content
+            if isinstance(content, list):  # content parts: the text ones
+                content = " ".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+            if content and content.strip():
+                return content.strip()
+    raise InputError("the request has no user message with text to check")
+
+
+def guard_field(verdict: Verdict, action: Action, failed_closed: bool) -> dict[str, Any]:
+    return {
+        "verdict": verdict.model_dump(mode="json"),
+        "action": action.value,
+        "failed_closed": failed_closed,
+    }
+
+
+def guard_headers(verdict: Verdict, action: Action) -> dict[str, str]:
+    return {"X-Scopeguard-Verdict": verdict.label, "X-Scopeguard-Action": action.value}
+
+
+def _chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _sse(data: dict[str, Any] | str) -> bytes:
+    return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+
+
+def add_proxy_routes(app: Any, runtime: Runtime) -> None:
+    from fastapi.responses import JSONResponse, Response, StreamingResponse
+    from openai import AsyncOpenAI, AsyncStream
+
+    from scopeguard.serve._app import checked_documents
+
+    config, guard, metrics = runtime.config, runtime.guard, runtime.metrics
+    stream_client: Any = None
+
+    def failed(status: int, message: str, kind: str, verdict: Verdict) -> Any:
+        metrics.fail_closed.labels("deadline" if status == 504 else "upstream").inc()
+        body = json.loads(error_body(message, kind))
+        body["scopeguard"] = guard_field(verdict, Action.REFUSED, True)
+        return JSONResponse(body, status, headers=guard_headers(verdict, Action.REFUSED))
+
+    def upstream_body(req: GuardedChatRequest) -> dict[str, Any]:
+        body = req.model_dump(exclude={"documents"}, exclude_unset=True)
+        body["messages"] = [m.model_dump(exclude_unset=True) for m in req.messages]
+        body["stream"] = req.stream
+        if config.upstream_model:
+            body["model"] = config.upstream_model
+        return body
+
+    async def open_stream(body: dict[str, Any]) -> tuple[Any, Any]:
+        """The upstream stream and its first chunk (the SDK retries opening it)."""
+        nonlocal stream_client
+        if stream_client is None:
+            key = config.upstream_api_key.get_secret_value() if config.upstream_api_key else "none"
+            stream_client = AsyncOpenAI(
+                base_url=config.upstream, api_key=key, max_retries=config.upstream_retries
+            )
+        left = remaining() or config.deadline
+        events = await stream_client.post(
+            "/chat/completions", cast_to=object, body=body, options={"timeout": left},
+            stream=True, stream_cls=AsyncStream[object],
+        )  # fmt: skip
+        try:
+            return events, await anext(events.__aiter__(), None)
+        except BaseException:
+            await events.close()
+            raise
+
+    async def relay(events: Any, first: Any, extra: dict[str, Any]) -> AsyncIterator[bytes]:
+        try:
+            if first is not None:
+                yield _sse({**first, "scopeguard": extra} if isinstance(first, dict) else first)
+            async for chunk in events:
+                if not isinstance(chunk, dict):
+                    raise LLMResponseError("the upstream LLM streamed an event that is not a JSON object")
+                yield _sse(chunk)
+            yield _sse("[DONE]")
+        except Exception as exc:  # the status is sent already: the error goes in the stream
+            metrics.fail_closed.labels("upstream").inc()
+            message = f"the upstream LLM failed mid-stream: {type(exc).__name__}"
+            yield _sse(json.loads(error_body(message, "upstream_error")))
+        finally:
+            await events.close()
+
+    def policy_reply(
+        req: GuardedChatRequest, text: str, extra: dict[str, Any], headers: dict[str, str]
+    ) -> Any:
+        cid = f"chatcmpl-scopeguard-{uuid.uuid4().hex[:12]}"
+        if req.stream:
+            chunks = [
+                {**_chunk(cid, req.model, {"role": "assistant", "content": ""}, None), "scopeguard": extra},
+                _chunk(cid, req.model, {"content": text}, None),
+                _chunk(cid, req.model, {}, "stop"),
+            ]
+            payload = b"".join(_sse(c) for c in chunks) + _sse("[DONE]")
+            return Response(payload, media_type="text/event-stream", headers=headers)
+        body = {
+            "id": cid,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": req.model,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "scopeguard": extra,
+        }
+        return JSONResponse(body, headers=headers)
+
+    @app.post("/v1/chat/completions", summary="OpenAI-compatible chat, guarded")
+    async def chat_completions(req: GuardedChatRequest) -> Any:
+        """A chat completion request plus ``documents``; see the module docstring of
+        ``scopeguard.serve._proxy`` (the README's Serve section) for what comes back."""
+        question, docs = last_user_text(req.messages), checked_documents(config, req.documents)
+        with runtime.admit(), deadline_block(config.deadline):
+            done = await runtime.check(question, docs)
+            verdict: Verdict = done.value
+            if done.timed_out:
+                return failed(
+                    504,
+                    f"no verdict within the deadline of {config.deadline:g}s",
+                    "deadline_exceeded",
+                    verdict,
+                )
+            oos, closed = guard.decide(verdict)
+            forward = not oos or isinstance(guard.policy, FlagOnlyPolicy)
+            if not forward:
+                with span("scopeguard.policy", policy=guard.policy.name):
+                    outcome = await guard.policy.aapply(PolicyContext(question, docs, verdict, guard.llm))
+                extra = guard_field(verdict, outcome.action, closed)
+                return policy_reply(req, outcome.response, extra, guard_headers(verdict, outcome.action))
+            if config.upstream is None:
+                return failed(502, "no upstream LLM is configured (--upstream)", "no_upstream", verdict)
+            action = Action.FLAGGED if oos else Action.ANSWERED
+            extra, headers = guard_field(verdict, action, closed), guard_headers(verdict, action)
+            return await forward_upstream(req, verdict, extra, headers)
+
+    async def forward_upstream(
+        req: GuardedChatRequest, verdict: Verdict, extra: dict[str, Any], headers: dict[str, str]
+    ) -> Any:
+        body = upstream_body(req)
+        started = time.perf_counter()
+        try:
+            with span("scopeguard.upstream", stream=req.stream):
+                if req.stream:
+                    left = max(remaining() or config.deadline, 0.0)
+                    events, first = await asyncio.wait_for(open_stream(body), left)
+                else:
+                    reply = await runtime.upstream.achat_completion(body)
+        except (asyncio.TimeoutError, LLMTimeoutError):
+            return failed(504, f"the upstream LLM did not answer within the deadline of {config.deadline:g}s",
+                          "deadline_exceeded", verdict)  # fmt: skip
+        except LLMError as exc:
+            return failed(502, f"the upstream LLM failed: {exc}", "upstream_error", verdict)
+        except Exception as exc:  # the SDK's errors on the streamed path: down, 5xx, not JSON
+            return failed(
+                502, f"the upstream LLM failed: {type(exc).__name__}: {exc}", "upstream_error", verdict
+            )
+        finally:
+            metrics.upstream_seconds.observe(time.perf_counter() - started)
+        if req.stream:
+            return StreamingResponse(
+                relay(events, first, extra), media_type="text/event-stream", headers=headers
+            )
+        return JSONResponse(
+            {**reply.model_dump(mode="json", exclude_unset=True), "scopeguard": extra}, headers=headers
+        )

@@ -1,0 +1,251 @@
+"""One warm process: the guard built once, the reading model behind one queue, admission control.
+
+Checks run on a pool of ``workers`` threads, so ``fast``/``lexical`` checks run side by side; a
+detector with a reading stage (``default``, ``logprob``) gets its verdict scorer wrapped in
+:class:`SerialScorer`, which hands every call to one reading thread (llama.cpp is not
+re-entrant) and gives up on a queued call once the request's deadline has passed. Documents are
+read once: the scorer keeps each passage's state (see :meth:`LogProbDetector.preread`) and the
+server remembers which documents it has pre-read.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from scopeguard.detectors.base import Detector
+from scopeguard.detectors.registry import get_detector
+from scopeguard.errors import LLMTimeoutError
+from scopeguard.guard import Guard
+from scopeguard.llm.deadline import current as current_budget
+from scopeguard.llm.deadline import deadline as deadline_block
+from scopeguard.serve._config import ServeConfig
+from scopeguard.serve._metrics import Metrics
+from scopeguard.serve._telemetry import set_attributes, span
+from scopeguard.types import Document, GuardResult, Verdict
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# the keyword that gives a detector its reading model, for the detectors that have one
+_READING_OPTION = {"default": "reader_llm", "logprob": "llm"}
+
+
+class ReadingLane:
+    """One thread for the reading model; a queued call gives up when its deadline passes."""
+
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="scopeguard-reading")
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self.depth = 0
+
+    def _moved(self, by: int) -> None:
+        with self._lock:
+            self.depth += by
+            if self._metrics is not None:
+                self._metrics.reading_queue.set(self.depth)
+
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        budget = current_budget()
+        ctx = contextvars.copy_context()  # the deadline (and span) follow the call
+        self._moved(+1)
+        try:
+            future = self._pool.submit(ctx.run, fn, *args, **kwargs)
+            timeout = None if budget is None else max(budget.remaining(), 0.0)
+            try:
+                return future.result(timeout=timeout)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                seconds = budget.seconds if budget is not None else 0.0
+                raise LLMTimeoutError(
+                    f"the reading model's queue ran past the deadline of {seconds:g}s", deadline=seconds
+                ) from None
+        finally:
+            self._moved(-1)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class SerialScorer:
+    """A :class:`~scopeguard.verdicts.VerdictScorer` whose every call goes through a
+    :class:`ReadingLane` (``prime`` and ``load`` too, when the wrapped scorer has them)."""
+
+    def __init__(self, scorer: Any, lane: ReadingLane) -> None:
+        self.scorer = scorer
+        self.lane = lane
+
+    @property
+    def name(self) -> str:
+        return str(self.scorer.name)
+
+    def score(self, messages: Any) -> Any:
+        return self.lane.run(self.scorer.score, messages)
+
+    def score_many(self, *args: Any, **kwargs: Any) -> Any:
+        return self.lane.run(self.scorer.score_many, *args, **kwargs)
+
+    def count_tokens(self, text: str) -> int:
+        return int(self.lane.run(self.scorer.count_tokens, text))
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in ("prime", "load"):  # optional abilities: present only when the scorer has them
+            method = getattr(self.scorer, attr)
+            return lambda *a, **k: self.lane.run(method, *a, **k)
+        raise AttributeError(attr)
+
+
+def build_detector(config: ServeConfig, lane: ReadingLane) -> Detector:
+    """The configured detector; one with a reading stage reads through ``lane``."""
+    option = _READING_OPTION.get(config.detector)
+    if option is None:
+        return get_detector(config.detector)
+    from scopeguard.verdicts import verdict_scorer
+
+    return get_detector(config.detector, **{option: SerialScorer(verdict_scorer(), lane)})
+
+
+def build_upstream(config: ServeConfig) -> Any:
+    """The upstream LLM as scopeguard's OpenAI-compatible chat model (its retries, deadline and
+    typed errors), or ``None`` without ``upstream``."""
+    if config.upstream is None:
+        return None
+    from scopeguard.llm.openai_compat import OpenAIChatModel
+
+    key = config.upstream_api_key.get_secret_value() if config.upstream_api_key else None
+    return OpenAIChatModel(
+        config.upstream_model or "default", base_url=config.upstream, api_key=key, timeout=config.deadline
+    )
+
+
+class QueueFullError(Exception):
+    """Every admission slot is taken (the server answers 429)."""
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A step's value and whether the request's deadline ran out during it."""
+
+    value: Any
+    timed_out: bool
+
+
+def _caller_answers(question: str, documents: Sequence[Document]) -> str:
+    return ""  # no answering LLM, or the caller asked for the verdict only: the caller answers
+
+
+class Runtime:
+    """The server's state: config, guard, reading lane, metrics, admission and the pre-read store."""
+
+    def __init__(self, config: ServeConfig, *, detector: Detector | None = None) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.lane = ReadingLane(self.metrics)
+        self.upstream = build_upstream(config)
+        self.guard = Guard(
+            detector=detector if detector is not None else build_detector(config, self.lane),
+            policy=config.policy,
+            llm=self.upstream,
+            on_error=config.on_error,
+            deadline=config.deadline,
+        )
+        self.ready = False
+        self.load_error: str | None = None
+        self.in_flight = 0
+        self.preread_hashes: set[str] = set()
+        self._preread_lock = threading.Lock()
+        self.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="scopeguard")
+
+    @property
+    def detector_name(self) -> str:
+        return str(getattr(self.guard.detector, "name", "?"))
+
+    def load(self) -> None:
+        """Load the detector's models now (a warm-up check, then ``load()`` where there is one)."""
+        try:
+            with span("scopeguard.load", detector=self.detector_name):
+                if self.config.preload:
+                    self.guard.detector.detect("Is this a warm-up question?", ["A warm-up document."])
+                    loader = getattr(self.guard.detector, "load", None)
+                    if callable(loader):
+                        loader()
+            self.ready = True
+            logger.info("models loaded", extra={"detector": self.detector_name})
+        except Exception as exc:  # reported by /readyz; requests still try (and fail closed)
+            self.load_error = f"{type(exc).__name__}: {exc}"
+            logger.error("loading the detector failed: %s", self.load_error)
+
+    @contextmanager
+    def admit(self) -> Iterator[None]:
+        """A slot for one request, or :class:`QueueFullError` when ``queue_size`` are taken."""
+        if self.in_flight >= self.config.queue_size:
+            self.metrics.rejected.labels("queue_full").inc()
+            raise QueueFullError
+        self.in_flight += 1
+        self.metrics.in_flight.set(self.in_flight)
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            self.metrics.in_flight.set(self.in_flight)
+
+    def _fail_closed(self, verdict: Verdict, timed_out: bool) -> None:
+        if verdict.label == "unknown":
+            self.metrics.fail_closed.labels("deadline" if timed_out else "detector").inc()
+
+    async def check(self, question: str, documents: Sequence[Document]) -> Timed:
+        with deadline_block(self.config.deadline) as budget, span("scopeguard.check") as s:
+            verdict = await self.guard.acheck(question, documents)
+            timed_out = verdict.label == "unknown" and budget is not None and budget.remaining() <= 0
+            set_attributes(s, label=verdict.label, stage=verdict.stage, detector=verdict.detector)
+        self.metrics.verdict(verdict)
+        self._fail_closed(verdict, timed_out)
+        return Timed(verdict, timed_out)
+
+    async def answer(self, question: str, documents: Sequence[Document], *, generate: bool) -> Timed:
+        own = generate and self.guard.llm is not None
+        with deadline_block(self.config.deadline) as budget, span("scopeguard.answer") as s:
+            result: GuardResult = await self.guard.aanswer(
+                question, documents, responder=None if own else _caller_answers
+            )
+            left = budget.remaining() if budget is not None else 1.0
+            set_attributes(s, label=result.verdict.label, action=result.action.value)
+        if not own and result.response == "":
+            result = result.model_copy(update={"response": None})
+        self.metrics.verdict(result.verdict)
+        timed_out = result.failed_closed and left <= 0
+        if result.failed_closed:
+            self.metrics.fail_closed.labels("deadline" if timed_out else "error").inc()
+        return Timed(result, timed_out)
+
+    def preread(self, documents: Sequence[Document]) -> tuple[int, int, int]:
+        """``(documents read now, documents already kept, passages read)``; documents the server
+        has pre-read before are skipped, so identical documents are read once."""
+        fresh = []
+        with self._preread_lock:
+            for doc in documents:
+                if doc.content_hash not in self.preread_hashes:
+                    self.preread_hashes.add(doc.content_hash)
+                    fresh.append(doc)
+        reader = getattr(self.guard.detector, "preread", None)
+        passages = 0
+        if fresh and callable(reader):
+            with span("scopeguard.preread", documents=len(fresh)):
+                try:
+                    passages = int(reader(fresh, progress=False))
+                except BaseException:
+                    with self._preread_lock:
+                        self.preread_hashes.difference_update(d.content_hash for d in fresh)
+                    raise
+        return len(fresh), len(documents) - len(fresh), passages
+
+    def close(self) -> None:
+        self.lane.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
