@@ -5,7 +5,10 @@ Re-exported as :class:`scopeguard.testing.FakeOpenAIServer`. Replies come from a
 an online run and a batch run see the same replies. Chat requests can be slowed (``latency``)
 and rate-limited (a 429 with ``Retry-After`` above ``capacity`` requests in flight); batches go
 through ``batch_statuses`` one status per poll, and ``request_error`` fails chosen requests into
-an errors file. Counters (``submitted``, ``uploads``, ``chat_requests``, ``rate_limited``) let a
+an errors file. ``"stream": true`` requests get the reply as server-sent events, one word a
+chunk; ``garbage=True`` (settable at any time) answers chat requests with a 200 that is not a
+completion (a broken body, or broken events when streaming), to test a client's handling.
+Counters (``submitted``, ``uploads``, ``chat_requests``, ``rate_limited``) let a
 test check that nothing was paid for twice; ``files`` holds the files present (``DELETE
 /v1/files/{id}`` removes one), so a test can check that a run leaves none behind.
 
@@ -48,6 +51,7 @@ class FakeOpenAIServer:
         batch_statuses: the statuses a batch shows, one per poll; the last one is final
             (``completed``, ``failed``, ``expired`` or ``cancelled``).
         request_error: ``custom_id -> message or None``: requests failed into the errors file.
+        garbage: answer chat requests with a 200 whose body is not a chat completion.
         port: the port on 127.0.0.1 (0: a free one).
     """
 
@@ -60,6 +64,7 @@ class FakeOpenAIServer:
         retry_after: float = 0.05,
         batch_statuses: Sequence[str] = ("validating", "in_progress", "completed"),
         request_error: Callable[[str], str | None] | None = None,
+        garbage: bool = False,
         port: int = 0,
     ) -> None:
         if not batch_statuses or batch_statuses[-1] not in _TERMINAL:
@@ -67,6 +72,7 @@ class FakeOpenAIServer:
         self.chat, self.latency, self.capacity, self.retry_after = chat, latency, capacity, retry_after
         self.batch_statuses = tuple(batch_statuses)
         self.request_error = request_error
+        self.garbage = garbage
         self.port = port
         self.files: dict[str, bytes] = {}  # the files present (deleted ones are gone)
         self._file_ids = 0
@@ -320,10 +326,33 @@ class _Handler(BaseHTTPRequestHandler):
                 error = {"error": {"message": str(exc), "type": "invalid_request_error"}}
                 self._send(400, error)
                 return
-            self._send(200, reply)
+            if body.get("stream"):
+                self._stream(reply)
+            elif fake.garbage:
+                self._send(200, b"<html>502 upstream \x00 not json")
+            else:
+                self._send(200, reply)
         finally:
             with fake._lock:
                 fake.in_flight -= 1
+
+    def _stream(self, reply: dict[str, Any]) -> None:
+        """The reply as server-sent events: a role chunk, one chunk a word, a final chunk, [DONE]."""
+        base = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        text = reply["choices"][0]["message"]["content"] or ""
+        pieces = [{"role": "assistant", "content": ""}] + [{"content": w} for w in text.split(" ") if w]
+        pieces = [p if i < 2 else {"content": " " + p["content"]} for i, p in enumerate(pieces)]
+        events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in pieces]
+        events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        lines = [f"data: {json.dumps(e)}\n\n" for e in events]
+        if self.fake.garbage:
+            lines[1:] = ["data: {not json at all\n\n"]
+        data = ("".join(lines) + "data: [DONE]\n\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

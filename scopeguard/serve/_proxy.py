@@ -221,9 +221,8 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
         except LLMError as exc:
             return failed(502, f"the upstream LLM failed: {exc}", "upstream_error", verdict)
         except Exception as exc:  # the SDK's errors on the streamed path: down, 5xx, not JSON
-            return failed(
-                502, f"the upstream LLM failed: {type(exc).__name__}: {exc}", "upstream_error", verdict
-            )
+            message = f"the upstream LLM at {config.upstream} failed: {type(exc).__name__}: {exc}"
+            return failed(502, message, "upstream_error", verdict)
         finally:
             metrics.upstream_seconds.observe(time.perf_counter() - started)
         if req.stream:
