@@ -91,25 +91,28 @@ class GuardrailsMiddleware:
         if length.isdigit() and int(length) > limit:
             await self._too_large(send, limit)
             return
-        seen = {"bytes": 0, "started": False}
+        seen = {"bytes": 0, "over": False}
 
         async def receive_limited() -> dict[str, Any]:
             message: dict[str, Any] = await receive()
             if message["type"] == "http.request":
                 seen["bytes"] += len(message.get("body", b""))
                 if seen["bytes"] > limit:
+                    seen["over"] = True
                     raise BodyTooLargeError
             return message
 
-        async def send_tracked(message: dict[str, Any]) -> None:
-            seen["started"] = True
+        async def send_checked(message: dict[str, Any]) -> None:
+            # the framework answers a body that broke off as it sees fit (FastAPI: 400): a 413 instead
+            if seen["over"]:
+                if message["type"] == "http.response.start":
+                    await self._too_large(send, limit)
+                return
             await send(message)
 
         try:
-            await self.app(scope, receive_limited, send_tracked)
+            await self.app(scope, receive_limited, send_checked)
         except BodyTooLargeError:
-            if seen["started"]:
-                raise
             await self._too_large(send, limit)
 
     def _authorised(self, headers: dict[str, str]) -> bool:
