@@ -53,10 +53,12 @@ __all__ = [
     "available_ggufs",
     "cache_dir",
     "converted_gguf_dir",
+    "gguf_status",
     "is_packaged_gguf",
     "local_gguf",
     "minilm_path",
     "mpnet_path",
+    "reinstall_hint",
     "sentence_model",
     "token_model",
 ]
@@ -237,6 +239,35 @@ def _assemble(name: str, spec: _PackagedGGUF) -> Path:
     else:
         logger.warning("no checksum recorded for %s; using %s unverified", name, target)
     return target
+
+
+def reinstall_hint(path: str | os.PathLike[str]) -> str:
+    """How to replace a missing or broken model file: the package that ships it, else the source."""
+    path = Path(path)
+    for spec in _GGUFS.values():
+        if spec.filename == path.name:
+            return (
+                f"Delete {path} if it is in {cache_dir()} and reinstall the package that ships it: "
+                f"{spec.install} --force-reinstall"
+            )
+    return "Check the path, or download or convert the model again."
+
+
+def gguf_status(name: str) -> tuple[str, Path | None]:
+    """``(state, path)`` of a packaged model, without assembling or hashing it: ``"verified"``,
+    ``"unverified"`` (present, checksum not checked yet), ``"not assembled"`` (its parts are
+    installed, the file is built on first use) or ``"not installed"``."""
+    spec = _GGUFS[name]
+    try:
+        parts = _part_files(spec.distributions, name, spec.install)
+    except ModelError:
+        return "not installed", None
+    target = parts[0] if len(parts) == 1 else cache_dir() / spec.filename
+    if not target.is_file() or target.stat().st_size != sum(p.stat().st_size for p in parts):
+        return "not assembled", None
+    if spec.sha256 is None or not _verified(target, spec.sha256):
+        return "unverified", target
+    return "verified", target
 
 
 def _hub_gguf(name: str) -> Path:

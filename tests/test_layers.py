@@ -16,14 +16,14 @@ ROOT = Path(scopeguard.__file__).parent
 # bottom to top; names are the first component under scopeguard ("" is the package __init__)
 LAYERS: list[set[str]] = [
     {"errors", "types", "prompts", "parsing", "_optional", "_paths", "_progress", "_sentences", "_bert"},
-    {"data", "models"},
+    {"data", "models", "llamacpp"},
     {"runs", "judging", "llm", "batch"},
     {"calibration", "voting"},
     {"verdicts"},
     {"detectors", "features"},
     {"guard", "policies", "fitting", "signals", "training"},
     {"generation", "evaluation", "retrieval", "review", "serve", "client"},
-    {"verification", "demo", "scale"},
+    {"verification", "demo", "scale", "_doctor"},
     {"testing", "_fake_openai"},
     {"cli", "__main__", ""},
 ]

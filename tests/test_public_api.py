@@ -46,6 +46,7 @@ PUBLIC_MODULES = [
     "scopeguard.llm.deadline",
     "scopeguard.llm.foreign",
     "scopeguard.serve",
+    "scopeguard.llamacpp",
 ]
 
 # Implementation modules that keep a public path (imported by name in docs, tests, benchmarks or

@@ -13,8 +13,6 @@ the features are identical either way.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import threading
 from typing import Any
@@ -23,6 +21,7 @@ import numpy as np
 
 from scopeguard._optional import require
 from scopeguard.errors import ConfigurationError, ModelError
+from scopeguard.llamacpp import load_llama
 
 __all__ = ["LlamaCppBackend", "check_layer"]
 
@@ -49,20 +48,16 @@ class LlamaCppBackend:
         llama_cpp = require("llama_cpp", extra="local", feature="the probe's llama.cpp backend")
         self._lib = llama_cpp
         self._lock = threading.Lock()
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                self.llm: Any = llama_cpp.Llama(
-                    model_path=model_path,
-                    embedding=True,
-                    pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE,
-                    n_ctx=n_ctx,
-                    n_batch=n_ctx,
-                    n_ubatch=n_ctx,
-                    n_threads=n_threads or min(4, os.cpu_count() or 1),
-                    verbose=False,
-                )
-        except Exception as exc:
-            raise ModelError(f"llama.cpp could not load {model_path}: {exc}") from None
+        self.llm: Any = load_llama(
+            model_path,
+            purpose="hidden states",
+            embedding=True,
+            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE,
+            n_ctx=n_ctx,
+            n_batch=n_ctx,
+            n_ubatch=n_ctx,
+            n_threads=n_threads or min(4, os.cpu_count() or 1),
+        )
         meta: dict[str, str] = dict(self.llm.metadata or {})
         self.architecture = meta.get("general.architecture", "")
         self.vocab_size = int(self.llm.n_vocab())

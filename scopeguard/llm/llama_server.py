@@ -5,7 +5,9 @@
 ...     llm = from_spec("openai:local", base_url=base_url)
 
 It runs ``python -m llama_cpp.server`` (``pip install 'llama-cpp-python[server]'``) in a child
-process, waits until the port accepts connections, and stops the process when the block ends.
+process, with the model loaded as :func:`scopeguard.llamacpp.server_command` decides (the safe
+parameters on a CPU whose fast path is broken), waits until the port accepts connections, and
+stops the process when the block ends.
 Point scopeguard's ``openai:`` backend, LangChain's ``ChatOpenAI`` or LlamaIndex's
 ``OpenAILike`` at the URL it yields (:func:`scopeguard.testing.packaged_llama_server` is the
 pytest fixture's body: the packaged model, the test skipped when it is not installed).
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from scopeguard._optional import require
 from scopeguard.errors import ModelError
+from scopeguard.llamacpp import server_command
 
 __all__ = ["llama_cpp_server"]
 
@@ -53,23 +55,8 @@ def llama_cpp_server(
     """
     require(SERVER_MODULE, extra="local", feature="the llama.cpp server", package=SERVER_PACKAGE)
     port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        str(n_ctx),
-        "--n_threads",
-        str(n_threads),
-        "--verbose",
-        "False",
-    ]
+    args = ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
+    command = server_command(model, [*args, "--verbose", "False"])
     out = log.open("w") if log is not None else subprocess.DEVNULL
     try:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)

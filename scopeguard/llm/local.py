@@ -44,9 +44,9 @@ from scopeguard.errors import (
     LLMError,
     LLMResponseError,
     LLMTimeoutError,
-    ModelError,
     ScopeGuardError,
 )
+from scopeguard.llamacpp import load_llama
 from scopeguard.llm.base import (
     BaseStreamingChatModel,
     ChatMessage,
@@ -110,18 +110,9 @@ def _load(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> _Loaded:
     with _CACHE_LOCK:
         loaded = _CACHE.get(key)
         if loaded is None:
-            llama_cpp = _llama_cpp()
-            logger.info("loading %s (n_ctx=%d, n_threads=%d)", path, n_ctx, n_threads)
-            try:
-                llama = llama_cpp.Llama(
-                    model_path=str(path),
-                    n_ctx=n_ctx,
-                    n_threads=n_threads,
-                    n_gpu_layers=n_gpu_layers,
-                    verbose=False,
-                )
-            except (ValueError, RuntimeError, OSError) as exc:
-                raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
+            llama = load_llama(
+                path, purpose="chat", n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers
+            )
             loaded = _Loaded(llama, threading.Lock())
             _CACHE[key] = loaded
         return loaded

@@ -16,10 +16,8 @@ starts reading at the first document.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
-import io
 import logging
 import math
 import os
@@ -35,6 +33,7 @@ from scopeguard._optional import require
 from scopeguard._paths import cache_dir
 from scopeguard.data import atomic_open
 from scopeguard.errors import DocumentTooLongError, LLMError, ModelError
+from scopeguard.llamacpp import load_llama
 from scopeguard.llm.base import ChatMessage
 from scopeguard.verdicts.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp, variant_strings
 
@@ -120,21 +119,15 @@ class LlamaCppVerdicts:
     def _load(self) -> Any:
         if self._llm is not None:
             return self._llm
-        lib = self._lib
-        logger.info("loading %s for log-prob verdicts (n_ctx=%d)", self.path.name, self.n_ctx)
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                llm = lib.Llama(
-                    model_path=str(self.path),
-                    n_ctx=self.n_ctx,
-                    n_batch=min(self.n_ctx, 2048),
-                    n_ubatch=min(self.n_ctx, 512),
-                    n_threads=self.n_threads,
-                    n_gpu_layers=self.n_gpu_layers,
-                    verbose=False,
-                )
-        except Exception as exc:
-            raise ModelError(f"llama.cpp could not load {self.path}: {exc}") from None
+        llm = load_llama(
+            self.path,
+            purpose="log-prob verdicts",
+            n_ctx=self.n_ctx,
+            n_batch=min(self.n_ctx, 2048),
+            n_ubatch=min(self.n_ctx, 512),
+            n_threads=self.n_threads,
+            n_gpu_layers=self.n_gpu_layers,
+        )
         meta: dict[str, str] = dict(llm.metadata or {})
         template = meta.get("tokenizer.chat_template")
         if template:

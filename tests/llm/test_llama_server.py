@@ -34,8 +34,21 @@ def test_a_server_that_cannot_start_is_an_error_not_a_skip(
 ) -> None:
     pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
     monkeypatch.setenv("SCOPEGUARD_N_THREADS", "1")
+    monkeypatch.setenv("SCOPEGUARD_LLAMA_EXTRA_BUFFERS", "off")  # no canary for a broken file
     broken = tmp_path / "broken.gguf"
-    broken.write_bytes(b"not a gguf file")
+    broken.write_bytes(b"GGUF, then nothing a model needs")  # passes the magic check, fails to load
     with pytest.raises(ModelError, match="exited early"), packaged_llama_server(tmp_path, model=str(broken)):
         pytest.fail("a broken model file cannot be served")
     assert (tmp_path / "server.log").is_file()  # the log went into log_dir
+    assert "extra buffers off" in (tmp_path / "server.log").read_text()  # the loader's child ran
+
+
+def test_a_file_that_is_not_gguf_is_refused_before_any_process_starts(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server]")
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a gguf file")
+    with (
+        pytest.raises(ModelError, match="is not a GGUF file"),
+        packaged_llama_server(tmp_path, model=str(broken)),
+    ):
+        pytest.fail("a broken model file cannot be served")

@@ -1,0 +1,37 @@
+"""One loader for every llama.cpp model scopeguard opens, safe on every CPU it installs on.
+
+>>> from scopeguard.llamacpp import load_llama, extra_buffers_decision
+>>> llm = load_llama(path, purpose="log-prob verdicts", n_ctx=4096)
+>>> extra_buffers_decision(path).reason
+'the canary passed (...)'
+
+:func:`load_llama` checks the file, decides whether llama.cpp's extra buffer types (weight
+repacking, AMX) are safe here with a one-time canary in a child process (see
+:func:`extra_buffers_decision`), and constructs the model. :func:`server_command` is the same
+for ``llama_cpp.server`` in a child process. ``SCOPEGUARD_LLAMA_EXTRA_BUFFERS=on|off`` forces
+either way; ``scopeguard doctor`` shows the decision and why.
+"""
+
+from scopeguard.llamacpp._canary import (
+    ENV_VAR,
+    CanaryResult,
+    LoaderDecision,
+    extra_buffers_decision,
+    run_canary,
+)
+from scopeguard.llamacpp._loader import check_gguf, load_llama
+from scopeguard.llamacpp._server import server_command
+from scopeguard.llamacpp._speed import ReadSpeed, measure_read_speed
+
+__all__ = [
+    "ENV_VAR",
+    "CanaryResult",
+    "LoaderDecision",
+    "ReadSpeed",
+    "check_gguf",
+    "extra_buffers_decision",
+    "load_llama",
+    "measure_read_speed",
+    "run_canary",
+    "server_command",
+]
