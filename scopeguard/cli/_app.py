@@ -87,6 +87,7 @@ _COMMAND_MODULES = (
     "verify_sample",
     "review",
     "agreement",
+    "doctor",
     "serve",
 )
 

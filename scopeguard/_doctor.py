@@ -1,0 +1,143 @@
+"""``scopeguard doctor``: what a user sends when something is slow or dies.
+
+The versions that matter, the CPU features that select llama.cpp's kernels, the loader's decision
+on extra buffer types and why (running the one-time canary if this machine has none yet), the
+packaged models with their checksum state, and a measured reading speed of the reading model.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib import metadata
+
+from pydantic import BaseModel, ConfigDict
+
+from scopeguard.errors import ScopeGuardError
+from scopeguard.llamacpp import LoaderDecision, ReadSpeed, extra_buffers_decision, measure_read_speed
+from scopeguard.llamacpp._system import cpu_features, cpu_name, llama_cpp_build
+from scopeguard.models import available_ggufs, gguf_status, local_gguf
+from scopeguard.verdicts._scorer import DEFAULT_VERDICT_MODEL
+
+__all__ = ["DoctorReport", "PackagedModel", "diagnose"]
+
+_PACKAGES = ("scopeguard", "llama-cpp-python", "torch", "transformers", "sentence-transformers", "numpy")
+
+
+class PackagedModel(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    state: str  # verified / unverified / not assembled / not installed
+    path: str | None
+
+
+class DoctorReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    python: str
+    platform: str
+    packages: dict[str, str | None]
+    llama_cpp_system_info: str
+    cpu: str
+    cpu_cores: int
+    cpu_features: tuple[str, ...]
+    avx2: bool
+    avx512: bool
+    amx: bool
+    reading_model: str
+    loader: LoaderDecision | None
+    loader_error: str | None = None
+    models: list[PackagedModel]
+    read_speed: ReadSpeed | None = None
+    read_speed_error: str | None = None
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def diagnose(
+    *, speed: bool = True, recheck: bool = False, model: str = DEFAULT_VERDICT_MODEL
+) -> DoctorReport:
+    """Collect the report; ``speed`` times a read of the reading ``model`` (a few seconds),
+    ``recheck`` runs the extra-buffer canary again instead of trusting its cached verdict."""
+    features = cpu_features()
+    _, system_info = llama_cpp_build()
+    models = [
+        PackagedModel(name=n, state=s, path=str(p) if p else None)
+        for n in available_ggufs()
+        for s, p in [gguf_status(n)]
+    ]
+    decision: LoaderDecision | None = None
+    loader_error = speed_error = None
+    read_speed: ReadSpeed | None = None
+    if _version("llama-cpp-python") is None:
+        loader_error = "llama-cpp-python is not installed: pip install 'scopeguard[local]'"
+    else:
+        try:
+            path = local_gguf(model)
+            decision = extra_buffers_decision(path, recheck=recheck)
+            if speed:
+                read_speed = measure_read_speed(
+                    path, extra_buffers=decision.extra_buffers, tokens=128, repeats=2
+                )
+        except ScopeGuardError as exc:
+            (loader_error, speed_error) = (str(exc), None) if decision is None else (None, str(exc))
+    return DoctorReport(
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        packages={p: _version(p) for p in _PACKAGES},
+        llama_cpp_system_info=system_info,
+        cpu=cpu_name(),
+        cpu_cores=os.cpu_count() or 1,
+        cpu_features=features,
+        avx2="avx2" in features,
+        avx512="avx512f" in features,
+        amx=any(f.startswith("amx") for f in features),
+        reading_model=model,
+        loader=decision,
+        loader_error=loader_error,
+        models=models,
+        read_speed=read_speed,
+        read_speed_error=speed_error,
+    )
+
+
+def _on(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+def render(report: DoctorReport) -> str:
+    """The report as text, one fact a line."""
+    yes = {True: "yes", False: "no"}
+    lines = [f"python          {report.python} on {report.platform}"]
+    lines += [f"{name:<15} {version or 'not installed'}" for name, version in report.packages.items()]
+    lines += [
+        f"cpu             {report.cpu}, {report.cpu_cores} cores",
+        f"cpu features    AVX2 {yes[report.avx2]}, AVX-512 {yes[report.avx512]}, AMX {yes[report.amx]}"
+        f" ({' '.join(report.cpu_features)})",
+        f"llama.cpp       {report.llama_cpp_system_info or 'not installed'}",
+    ]
+    if report.loader is not None:
+        d = report.loader
+        lines.append(
+            f"extra buffers   {_on(d.extra_buffers)} for {report.reading_model} ({d.source}): {d.reason}"
+        )
+    else:
+        lines.append(f"extra buffers   unknown: {report.loader_error}")
+    for m in report.models:
+        lines.append(f"model           {m.name}: {m.state}" + (f" ({m.path})" if m.path else ""))
+    if report.read_speed is not None:
+        s = report.read_speed
+        lines.append(
+            f"read speed      {s.tokens_per_s:g} tokens/s ({report.reading_model}, {s.tokens} tokens, "
+            f"{s.n_threads} threads, extra buffers {_on(s.extra_buffers)}, median of {s.repeats})"
+        )
+    elif report.read_speed_error:
+        lines.append(f"read speed      not measured: {report.read_speed_error}")
+    return "\n".join(lines)

@@ -1,0 +1,30 @@
+"""``scopeguard doctor``: versions, CPU features, the llama.cpp loader's decision, read speed."""
+
+from __future__ import annotations
+
+import typer
+
+from scopeguard.cli._app import app, handle_errors
+
+
+@app.command("doctor")
+@handle_errors
+def doctor(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    speed: bool = typer.Option(
+        True, "--speed/--no-speed", help="Time a read of the reading model (a few s)."
+    ),
+    model: str = typer.Option(
+        "qwen2.5-coder-1.5b", "--model", help="The GGUF model to check and time (default: the reading model)."
+    ),
+    recheck: bool = typer.Option(
+        False, "--recheck", help="Run the extra-buffer canary again instead of trusting its cached verdict."
+    ),
+) -> None:
+    """Show what matters when scopeguard is slow or dies: versions, CPU features (AVX2, AVX-512, AMX),
+    whether llama.cpp's extra buffer types are used and why, the packaged models and their checksum
+    state, and the reading model's measured speed on this machine."""
+    from scopeguard._doctor import diagnose, render
+
+    report = diagnose(speed=speed, recheck=recheck, model=model)
+    typer.echo(report.model_dump_json(indent=2) if as_json else render(report))
