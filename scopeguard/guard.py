@@ -14,6 +14,11 @@ raises a ScopeGuardError other than a ConfigurationError) the result is a refusa
 ``failed_closed=True`` and the error in ``result.metadata["error"]`` (the step in
 ``metadata["error_stage"]``), unless ``on_error="raise"``. A batch never loses its other
 results to one failing item.
+
+A guard sits in a request path, so each :meth:`~Guard.check` / :meth:`~Guard.answer` is bounded
+by default: :data:`DEFAULT_DEADLINE_S` (120 s) for the whole call, every LLM request, retry and
+wait included; past it the step fails closed like any other failure. ``Guard(deadline=30)``
+tightens it, ``Guard(deadline=None)`` removes it.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from scopeguard.policies import (
 )
 from scopeguard.types import Action, Document, GuardResult, Verdict, as_documents, validate_question
 
-__all__ = ["AnswerCheck", "Guard", "OnError"]
+__all__ = ["DEFAULT_DEADLINE_S", "AnswerCheck", "Guard", "OnError"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +56,8 @@ OnError = Literal["fail_closed", "fail_open", "raise"]
 Docs = str | Document | Iterable[str | Document]
 T = TypeVar("T")
 _GRACE_S = 1.0  # the async hard stop comes this long after the deadline, behind the backends' own
+#: the deadline of one check or answer when ``Guard(deadline=...)`` is not given (seconds)
+DEFAULT_DEADLINE_S = 120.0
 
 
 @runtime_checkable
@@ -88,7 +95,8 @@ class Guard:
         deadline: seconds for one :meth:`check` / :meth:`answer` (per item in a batch): every LLM
             call, retry and wait inside shares it (see :mod:`scopeguard.llm.deadline`); when it
             runs out the step fails with :class:`~scopeguard.errors.LLMTimeoutError`, which
-            ``on_error`` handles like any failure. ``None``: no deadline.
+            ``on_error`` handles like any failure. ``"default"``: :data:`DEFAULT_DEADLINE_S`
+            (120 s, read when the guard is built); ``None``: no deadline.
     """
 
     def __init__(
@@ -101,7 +109,7 @@ class Guard:
         on_error: OnError = "fail_closed",
         concurrency: int = 4,
         answer_check: AnswerCheck | None = None,
-        deadline: float | None = None,
+        deadline: float | Literal["default"] | None = "default",
     ) -> None:
         if on_error not in ("fail_closed", "fail_open", "raise"):
             raise ConfigurationError(
@@ -109,7 +117,7 @@ class Guard:
             )
         if concurrency < 1:
             raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
-        self.deadline = validate_seconds(deadline)
+        self.deadline = DEFAULT_DEADLINE_S if deadline == "default" else validate_seconds(deadline)
         self.llm: ChatModel | None = from_spec(llm) if llm is not None else None
         self.detector: Detector = self._build_detector(detector)
         self.policy: Policy = get_policy(policy)

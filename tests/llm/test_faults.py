@@ -305,6 +305,37 @@ async def test_async_stalled_endpoint_is_cut_off_by_the_deadline(fake: FakeOpenA
     assert time.monotonic() - started < 10
 
 
+def test_a_guard_is_bounded_by_default_and_none_removes_the_bound() -> None:
+    from scopeguard.guard import DEFAULT_DEADLINE_S
+
+    assert DEFAULT_DEADLINE_S <= 120
+    assert Guard(detector="lexical").deadline == DEFAULT_DEADLINE_S
+    assert Guard(detector="lexical", deadline=30).deadline == 30.0
+    assert Guard(detector="lexical", deadline=None).deadline is None
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_stalled_endpoint_with_default_settings_fails_closed_within_the_default_deadline(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, use_async: bool
+) -> None:
+    """The user's setup: ``Guard(detector="judge", llm="openai:...")`` with nothing else set (the
+    backend's own 60 s timeout and 4 attempts would block 245 s). The default is shortened to 2 s
+    here so the test is quick; the guard reads it when built, as it reads the real 120 s."""
+    monkeypatch.setattr("scopeguard.guard.DEFAULT_DEADLINE_S", 2.0)
+    fake.default = "stall"
+    guard = Guard(detector="judge", llm=OpenAIChatModel("fake", base_url=fake.url), policy="refuse")
+    assert guard.deadline == 2.0
+    started = time.monotonic()
+    result = (
+        await guard.aanswer("Who won?", ["A document."])
+        if use_async
+        else guard.answer("Who won?", ["A doc."])
+    )
+    assert time.monotonic() - started < 2.0 + 3.0  # the deadline, plus the async hard stop's grace
+    assert result.failed_closed and result.action == "refused"
+    assert result.verdict.label == "unknown" and "deadline" in (result.verdict.error or "")
+
+
 def test_the_key_never_reaches_messages_or_logs(fake: FakeOpenAI, caplog: pytest.LogCaptureFixture) -> None:
     fake.default = "echo_key"
     caplog.set_level(logging.DEBUG)
