@@ -131,11 +131,24 @@ def _tail(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
+def _python_executable() -> bool:
+    name = Path(sys.executable or "").name.lower()
+    return name.startswith(("python", "pypy")) and Path(sys.executable).is_file()
+
+
 def run_canary(
     model_path: Path, *, command: Sequence[str] | None = None, timeout: float = CANARY_TIMEOUT_S
 ) -> CanaryResult:
     """Run the canary for ``model_path`` in a child process (``command`` replaces the child,
     for tests); never raises."""
+    if command is None and not _python_executable():
+        # embedded interpreters (uWSGI, some app servers) have no Python binary to start a child with
+        return CanaryResult(
+            passed=False,
+            returncode=None,
+            seconds=0.0,
+            detail=f"could not start: no Python at {sys.executable!r}",
+        )
     argv = list(command) if command else [sys.executable, "-m", "scopeguard.llamacpp._child", str(model_path)]
     env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
     start = time.monotonic()

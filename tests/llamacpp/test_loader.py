@@ -111,6 +111,15 @@ def test_no_child_process_means_the_safe_parameters_not_cached(model: Path) -> N
     assert not _canary.decision_file(decision.key).exists()
 
 
+def test_an_embedded_interpreter_without_a_python_binary_gets_the_safe_parameters(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", "/usr/bin/uwsgi")  # running it would start a server
+    decision = extra_buffers_decision(model)
+    assert decision.extra_buffers is False and decision.source == "fallback"
+    assert "no Python at '/usr/bin/uwsgi'" in decision.reason
+
+
 def test_a_cache_that_cannot_be_written_means_the_safe_parameters_without_a_canary(
     model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
