@@ -46,6 +46,7 @@ PUBLIC_MODULES = [
     "scopeguard.llm.deadline",
     "scopeguard.llm.foreign",
     "scopeguard.serve",
+    "scopeguard.client",
     "scopeguard.llamacpp",
 ]
 

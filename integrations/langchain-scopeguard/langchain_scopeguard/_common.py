@@ -10,6 +10,10 @@ from langchain_core.documents import Document as LCDocument
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from scopeguard import Document, Guard, Verdict
+from scopeguard.client import GuardClient
+
+AnyGuard = Guard | GuardClient
+"""A local :class:`scopeguard.Guard` or a remote one (:class:`scopeguard.client.GuardClient`)."""
 
 __all__ = [
     "METADATA_KEY",
@@ -39,7 +43,7 @@ def to_scopeguard(documents: Sequence[LCDocument]) -> list[Document]:
     return out
 
 
-def no_documents_verdict(guard: Guard) -> Verdict:
+def no_documents_verdict(guard: AnyGuard) -> Verdict:
     """Nothing was retrieved: nothing can support an answer."""
     return Verdict(
         label="out_of_scope",

@@ -10,6 +10,7 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import Document as LCDocument
 
 from langchain_scopeguard._common import (
+    AnyGuard,
     Granularity,
     atrace_verdicts,
     no_documents_verdict,
@@ -18,17 +19,17 @@ from langchain_scopeguard._common import (
     verdict_metadata,
     with_verdict,
 )
-from scopeguard import Guard, Verdict
+from scopeguard import Verdict
 
 __all__ = ["aguard_documents", "guard_documents"]
 
 
-def _empty_verdict(guard: Guard) -> Verdict:
+def _empty_verdict(guard: AnyGuard) -> Verdict:
     return no_documents_verdict(guard).model_copy(update={"rationale": "the document is empty"})
 
 
 def _apply(
-    guard: Guard,
+    guard: AnyGuard,
     documents: Sequence[LCDocument],
     verdicts: Sequence[Verdict],
     *,
@@ -52,7 +53,7 @@ def _apply(
 
 
 def guard_documents(
-    guard: Guard,
+    guard: AnyGuard,
     query: str,
     documents: Sequence[LCDocument],
     *,
@@ -80,7 +81,7 @@ def guard_documents(
 
 
 async def aguard_documents(
-    guard: Guard,
+    guard: AnyGuard,
     query: str,
     documents: Sequence[LCDocument],
     *,

@@ -9,9 +9,8 @@ from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.documents import Document as LCDocument
 from pydantic import ConfigDict
 
-from langchain_scopeguard._common import METADATA_KEY, Granularity
+from langchain_scopeguard._common import METADATA_KEY, AnyGuard, Granularity
 from langchain_scopeguard._filter import aguard_documents, guard_documents
-from scopeguard import Guard
 
 __all__ = ["ScopeGuardCompressor"]
 
@@ -32,7 +31,7 @@ class ScopeGuardCompressor(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    guard: Guard
+    guard: AnyGuard
     granularity: Granularity = "document"
     drop_out_of_scope: bool = True
     metadata_key: str = METADATA_KEY

@@ -10,9 +10,9 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field
 
-from langchain_scopeguard._common import METADATA_KEY, Granularity
+from langchain_scopeguard._common import METADATA_KEY, AnyGuard, Granularity
 from langchain_scopeguard._filter import aguard_documents, guard_documents
-from scopeguard import ConfigurationError, Guard
+from scopeguard import ConfigurationError
 
 __all__ = ["ScopeGuardRetriever"]
 
@@ -47,7 +47,7 @@ class ScopeGuardRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     retriever: Runnable[str, list[LCDocument]]
-    guard: Guard
+    guard: AnyGuard
     granularity: Granularity = "set"
     drop_out_of_scope: bool = False
     metadata_key: str = METADATA_KEY

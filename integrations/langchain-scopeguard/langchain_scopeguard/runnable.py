@@ -18,6 +18,7 @@ from pydantic import ConfigDict, model_validator
 from typing_extensions import TypedDict
 
 from langchain_scopeguard._common import (
+    AnyGuard,
     atrace_verdicts,
     no_documents_verdict,
     to_scopeguard,
@@ -25,7 +26,7 @@ from langchain_scopeguard._common import (
     verdict_config,
     verdict_metadata,
 )
-from scopeguard import Action, ConfigurationError, Guard, InputError, Verdict
+from scopeguard import Action, ConfigurationError, InputError, Verdict
 from scopeguard.policies import FlagOnlyPolicy, PolicyContext, PolicyOutcome, allm_answer, llm_answer
 from scopeguard.prompts import fenced, render
 from scopeguard.types import validate_question
@@ -116,7 +117,7 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     retriever: Runnable[str, list[LCDocument]]
-    guard: Guard
+    guard: AnyGuard
     chain: Runnable[dict[str, Any], Any] | None = None
     input_key: str = "question"
     format_documents: Callable[[Sequence[LCDocument]], str] = _join_documents

@@ -10,6 +10,10 @@ from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from scopeguard import Document, Guard, Verdict
+from scopeguard.client import GuardClient
+
+AnyGuard = Guard | GuardClient
+"""A local :class:`scopeguard.Guard` or a remote one (:class:`scopeguard.client.GuardClient`)."""
 
 __all__ = [
     "METADATA_KEY",
@@ -42,7 +46,7 @@ def to_scopeguard(nodes: Sequence[NodeWithScore]) -> list[Document]:
     ]
 
 
-def no_documents_verdict(guard: Guard, rationale: str = "no documents were retrieved") -> Verdict:
+def no_documents_verdict(guard: AnyGuard, rationale: str = "no documents were retrieved") -> Verdict:
     """Nothing (usable) was retrieved: nothing can support an answer."""
     return Verdict(
         label="out_of_scope", score=1.0, rationale=rationale, detector=getattr(guard.detector, "name", "")

@@ -11,6 +11,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_scopeguard._common import (
     METADATA_KEY,
+    AnyGuard,
     Granularity,
     dispatch_verdict,
     no_documents_verdict,
@@ -18,7 +19,7 @@ from llama_index_scopeguard._common import (
     verdict_metadata,
     with_verdict,
 )
-from scopeguard import Guard, InputError, Verdict
+from scopeguard import InputError, Verdict
 from scopeguard.policies import FlagOnlyPolicy, PolicyContext, PolicyOutcome
 
 __all__ = ["ScopeGuardPostprocessor"]
@@ -50,7 +51,7 @@ class ScopeGuardPostprocessor(BaseNodePostprocessor):
     >>> engine = index.as_query_engine(node_postprocessors=[ScopeGuardPostprocessor(guard=guard)])
     """
 
-    guard: Guard
+    guard: AnyGuard
     granularity: Granularity = "set"
     drop_out_of_scope: bool = True
     metadata_key: str = METADATA_KEY

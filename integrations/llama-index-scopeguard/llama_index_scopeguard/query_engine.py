@@ -21,13 +21,14 @@ from llama_index.core.response_synthesizers import BaseSynthesizer, get_response
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_scopeguard._common import (
+    AnyGuard,
     dispatch_verdict,
     no_documents_verdict,
     to_scopeguard,
     verdict_metadata,
 )
 from llama_index_scopeguard.llm import ScopeGuardLLM
-from scopeguard import Action, ConfigurationError, Guard, Verdict
+from scopeguard import Action, ConfigurationError, Verdict
 from scopeguard.policies import PolicyContext
 from scopeguard.prompts import fenced, render
 from scopeguard.types import validate_question
@@ -78,7 +79,7 @@ class GuardedQueryEngine(CustomQueryEngine):
     """
 
     retriever: BaseRetriever
-    guard: Guard
+    guard: AnyGuard
     response_synthesizer: BaseSynthesizer | None = None
     llm: LLM | None = None
 

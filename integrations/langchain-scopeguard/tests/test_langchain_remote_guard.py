@@ -1,0 +1,51 @@
+"""The LangChain integration with a remote guard: a GuardClient against a real ``scopeguard serve``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("langchain_scopeguard", reason="pip install ./integrations/langchain-scopeguard")
+pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+pytest.importorskip("uvicorn", reason="needs scopeguard[serve]")
+pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+
+from langchain_core.documents import Document as LCDocument
+from langchain_core.runnables import RunnableLambda
+from langchain_scopeguard import ScopeGuardCompressor, ScopeGuardRetriever
+
+from scopeguard.client import GuardClient
+from scopeguard.serve import ServeConfig
+from scopeguard.testing import running_guard_server
+
+DOCS = [
+    LCDocument(page_content="The railway opened in 1887."),
+    LCDocument(page_content="The harbour has a pier."),
+]
+
+
+@pytest.fixture(scope="module")
+def remote() -> Iterator[GuardClient]:
+    with running_guard_server(ServeConfig(detector="lexical", port=0)) as url, GuardClient(url) as client:
+        yield client
+
+
+def test_retriever_with_a_remote_guard(remote: GuardClient) -> None:
+    retriever = ScopeGuardRetriever(retriever=RunnableLambda(lambda q: DOCS[:1]), guard=remote)
+    (doc,) = retriever.invoke("When was the railway opened?")
+    assert (
+        doc.metadata["scopeguard"]["label"] == "in_scope"
+        and doc.metadata["scopeguard"]["detector"] == "lexical"
+    )
+    dropping = ScopeGuardRetriever(
+        retriever=RunnableLambda(lambda q: DOCS[:1]), guard=remote, drop_out_of_scope=True
+    )
+    assert dropping.invoke("Who was the chief engineer of the railway company?") == []
+
+
+async def test_compressor_per_document_with_a_remote_guard(remote: GuardClient) -> None:
+    compressor = ScopeGuardCompressor(guard=remote)
+    kept = await compressor.acompress_documents(DOCS, "When was the railway opened?")
+    assert [d.page_content for d in kept] == ["The railway opened in 1887."]
+    assert kept[0].metadata["scopeguard"]["out_of_scope"] is False

@@ -1,0 +1,299 @@
+"""Clients of ``scopeguard serve``: a remote guard with the :class:`~scopeguard.Guard` interface.
+
+>>> from scopeguard.client import GuardClient
+>>> guard = GuardClient("http://127.0.0.1:8000", api_key=None)
+>>> guard.check("Who won?", ["...retrieved text..."]).label
+>>> guard.answer("Who won?", ["..."]).response
+
+:class:`GuardClient` has ``check``/``acheck``/``answer``/``aanswer``/``decide`` as a
+:class:`~scopeguard.Guard` does (and ``detector.name``, ``policy``, ``on_error``, ``concurrency``),
+so code written for one takes the other: the LangChain and LlamaIndex integrations accept either.
+:class:`AsyncGuardClient` is the same with ``async`` ``check``/``answer``.
+
+Failures follow ``on_error`` as the guard's do: a server that cannot be reached, is busy (429),
+answers 5xx or runs out of its deadline gives an ``unknown`` verdict with ``error`` (``check``)
+or a refusal with ``failed_closed=True`` (``answer``); ``"raise"`` raises
+:class:`~scopeguard.errors.LLMConnectionError` instead. A request the server rejects (422) raises
+:class:`~scopeguard.errors.InputError`, a wrong API key (401)
+:class:`~scopeguard.errors.ConfigurationError`. ``answer(..., responder=fn)`` lets the server
+decide and ``fn(question, documents)`` answer in-scope questions locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from scopeguard._optional import require
+from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, ScopeGuardError
+from scopeguard.guard import Guard, OnError
+from scopeguard.policies import Policy, RefusePolicy, Responder, get_policy
+from scopeguard.types import Action, Document, GuardResult, Verdict, as_documents, validate_question
+
+__all__ = ["AsyncGuardClient", "GuardClient", "RemoteDetector"]
+
+Docs = str | Document | Iterable[str | Document]
+
+
+@dataclass(frozen=True)
+class RemoteDetector:
+    """The server's detector, as far as a client knows it: its name."""
+
+    name: str
+
+
+class _Protocol:
+    """Requests and replies shared by the sync and async clients (no I/O here but the client).
+
+    Args:
+        base_url: the server, e.g. ``http://127.0.0.1:8000``.
+        api_key: sent as ``Authorization: Bearer``.
+        timeout: seconds for one HTTP request (the server's deadline bounds the work).
+        on_error: what a failed request leads to (see the module docstring).
+        concurrency: the bound integrations use for per-document checks.
+        transport: an ``httpx`` transport (tests).
+    """
+
+    _HTTPX_CLIENT = "Client"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        on_error: OnError = "fail_closed",
+        concurrency: int = 4,
+        transport: Any = None,
+    ) -> None:
+        if on_error not in ("fail_closed", "fail_open", "raise"):
+            raise ConfigurationError(
+                f"on_error must be 'fail_closed', 'fail_open' or 'raise', got {on_error!r}"
+            )
+        self.httpx = require("httpx", extra="serve", feature="scopeguard.client")
+        self.base_url = base_url.rstrip("/")
+        self.on_error: OnError = on_error
+        self.concurrency = concurrency
+        self.llm = None  # the server's LLM answers (``answer``); none on this side
+        self.answer_template = "rag_basic"
+        self._api_key, self._timeout = api_key, timeout
+        self._options: dict[str, Any] = {
+            "base_url": self.base_url,
+            "timeout": timeout,
+            "headers": {"Authorization": f"Bearer {api_key}"} if api_key else {},
+        }
+        self._client: Any = getattr(self.httpx, self._HTTPX_CLIENT)(**self._options, transport=transport)
+        self._info: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:  # never the key
+        return f"{type(self).__name__}({self.base_url!r})"
+
+    @staticmethod
+    def _body(question: str, documents: Docs) -> dict[str, Any]:
+        docs = as_documents(documents)
+        return {
+            "question": validate_question(question),
+            "documents": [d.model_dump(mode="json") for d in docs],
+        }
+
+    def _failure(self, what: str) -> LLMConnectionError:
+        return LLMConnectionError(f"the guard server {self.base_url} {what}", endpoint=self.base_url)
+
+    def _reply(self, response: Any) -> dict[str, Any]:
+        """The JSON of a reply the caller can use: 200, or a 504 carrying the fail-closed record."""
+        status = response.status_code
+        try:
+            body = response.json()
+        except ValueError:
+            raise self._failure(f"sent a reply that is not JSON (HTTP {status})") from None
+        if status in (200, 504) and isinstance(body, dict):
+            return body
+        message = (body.get("error") or {}).get("message", "") if isinstance(body, dict) else ""
+        if status == 401:
+            raise ConfigurationError(f"the guard server {self.base_url} refused the API key: {message}")
+        if status in (413, 422):
+            raise InputError(f"the guard server rejected the request: {message}")
+        raise self._failure(f"answered HTTP {status}: {message}")
+
+    def _verdict(self, body: dict[str, Any]) -> Verdict:
+        return Verdict.model_validate(body.get("verdict", body))
+
+    def _result(self, body: dict[str, Any], question: str, documents: Docs) -> GuardResult:
+        data = body.get("result", body)
+        return GuardResult.model_validate({**data, "documents": as_documents(documents)})
+
+    def _failed_check(self, exc: ScopeGuardError) -> Verdict:
+        if self.on_error == "raise" or not isinstance(exc, LLMConnectionError):
+            raise exc
+        return Verdict(label="unknown", detector=self.detector.name, error=str(exc))
+
+    def _failed_answer(self, exc: ScopeGuardError, question: str, documents: Docs) -> GuardResult:
+        verdict = self._failed_check(exc)
+        refusal = RefusePolicy().apply(_context(question, documents, verdict))
+        return GuardResult(
+            question=question,
+            verdict=verdict,
+            action=refusal.action,
+            response=refusal.response,
+            documents=as_documents(documents),
+            failed_closed=True,
+            metadata={"error": str(exc), "error_stage": "remote"},
+        )
+
+    def decide(self, verdict: Verdict) -> tuple[bool, bool]:
+        """``(out_of_scope, failed_closed)`` under this client's ``on_error``, as
+        :meth:`scopeguard.Guard.decide`."""
+        return Guard.decide(cast(Any, self), verdict)
+
+    @property
+    def detector(self) -> RemoteDetector:
+        return RemoteDetector(str((self._info or {}).get("active", "remote")))
+
+    @property
+    def policy(self) -> Policy:
+        """The server's policy, built here (``refuse``/``clarify``/``flag`` need no LLM)."""
+        return get_policy(str(self._describe().get("policy", "refuse")))
+
+    def _describe(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _context(question: str, documents: Docs, verdict: Verdict) -> Any:
+    from scopeguard.policies import PolicyContext
+
+    return PolicyContext(question, as_documents(documents), verdict)
+
+
+def _caller_answers(result: GuardResult) -> bool:
+    """The server decided to answer but left the answer to the caller (``generate: false``)."""
+    return result.response is None and result.action in (Action.ANSWERED, Action.FLAGGED)
+
+
+class GuardClient(_Protocol):
+    """A remote guard over HTTP with the sync and async methods of :class:`~scopeguard.Guard`
+    (arguments: see the module's ``_Protocol``: ``base_url``, ``api_key``, ``timeout``,
+    ``on_error``, ``concurrency``, ``transport``)."""
+
+    _async_clients: weakref.WeakKeyDictionary[Any, AsyncGuardClient] | None = None
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._reply(self._client.post(path, json=body))
+        except self.httpx.HTTPError as exc:
+            raise self._failure(f"could not be reached: {type(exc).__name__}: {exc}") from None
+
+    def _describe(self) -> dict[str, Any]:
+        if self._info is None:
+            try:
+                self._info = self._reply(self._client.get("/v1/detectors"))
+            except self.httpx.HTTPError as exc:
+                raise self._failure(f"could not be reached: {type(exc).__name__}") from None
+        return self._info
+
+    def check(self, question: str, documents: Docs) -> Verdict:
+        body = self._body(question, documents)
+        try:
+            return self._verdict(self._post("/v1/check", body))
+        except ScopeGuardError as exc:
+            return self._failed_check(exc)
+
+    def answer(self, question: str, documents: Docs, *, responder: Responder | None = None) -> GuardResult:
+        body = {**self._body(question, documents), "generate": responder is None}
+        try:
+            result = self._result(self._post("/v1/answer", body), question, documents)
+        except ScopeGuardError as exc:
+            return self._failed_answer(exc, question, documents)
+        if responder is not None and _caller_answers(result):
+            return result.model_copy(update={"response": responder(result.question, result.documents)})
+        return result
+
+    def _aclient(self) -> AsyncGuardClient:
+        loop = asyncio.get_running_loop()
+        if self._async_clients is None:
+            self._async_clients = weakref.WeakKeyDictionary()
+        client = self._async_clients.get(loop)
+        if client is None:
+            client = AsyncGuardClient(
+                self.base_url,
+                api_key=self._api_key,
+                timeout=self._timeout,
+                on_error=self.on_error,
+                concurrency=self.concurrency,
+            )
+            client._info = self._info
+            self._async_clients[loop] = client
+        return client
+
+    async def acheck(self, question: str, documents: Docs) -> Verdict:
+        return await self._aclient().check(question, documents)
+
+    async def aanswer(
+        self, question: str, documents: Docs, *, responder: Responder | None = None
+    ) -> GuardResult:
+        return await self._aclient().answer(question, documents, responder=responder)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> GuardClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncGuardClient(_Protocol):
+    """:class:`GuardClient` with ``async`` ``check`` and ``answer`` (one ``httpx.AsyncClient``)."""
+
+    _HTTPX_CLIENT = "AsyncClient"
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._reply(await self._client.post(path, json=body))
+        except self.httpx.HTTPError as exc:
+            raise self._failure(f"could not be reached: {type(exc).__name__}: {exc}") from None
+
+    def _describe(self) -> dict[str, Any]:
+        if self._info is None:
+            raise ConfigurationError("call `await client.describe()` first to learn the server's policy")
+        return self._info
+
+    async def describe(self) -> dict[str, Any]:
+        """The server's detectors, active detector and policy (``GET /v1/detectors``)."""
+        try:
+            self._info = self._reply(await self._client.get("/v1/detectors"))
+        except self.httpx.HTTPError as exc:
+            raise self._failure(f"could not be reached: {type(exc).__name__}") from None
+        return self._info
+
+    async def check(self, question: str, documents: Docs) -> Verdict:
+        body = self._body(question, documents)
+        try:
+            return self._verdict(await self._post("/v1/check", body))
+        except ScopeGuardError as exc:
+            return self._failed_check(exc)
+
+    async def answer(
+        self, question: str, documents: Docs, *, responder: Responder | None = None
+    ) -> GuardResult:
+        body = {**self._body(question, documents), "generate": responder is None}
+        try:
+            result = self._result(await self._post("/v1/answer", body), question, documents)
+        except ScopeGuardError as exc:
+            return self._failed_answer(exc, question, documents)
+        if responder is not None and _caller_answers(result):
+            text = await asyncio.to_thread(responder, result.question, result.documents)
+            return result.model_copy(update={"response": text})
+        return result
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncGuardClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
