@@ -109,3 +109,32 @@ def test_fast_detector_over_http_matches_in_process() -> None:
     local = get_detector("fast").detect(IN_SCOPE, [PARIS])
     assert (remote["label"], remote["detector"]) == (local.label, "fast")
     assert remote["score"] == pytest.approx(local.score, abs=1e-6)
+
+
+@pytest.mark.slow
+async def test_default_detector_reads_through_one_queue_and_keeps_what_it_read() -> None:
+    """The 1.1 GB reading model loads once; pre-read documents are not read again; concurrent
+    checks that escalate to the reading stage share its one thread and all get verdicts."""
+    pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
+    import asyncio
+
+    doc = (
+        "The Alderby harbour council approved a new breakwater in 2019. The works were funded by the "
+        "regional ferry operator and finished in 2021."
+    )
+    questions = ["Who funded the breakwater works in Alderby?", "What colour is the Alderby lighthouse?"]
+    with running_guard_server(ServeConfig(detector="default", port=0, deadline=240)) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=300) as c:
+            while (await c.get("/readyz")).status_code != 200:
+                await asyncio.sleep(0.2)
+            first = (await c.post("/v1/preread", json={"documents": [doc]})).json()
+            again = (await c.post("/v1/preread", json={"documents": [doc]})).json()
+            replies = await asyncio.gather(
+                *(c.post("/v1/check", json={"question": q, "documents": [doc]}) for q in questions)
+            )
+            metrics = (await c.get("/metrics")).text
+    assert first["read"] == 1 and again == {"read": 0, "kept": 1, "passages": 0}
+    verdicts = [r.json() for r in replies]
+    assert all(r.status_code == 200 for r in replies)
+    assert all(v["label"] in ("in_scope", "out_of_scope") and v["error"] is None for v in verdicts)
+    assert "scopeguard_reading_queue_depth 0.0" in metrics
