@@ -27,6 +27,7 @@ import email.parser
 import email.policy
 import json
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -90,7 +91,7 @@ class FakeOpenAIServer:
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> FakeOpenAIServer:
         handler = type("_Handler", (_Handler,), {"fake": self})
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), handler, bind_and_activate=False)
+        server = _QuietServer(("127.0.0.1", self.port), handler, bind_and_activate=False)
         server.request_queue_size = 1024
         server.daemon_threads = True
         server.server_bind()
@@ -235,6 +236,13 @@ class FakeOpenAIServer:
         if err:
             batch["error_file_id"] = self._new_file(encode(err), "batch_output", "errors.jsonl")["id"]
         batch["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(err)}
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (it gave up on a slow reply) is no error worth a traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -6,11 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-for _module in ("fastapi", "uvicorn", "prometheus_client", "httpx"):
-    pytest.importorskip(_module, reason="needs scopeguard[serve]")
+from scopeguard.serve import ServeConfig
+from scopeguard.testing import FakeOpenAIServer, ScriptedChatModel, running_guard_server
 
-from scopeguard.serve import ServeConfig  # noqa: E402
-from scopeguard.testing import FakeOpenAIServer, ScriptedChatModel, running_guard_server  # noqa: E402
+# each test module skips itself without the extra (a skip here would fail the collection)
 
 PARIS = "Paris is the capital of France. The Eiffel Tower stands in Paris."
 IN_SCOPE = "What is the capital of France?"

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
+
+pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+pytest.importorskip("uvicorn", reason="needs scopeguard[serve]")
+pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+pytest.importorskip("httpx", reason="needs scopeguard[serve]")
+
+import httpx
 
 from scopeguard.detectors import get_detector
 from scopeguard.serve import ServeConfig
@@ -105,7 +112,10 @@ def test_fast_detector_over_http_matches_in_process() -> None:
     """MiniLM loads once at start-up (``/readyz``); the verdict equals an in-process check."""
     with running_guard_server(ServeConfig(detector="fast", port=0)) as url, httpx.Client(base_url=url) as c:
         remote = c.post("/v1/check", json={"question": IN_SCOPE, "documents": [PARIS]}).json()
-        assert c.get("/readyz").json() == {"status": "ready", "detector": "fast"}
+        while (ready := c.get("/readyz")).status_code == 503:  # the start-up load may still run
+            assert ready.json()["error"]["message"] == "loading the models"
+            time.sleep(0.1)
+        assert ready.json() == {"status": "ready", "detector": "fast"}
     local = get_detector("fast").detect(IN_SCOPE, [PARIS])
     assert (remote["label"], remote["detector"]) == (local.label, "fast")
     assert remote["score"] == pytest.approx(local.score, abs=1e-6)

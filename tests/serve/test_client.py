@@ -6,6 +6,11 @@ import socket
 
 import pytest
 
+pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+pytest.importorskip("uvicorn", reason="needs scopeguard[serve]")
+pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+pytest.importorskip("httpx", reason="needs scopeguard[serve]")
+
 from scopeguard import Guard
 from scopeguard.client import AsyncGuardClient, GuardClient
 from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError

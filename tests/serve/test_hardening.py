@@ -12,8 +12,14 @@ import threading
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
+
+pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+pytest.importorskip("uvicorn", reason="needs scopeguard[serve]")
+pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+pytest.importorskip("httpx", reason="needs scopeguard[serve]")
+
+import httpx
 
 from scopeguard.errors import ConfigurationError
 from scopeguard.serve import ServeConfig, load_config

@@ -7,8 +7,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
 import pytest
+
+pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+pytest.importorskip("uvicorn", reason="needs scopeguard[serve]")
+pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+pytest.importorskip("httpx", reason="needs scopeguard[serve]")
+
+import httpx
 
 from scopeguard.serve import ServeConfig
 from scopeguard.testing import FakeOpenAIServer, running_guard_server

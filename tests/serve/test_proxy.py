@@ -6,9 +6,15 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 
+import pytest
+
+pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+pytest.importorskip("uvicorn", reason="needs scopeguard[serve]")
+pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+pytest.importorskip("httpx", reason="needs scopeguard[serve]")
+
 import httpx
 import openai
-import pytest
 
 from scopeguard.serve import ServeConfig
 from scopeguard.testing import FakeOpenAIServer, ScriptedChatModel, running_guard_server
