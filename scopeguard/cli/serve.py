@@ -7,19 +7,26 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import app, config_default, handle_errors
+from scopeguard.serve._config import ServeConfig
+
+
+def _default(field: str) -> str:
+    """The help text's default: the config model's (the options themselves default to None, so
+    that the config file and the environment can set them)."""
+    return f"(default: {config_default(ServeConfig, field)})"
 
 
 @app.command("serve")
 @handle_errors
 def serve(
     config_file: Path | None = typer.Option(
-        None, "--config", help="TOML or JSON file of settings (a [serve] table or top-level keys)."
+        None, "--config", help="TOML or JSON file of settings (a 'serve' table, or top-level keys)."
     ),
-    host: str | None = typer.Option(None, "--host", help="Address to bind [default: 127.0.0.1]."),
-    port: int | None = typer.Option(None, "--port", help="Port to bind [default: 8000]."),
-    detector: str | None = typer.Option(None, "--detector", help="Detector name [default: default]."),
-    policy: str | None = typer.Option(None, "--policy", help="Out-of-scope policy [default: clarify]."),
+    host: str | None = typer.Option(None, "--host", help=f"Address to bind {_default('host')}."),
+    port: int | None = typer.Option(None, "--port", help=f"Port to bind {_default('port')}."),
+    detector: str | None = typer.Option(None, "--detector", help=f"Detector name {_default('detector')}."),
+    policy: str | None = typer.Option(None, "--policy", help=f"Out-of-scope policy {_default('policy')}."),
     upstream: str | None = typer.Option(
         None, "--upstream", metavar="BASE_URL", help="OpenAI-compatible LLM the proxy forwards to (…/v1)."
     ),
@@ -31,7 +38,7 @@ def serve(
         show_default=False,
     ),
     deadline_s: float | None = typer.Option(
-        None, "--deadline", metavar="SECONDS", help="Per-request deadline [default: 30]."
+        None, "--deadline", metavar="SECONDS", help=f"Per-request deadline in seconds {_default('deadline')}."
     ),
 ) -> None:
     """Serve the guard over HTTP: /v1/check, /v1/answer, /v1/chat/completions (guarded proxy), /metrics.
