@@ -1,0 +1,63 @@
+"""The reading model's one queue: calls run one at a time, a queued call gives up at its deadline."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+
+from scopeguard.errors import LLMTimeoutError
+from scopeguard.llm.deadline import deadline, remaining
+from scopeguard.serve._runtime import ReadingLane, SerialScorer
+from scopeguard.testing import ScriptedVerdictScorer
+
+
+def test_calls_run_one_at_a_time_and_see_the_callers_deadline() -> None:
+    lane = ReadingLane()
+    running, peak, lock = 0, 0, threading.Lock()
+
+    def read(i: int) -> float | None:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        time.sleep(0.02)
+        with lock:
+            running -= 1
+        return remaining()
+
+    def call(i: int) -> float | None:
+        with deadline(30):
+            return lane.run(read, i)
+
+    with ThreadPoolExecutor(6) as pool:
+        left = list(pool.map(call, range(12)))
+    assert peak == 1 and lane.depth == 0
+    assert all(s is not None and 0 < s <= 30 for s in left)  # the deadline followed the call
+    lane.close()
+
+
+def test_a_queued_call_gives_up_at_its_deadline() -> None:
+    lane, gate = ReadingLane(), threading.Event()
+    blocker = threading.Thread(target=lambda: lane.run(gate.wait, 10))
+    blocker.start()
+    while lane.depth == 0:
+        time.sleep(0.01)
+    with deadline(0.2), pytest.raises(LLMTimeoutError, match="reading model's queue"):
+        lane.run(lambda: "never")
+    gate.set()
+    blocker.join()
+    assert lane.depth == 0
+    lane.close()
+
+
+def test_serial_scorer_forwards_only_what_the_scorer_has() -> None:
+    scorer = ScriptedVerdictScorer(lambda text: 1.0)
+    wrapped = SerialScorer(scorer, ReadingLane())
+    assert wrapped.name == scorer.name and wrapped.count_tokens("a b c") == scorer.count_tokens("a b c")
+    assert not hasattr(wrapped, "prime") and not hasattr(wrapped, "load")  # the scripted one has neither
+    wrapped.lane.close()
