@@ -8,8 +8,9 @@ from scopeguard.llm.base import (
     Completion,
     Prompt,
     StreamingChatModel,
+    StreamUsage,
 )
-from scopeguard.llm.registry import available_backends, from_spec, register_backend
+from scopeguard.llm.registry import available_backends, from_spec, register_backend, with_standard_params
 
 __all__ = [
     "BaseChatModel",
@@ -18,8 +19,10 @@ __all__ = [
     "ChatModel",
     "Completion",
     "Prompt",
+    "StreamUsage",
     "StreamingChatModel",
     "available_backends",
     "from_spec",
     "register_backend",
+    "with_standard_params",
 ]

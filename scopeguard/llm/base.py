@@ -27,6 +27,7 @@ __all__ = [
     "ChatModel",
     "Completion",
     "Prompt",
+    "StreamUsage",
     "StreamingChatModel",
     "split_spec_options",
     "stream_in_thread",
@@ -167,12 +168,39 @@ class BaseChatModel:
         )
 
 
+class StreamUsage(str):
+    """The last piece a stream may yield: no text (``""``), the reply's token usage as attributes.
+
+    ``"".join(model.stream(prompt))`` is unchanged by it; a consumer that reports usage checks
+    ``isinstance(piece, StreamUsage)`` (the LangChain adapter puts it on the last chunk). Backends
+    that know the counts yield it (``local``); others end without it.
+    """
+
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+
+    def __new__(cls, prompt_tokens: int, completion_tokens: int, finish_reason: str = "") -> StreamUsage:
+        piece = super().__new__(cls, "")
+        piece.prompt_tokens = prompt_tokens
+        piece.completion_tokens = completion_tokens
+        piece.finish_reason = finish_reason
+        return piece
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamUsage(prompt_tokens={self.prompt_tokens}, completion_tokens={self.completion_tokens}, "
+            f"finish_reason={self.finish_reason!r})"
+        )
+
+
 @runtime_checkable
 class StreamingChatModel(ChatModel, Protocol):
     """A chat model that can also stream one reply as text pieces (token by token).
 
     ``"".join(model.stream(prompt))`` is the reply ``model.complete(prompt).text`` would give
-    (at temperature 0, up to the backend's determinism). Errors are the same typed
+    (at temperature 0, up to the backend's determinism); the last piece may be a
+    :class:`StreamUsage` (empty text, the token counts). Errors are the same typed
     :class:`~scopeguard.errors.ScopeGuardError` as ``complete`` raises, before the first piece or
     in the middle of the stream; closing the iterator early releases the request.
     """
@@ -205,7 +233,7 @@ async def stream_in_thread(pieces: Iterator[str]) -> AsyncIterator[str]:
     done = object()
     try:
         while (piece := await asyncio.to_thread(next, pieces, done)) is not done:
-            yield str(piece)
+            yield piece if isinstance(piece, StreamUsage) else str(piece)
     finally:
         close = getattr(pieces, "close", None)
         if close is not None:

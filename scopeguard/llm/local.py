@@ -52,6 +52,7 @@ from scopeguard.llm.base import (
     ChatMessage,
     Completion,
     Prompt,
+    StreamUsage,
     split_spec_options,
     to_messages,
 )
@@ -274,17 +275,20 @@ class LlamaCppChatModel(BaseStreamingChatModel):
         seed: int | None = None,
     ) -> Iterator[str]:
         """The reply as llama.cpp generates it, token by token (:class:`StreamingChatModel`;
-        ``astream`` runs it in worker threads). The model's lock is held until the stream ends or
-        is closed; an ambient deadline is checked between tokens.
+        ``astream`` runs it in worker threads), then a :class:`StreamUsage` with the prompt and
+        completion tokens, as :meth:`complete` reports them. The model's lock is held until the
+        stream ends or is closed; an ambient deadline is checked between tokens.
         """
         _check_args(1, temperature)
         messages = to_messages(prompt)
         payload = [m.model_dump() for m in messages]
         where, endpoint = self._where, str(self.path)
         loaded = self._loaded()
+        counter = _TokenCounter()
         with self._locked(loaded, where):
             budget = self._budget(loaded.llama, messages, max_tokens)
             check_deadline(f"{where}: the generation", endpoint=endpoint)
+            reason = ""
             with self._generation_errors(loaded, messages):
                 chunks = loaded.llama.create_chat_completion(
                     messages=payload,
@@ -292,11 +296,41 @@ class LlamaCppChatModel(BaseStreamingChatModel):
                     max_tokens=budget,
                     seed=seed if seed is not None else random.randrange(2**31 - 1),
                     stream=True,
+                    logits_processor=_llama_cpp().LogitsProcessorList([counter]),
                 )
                 for chunk in chunks:
                     if piece := _read_delta(chunk, where):
                         yield piece
+                    reason = _finish_reason(chunk) or reason
                     check_deadline(f"{where}: the generation", endpoint=endpoint)
+            yield counter.usage(reason)
+
+
+class _TokenCounter:
+    """A logits processor that only counts: llama.cpp calls it once per sampled token with the
+    tokens read so far, so its first call sees exactly the prompt (streamed chunks carry no usage)."""
+
+    def __init__(self) -> None:
+        self.prompt_tokens = 0
+        self.sampled = 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.sampled == 0:
+            self.prompt_tokens = len(input_ids)
+        self.sampled += 1
+        return scores
+
+    def usage(self, finish_reason: str) -> StreamUsage:
+        # an end-of-generation token is sampled but not part of the reply (as in complete()'s usage)
+        completion = self.sampled - (1 if finish_reason == "stop" and self.sampled else 0)
+        return StreamUsage(self.prompt_tokens, completion, finish_reason)
+
+
+def _finish_reason(chunk: Any) -> str:
+    try:
+        return str(chunk["choices"][0].get("finish_reason") or "")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return ""
 
 
 def _check_args(n: int, temperature: float) -> None:
@@ -348,7 +382,12 @@ def from_spec_arg(arg: str, **kwargs: Any) -> LlamaCppChatModel:
     """``local`` / ``local:NAME_OR_PATH[?option=value&...]`` -> :class:`LlamaCppChatModel`.
 
     Options: ``n_ctx``, ``n_threads``, ``n_gpu_layers``, ``max_tokens`` (keyword arguments
-    override them), e.g. ``local:smollm2?n_ctx=8192``.
+    override them), e.g. ``local:smollm2?n_ctx=8192``. Two standard parameters of chat models are
+    accepted and have nothing to do here: ``max_retries`` (an in-process model has no transient
+    failures to retry) and ``api_key`` (no key is needed, as a local OpenAI-compatible server
+    takes any).
     """
+    kwargs.pop("max_retries", None)
+    kwargs.pop("api_key", None)
     name, options = split_spec_options(arg, _SPEC_OPTIONS, backend="local")
     return LlamaCppChatModel(name.strip() or DEFAULT_GGUF, **{**options, **kwargs})

@@ -181,6 +181,12 @@ class OpenAIChatModel(BaseChatModel):
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
     @property
+    def api_key(self) -> str | None:
+        """The key the requests carry (``None``: none; never in ``repr``, errors or logs)."""
+        key = self._secret
+        return None if key == _NO_KEY else key
+
+    @property
     def _secret(self) -> str | None:
         key = self._api_key or getattr(self._client, "api_key", None)
         return key if isinstance(key, str) else None
@@ -508,10 +514,14 @@ def from_spec_arg(arg: str, **kwargs: Any) -> OpenAIChatModel:
     ``backoff``, ``max_backoff``, ``max_tokens`` and ``base_url``, e.g.
     ``openai:gpt-4o-mini?deadline=20&timeout=10``. The key is never read from the spec (it would
     show in shell history and process lists). Keyword arguments override options, options
-    override the environment.
+    override the environment; ``max_retries=N`` (LangChain's name) means ``max_attempts=N+1``.
     """
     name, options = split_spec_options(arg, _SPEC_OPTIONS, backend="openai")
     options.update(kwargs)
+    if (retries := options.pop("max_retries", None)) is not None:
+        attempts = options.setdefault("max_attempts", int(retries) + 1)
+        if attempts != int(retries) + 1:
+            raise ConfigurationError(f"max_attempts {attempts} and max_retries {retries} disagree: give one")
     model = name.strip() or os.environ.get("OPENAI_MODEL", "")
     if not model:
         raise ConfigurationError(

@@ -21,7 +21,7 @@ from typing import Any
 from scopeguard.errors import ConfigurationError, MissingDependencyError
 from scopeguard.llm.base import ChatModel
 
-__all__ = ["available_backends", "from_spec", "register_backend"]
+__all__ = ["available_backends", "from_spec", "register_backend", "with_standard_params"]
 
 Factory = Callable[..., ChatModel]
 
@@ -115,3 +115,46 @@ def from_spec(spec: str | ChatModel | Any, **kwargs: Any) -> ChatModel:
             "(for example 'local', 'local:/path/model.gguf' or 'openai:gpt-4o-mini')"
         )
     return _resolve(_BACKENDS[prefix])(arg, **kwargs)
+
+
+def _with_model(spec: str, model: str) -> str:
+    """``spec`` naming ``model``: ``openai:gpt-4o-mini?timeout=5`` -> ``openai:MODEL?timeout=5``."""
+    prefix, _, rest = spec.partition(":")
+    _, sep, query = rest.partition("?")
+    return f"{prefix}:{model}{sep}{query}"
+
+
+def with_standard_params(
+    llm: str | ChatModel,
+    *,
+    model: str | None = None,
+    max_retries: int | None = None,
+    api_key: str | None = None,
+) -> ChatModel:
+    """``llm`` with the parameters every framework's chat model takes (LangChain's, LlamaIndex's).
+
+    A spec string is built with them: ``model`` replaces the spec's model name, ``max_retries``
+    and ``api_key`` go to the backend's factory (``openai``: ``max_attempts=max_retries+1`` and the
+    key; ``local`` needs neither). A model instance keeps its own configuration: a ``model``, key
+    or retry count other than its own raises :class:`ConfigurationError` naming each.
+    (``timeout`` is the caller's: a :func:`scopeguard.llm.deadline.deadline` around each call.)
+    """
+    if isinstance(llm, str):
+        options = {k: v for k, v in (("max_retries", max_retries), ("api_key", api_key)) if v is not None}
+        return from_spec(_with_model(llm, model) if model else llm, **options)
+    name = getattr(llm, "name", None)
+    attempts = getattr(llm, "max_attempts", None)
+    own_key = getattr(llm, "api_key", None)  # a remote model's key
+    refused = []
+    if api_key is not None and own_key not in (None, api_key):
+        refused.append("api_key (it has a key of its own)")
+    if model is not None and model != name:
+        refused.append(f"model={model!r} (it is {name!r})")
+    if max_retries is not None and attempts is not None and attempts != max_retries + 1:
+        refused.append(f"max_retries={max_retries} (it makes {attempts} attempts)")
+    if refused:
+        raise ConfigurationError(
+            f"{', '.join(refused)}: a model instance keeps its own configuration; set it on the "
+            f"{type(llm).__name__} you pass, or pass a spec string such as 'openai:gpt-4o-mini'"
+        )
+    return llm

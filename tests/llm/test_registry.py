@@ -54,3 +54,20 @@ def test_local_spec_resolves_names_and_paths() -> None:
     except ModelError as exc:
         pytest.skip(str(exc))
     assert isinstance(llm, LlamaCppChatModel) and llm.path.suffix == ".gguf"
+
+
+def test_with_standard_params_builds_specs_and_checks_instances() -> None:
+    from scopeguard.errors import ConfigurationError
+    from scopeguard.llm import with_standard_params
+    from scopeguard.llm.openai_compat import OpenAIChatModel
+    from scopeguard.testing import ScriptedChatModel
+
+    built = with_standard_params("openai:gpt-a?timeout=3", model="gpt-b", max_retries=0, api_key="sk-1")
+    assert isinstance(built, OpenAIChatModel)
+    assert (built.name, built.max_attempts, built.timeout, built.api_key) == ("gpt-b", 1, 3.0, "sk-1")
+    remote = OpenAIChatModel("gpt-a", api_key="sk-own")
+    assert with_standard_params(remote, model="gpt-a", max_retries=3, api_key="sk-own") is remote
+    with pytest.raises(ConfigurationError, match=r"api_key \(it has a key of its own\), max_retries=1"):
+        with_standard_params(remote, api_key="sk-other", max_retries=1)
+    scripted = ScriptedChatModel(["x"])  # no key, no retries of its own: nothing to contradict
+    assert with_standard_params(scripted, api_key="any", max_retries=2) is scripted

@@ -22,3 +22,19 @@ def test_real_backends_stream_token_by_token(llama_server: str) -> None:
         assert len(pieces) > 1, llm
         # greedy decoding: the streamed pieces add up to the non-streamed reply
         assert "".join(pieces) == llm.complete(PROMPT, max_tokens=16).text, llm
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("max_tokens", [4, 64])  # cut by the limit ("length"), and ended by the model
+def test_a_local_stream_ends_with_the_usage_complete_reports(smollm2: object, max_tokens: int) -> None:
+    from scopeguard.llm.base import StreamUsage
+    from scopeguard.llm.local import LlamaCppChatModel
+
+    llm = LlamaCppChatModel(str(smollm2), n_ctx=512, n_threads=1)
+    *text, usage = list(llm.stream(PROMPT, max_tokens=max_tokens, seed=3))
+    whole = llm.complete(PROMPT, max_tokens=max_tokens, seed=3)
+    assert isinstance(usage, StreamUsage) and usage == ""  # no text: "".join() is unchanged
+    assert not any(isinstance(piece, StreamUsage) for piece in text)
+    assert "".join(text) == whole.text
+    assert (usage.prompt_tokens, usage.completion_tokens) == (whole.prompt_tokens, whole.completion_tokens)
+    assert usage.finish_reason == whole.finish_reasons[0]

@@ -1,12 +1,15 @@
 """LangChain's own standard tests (``langchain-tests``) for ScopeGuardChatModel, and its streaming.
 
-The suites run on scripted scopeguard models (``scopeguard.testing.ScriptedChatModel``): the
-adapter is what is under test, not a language model. The unit suite uses a model that cannot
-stream (one chunk), the integration suite one that streams word by word.
+The suites run with LangChain's own default standard parameters (``timeout=60``,
+``max_retries=2``, ...). They run on scripted scopeguard models
+(``scopeguard.testing.ScriptedChatModel``), where the adapter is what is under test: the unit
+suite uses a model that cannot stream (one chunk), the integration suite one that streams word by
+word; and once on the real packaged SmolLM2 through ``llm="local:smollm2"`` (slow).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -22,6 +25,7 @@ from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 from pydantic import ValidationError
 
+from scopeguard.errors import LLMTimeoutError
 from scopeguard.testing import ScriptedChatModel, StreamingScriptedChatModel
 
 REPLY = "Hello there! How can I help you today?"
@@ -37,12 +41,6 @@ class _Suite:
     @property
     def chat_model_class(self) -> type[BaseChatModel]:
         return ScopeGuardChatModel
-
-    @property
-    def standard_chat_model_params(self) -> dict[str, Any]:
-        # timeout / max_retries / api_key belong to the wrapped scopeguard model's own
-        # configuration; ScopeGuardChatModel rejects them (test_rejects_provider_settings).
-        return {"temperature": 0, "max_tokens": 100, "stop": []}
 
     @property
     def has_tool_calling(self) -> bool:
@@ -137,6 +135,78 @@ def test_standard_params_name_the_wrapped_model():
     assert model._identifying_params["model"] == "m1"
 
 
-def test_rejects_provider_settings():
-    with pytest.raises(ValidationError, match="api_key"):
-        ScopeGuardChatModel(llm=ScriptedChatModel(_reply), api_key="sk-test")
+@pytest.mark.slow
+@pytest.mark.integration
+class TestScopeGuardChatModelLocal(_Suite, ChatModelIntegrationTests):
+    """The standard suite on a real llama.cpp model, built from a spec with the default params."""
+
+    @pytest.fixture(autouse=True)
+    def _needs_smollm2(self, smollm2_path: Any) -> None:
+        pass
+
+    @property
+    def chat_model_params(self) -> dict[str, Any]:
+        return {"llm": "local:smollm2", "max_tokens": 16}  # short replies: the suite, not the model
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Any:
+    pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
+    from scopeguard.errors import ModelError
+    from scopeguard.models import local_gguf
+
+    try:
+        return local_gguf("smollm2")
+    except ModelError as exc:
+        pytest.skip(str(exc))
+
+
+def test_settings_that_contradict_a_model_instance_are_a_clear_error():
+    from scopeguard.llm.openai_compat import OpenAIChatModel
+
+    remote = OpenAIChatModel("gpt-a", api_key="sk-own", max_attempts=4)
+    with pytest.raises(ValidationError, match="api_key \\(it has a key of its own\\): a model instance"):
+        ScopeGuardChatModel(llm=remote, api_key="sk-other")
+    with pytest.raises(ValidationError, match="max_retries=1 \\(it makes 4 attempts\\)"):
+        ScopeGuardChatModel(llm=remote, max_retries=1)
+    with pytest.raises(ValidationError, match="model='other' \\(it is 'm1'\\)"):
+        ScopeGuardChatModel(llm=ScriptedChatModel(_reply, model="m1"), model="other")
+    assert ScopeGuardChatModel(llm=remote, api_key="sk-own", max_retries=3, model="gpt-a").llm is remote
+
+
+def test_a_spec_string_is_built_with_the_standard_params():
+    from scopeguard.llm.openai_compat import OpenAIChatModel
+
+    chat = ScopeGuardChatModel(
+        llm="openai:gpt-a?timeout=7", model="gpt-b", api_key="sk-test", max_retries=2, timeout=30
+    )
+    assert isinstance(chat.llm, OpenAIChatModel)
+    assert (chat.llm.name, chat.llm.max_attempts, chat.llm.timeout) == ("gpt-b", 3, 7.0)
+    assert chat.llm.api_key == "sk-test"
+    assert "sk-test" not in repr(chat) and chat.timeout == 30
+    with pytest.raises(ValidationError, match="max_attempts 4 and max_retries 0"):
+        ScopeGuardChatModel(llm="openai:gpt-a?max_attempts=4", api_key="k", max_retries=0)
+    local = ScopeGuardChatModel(llm="local:smollm2", api_key="any", max_retries=2)
+    assert local.llm.name == "SmolLM2-135M-Instruct.Q4_1"  # a local model needs no key, retries nothing
+
+
+def test_timeout_bounds_each_call_retries_included():
+    from scopeguard.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer(ScriptedChatModel(_reply), latency=5.0) as server:
+        chat = ScopeGuardChatModel(llm=f"openai:fake?base_url={server.base_url}", api_key="k", timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(LLMTimeoutError):
+            chat.invoke("hi")
+        assert time.monotonic() - started < 4.0  # not 5 s of latency, not 4 attempts of it
+
+
+def test_streamed_usage_from_a_local_model_is_on_the_last_chunk(smollm2_path: Any):
+    chat = ScopeGuardChatModel(llm="local:smollm2", max_tokens=12, timeout=60, max_retries=2)
+    chunks = list(chat.stream("Say hello."))
+    whole = chat.invoke("Say hello.")
+    last = chunks[-1]
+    assert last.chunk_position == "last" and last.usage_metadata is not None
+    assert last.usage_metadata == whole.usage_metadata  # as the non-streaming path reports it
+    assert last.usage_metadata["input_tokens"] > 5 and last.usage_metadata["output_tokens"] > 0
+    assert all(c.usage_metadata is None for c in chunks[:-1])

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, cast
 
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -17,13 +17,15 @@ from llama_index.core.base.llms.types import (
     LLMMetadata,
     MessageRole,
 )
-from llama_index.core.bridge.pydantic import Field, field_validator
+from llama_index.core.bridge.pydantic import Field, SecretStr, model_validator
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 
-from scopeguard import ChatModel, Completion, StreamingChatModel, from_spec
+from scopeguard import ChatModel, Completion, StreamingChatModel
 from scopeguard.llm.base import ChatMessage as SGMessage
-from scopeguard.llm.base import Prompt
+from scopeguard.llm.base import Prompt, StreamUsage
+from scopeguard.llm.deadline import deadline
+from scopeguard.llm.registry import with_standard_params
 
 __all__ = ["ScopeGuardLLM"]
 
@@ -40,7 +42,12 @@ class ScopeGuardLLM(CustomLLM):
     ``local``, ``openai:...``), else in one chunk; async calls use the backend's ``acomplete``
     and ``astream``.
 
-    >>> llm = ScopeGuardLLM(chat_model="local", max_tokens=128)
+    The standard LLM parameters mean what they mean elsewhere: ``timeout`` bounds each call,
+    every retry included (a scopeguard deadline); ``model``, ``max_retries`` and ``api_key``
+    configure the model a spec string builds, and must agree with a model instance's own
+    (:func:`scopeguard.llm.with_standard_params`).
+
+    >>> llm = ScopeGuardLLM(chat_model="openai:gpt-4o-mini", max_tokens=128, timeout=30, max_retries=2)
     """
 
     chat_model: ChatModel = Field(description="a scopeguard ChatModel, or a spec string such as 'local'")
@@ -48,11 +55,24 @@ class ScopeGuardLLM(CustomLLM):
     max_tokens: int | None = None
     context_window: int = 4096
     num_output: int = 256
+    timeout: float | None = Field(default=None, gt=0, description="seconds for one call, retries included")
+    max_retries: int | None = Field(default=None, ge=0, description="retries of a transient failure")
+    api_key: SecretStr | None = Field(default=None, description="the key of the model a spec builds")
+    model: str | None = Field(default=None, description="the model name a spec string builds")
 
-    @field_validator("chat_model", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _from_spec(cls, value: Any) -> ChatModel:
-        return from_spec(value) if isinstance(value, str) else value
+    def _build_chat_model(cls, values: Any) -> Any:
+        if not isinstance(values, dict) or "chat_model" not in values:
+            return values
+        key = values.get("api_key")
+        chat_model = with_standard_params(
+            values["chat_model"],
+            model=values.get("model"),
+            max_retries=values.get("max_retries"),
+            api_key=key.get_secret_value() if isinstance(key, SecretStr) else key,
+        )
+        return {**values, "chat_model": chat_model}
 
     @classmethod
     def class_name(cls) -> str:
@@ -87,30 +107,49 @@ class ScopeGuardLLM(CustomLLM):
             raw={"model": self.chat_model.name},
         )
 
+    def _complete(self, prompt: Prompt, kwargs: dict[str, Any]) -> Completion:
+        with deadline(self.timeout):
+            return self.chat_model.complete(prompt, **self._options(kwargs))
+
+    async def _acomplete(self, prompt: Prompt, kwargs: dict[str, Any]) -> Completion:
+        with deadline(self.timeout):
+            return await self.chat_model.acomplete(prompt, **self._options(kwargs))
+
     def _pieces(self, prompt: Prompt, kwargs: dict[str, Any]) -> Iterator[str]:
         """The reply token by token from a streaming model, else in one piece."""
         if not isinstance(self.chat_model, StreamingChatModel):
-            yield self.chat_model.complete(prompt, **self._options(kwargs)).text
+            yield self._complete(prompt, kwargs).text
             return
-        yield from self.chat_model.stream(prompt, **self._options(kwargs))  # closed with this one
+        with deadline(self.timeout):
+            pieces = self.chat_model.stream(prompt, **self._options(kwargs))
+            try:
+                for piece in pieces:
+                    if not isinstance(piece, StreamUsage):  # the closing usage piece has no text
+                        yield piece
+            finally:  # a consumer that stops early releases the model (its lock, its request)
+                close = getattr(pieces, "close", None)
+                if close is not None:
+                    close()
 
     async def _apieces(self, prompt: Prompt, kwargs: dict[str, Any]) -> AsyncIterator[str]:
         if not isinstance(self.chat_model, StreamingChatModel):
-            yield (await self.chat_model.acomplete(prompt, **self._options(kwargs))).text
+            yield (await self._acomplete(prompt, kwargs)).text
             return
-        async with aclosing(self.chat_model.astream(prompt, **self._options(kwargs))) as pieces:
-            async for piece in pieces:
-                yield piece
+        with deadline(self.timeout):
+            stream = self.chat_model.astream(prompt, **self._options(kwargs))
+            async with aclosing(cast("AsyncGenerator[str, None]", stream)) as pieces:
+                async for piece in pieces:
+                    if not isinstance(piece, StreamUsage):
+                        yield piece
 
     # -- completion ---------------------------------------------------------------------------
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=self.chat_model.complete(prompt, **self._options(kwargs)).text)
+        return CompletionResponse(text=self._complete(prompt, kwargs).text)
 
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        completion = await self.chat_model.acomplete(prompt, **self._options(kwargs))
-        return CompletionResponse(text=completion.text)
+        return CompletionResponse(text=(await self._acomplete(prompt, kwargs)).text)
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
@@ -134,12 +173,11 @@ class ScopeGuardLLM(CustomLLM):
     # -- chat ---------------------------------------------------------------------------------
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        return self._chat_response(self.chat_model.complete(_to_messages(messages), **self._options(kwargs)))
+        return self._chat_response(self._complete(_to_messages(messages), kwargs))
 
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        completion = await self.chat_model.acomplete(_to_messages(messages), **self._options(kwargs))
-        return self._chat_response(completion)
+        return self._chat_response(await self._acomplete(_to_messages(messages), kwargs))
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:

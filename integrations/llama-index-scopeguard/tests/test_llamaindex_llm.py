@@ -65,3 +65,38 @@ def test_public_surface():
     assert {"GuardedQueryEngine", "ScopeGuardPostprocessor", "ScopeGuardLLM"} <= set(
         llama_index_scopeguard.__all__
     )
+
+
+def test_standard_params_build_a_spec_and_check_an_instance():
+    from pydantic import ValidationError
+
+    from scopeguard.llm.openai_compat import OpenAIChatModel
+
+    llm = ScopeGuardLLM(chat_model="openai:gpt-a", model="gpt-b", api_key="sk-test", max_retries=1, timeout=9)
+    assert isinstance(llm.chat_model, OpenAIChatModel)
+    assert (llm.chat_model.name, llm.chat_model.max_attempts, llm.chat_model.api_key) == (
+        "gpt-b",
+        2,
+        "sk-test",
+    )
+    assert "sk-test" not in repr(llm)
+    with pytest.raises(ValidationError, match="model='other' \\(it is 'scripted'\\)"):
+        ScopeGuardLLM(chat_model=ScriptedChatModel(["x"]), model="other")
+
+
+@pytest.mark.parametrize("call", ["complete", "stream_chat"])
+def test_timeout_bounds_each_call(call: str):
+    import time
+
+    from scopeguard.errors import LLMTimeoutError
+    from scopeguard.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer(ScriptedChatModel(["late"]), latency=5.0) as server:
+        llm = ScopeGuardLLM(chat_model=f"openai:fake?base_url={server.base_url}", api_key="k", timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(LLMTimeoutError):
+            if call == "complete":
+                llm.complete("hi")
+            else:
+                list(llm.stream_chat([ChatMessage(role="user", content="hi")]))
+        assert time.monotonic() - started < 4.0  # not 5 s of latency, not 4 attempts of it
