@@ -4,7 +4,8 @@
 speaking the OpenAI chat API works by setting the base URL (a base URL needs no key). Options
 follow a ``?``: ``openai:gpt-4o-mini?deadline=20&timeout=10`` (see :func:`from_spec_arg`).
 
-* Retries with exponential backoff and jitter (tenacity) on 408/409/429/5xx and timeouts; a
+* Retries (their plumbing is :mod:`scopeguard.llm._openai_retry`) with exponential backoff and
+  jitter (tenacity) on 408/409/429/5xx and timeouts; a
   ``Retry-After`` header (seconds or an HTTP date) sets the wait instead. A refused connection
   is retried only ``connect_attempts`` times (default 2) so a server that is down is reported
   fast. After the last attempt an unreachable endpoint raises
@@ -42,48 +43,33 @@ import asyncio
 import logging
 import os
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 import openai
 from openai.types.chat import ChatCompletion
 from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
     wait_exponential_jitter,
 )
 
 from scopeguard.errors import (
     ConfigurationError,
-    LLMError,
-    LLMTimeoutError,
     ScopeGuardError,
 )
 from scopeguard.llm._openai_replies import (
-    is_connect_error,
     merge,
-    redact,
-    retry_after,
-    retryable,
-    translate,
     validate,
 )
+from scopeguard.llm._openai_retry import RetryCall, RetryingEndpoint
 from scopeguard.llm._openai_stream import StreamReader, afirst, first
 from scopeguard.llm.base import BaseChatModel, Completion, Prompt, split_spec_options, to_messages
 from scopeguard.llm.deadline import Budget, deadline, validate_seconds
-from scopeguard.llm.deadline import current as current_budget
 
 __all__ = ["OpenAIChatModel", "from_spec_arg"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 _NO_KEY = "sk-no-key-required"
-_MIN_REQUEST_S = 0.1  # with less of the deadline left, another attempt is pointless
-_MAX_RETRY_AFTER_S = 60.0  # without a deadline, a longer Retry-After fails at once
-_GRACE_S = 0.5  # the async hard stop comes this long after the deadline, behind the request timeout
 
 
 def _post_chat(client: Any, body: dict[str, Any], timeout: float) -> Any:
@@ -92,17 +78,7 @@ def _post_chat(client: Any, body: dict[str, Any], timeout: float) -> Any:
     return client.post("/chat/completions", cast_to=ChatCompletion, body=body, options={"timeout": timeout})
 
 
-@dataclass
-class _Call:
-    """The state of one logical request's retries (nothing of it sticks to the client)."""
-
-    attempts: int = 0
-    gave_up: str = ""  # "deadline" or "retry-after" when the retries stopped before the attempt cap
-    waits: dict[int, float] = field(default_factory=dict)  # attempt number -> planned wait
-    asked: float | None = None  # the last Retry-After the server sent
-
-
-class OpenAIChatModel(BaseChatModel):
+class OpenAIChatModel(RetryingEndpoint, BaseChatModel):
     """A chat model behind an OpenAI-compatible HTTP API.
 
     Args:
@@ -191,88 +167,6 @@ class OpenAIChatModel(BaseChatModel):
         key = self._api_key or getattr(self._client, "api_key", None)
         return key if isinstance(key, str) else None
 
-    def _redact(self, text: str) -> str:
-        return redact(text, self._secret)
-
-    # -- retry plumbing -------------------------------------------------------------------
-    def _wait(self, call: _Call, state: RetryCallState) -> float:
-        """The wait before the next attempt (the server's Retry-After, else backoff), planned once."""
-        if state.attempt_number not in call.waits:
-            exc = state.outcome.exception() if state.outcome else None
-            call.asked = retry_after(exc) if exc is not None else None
-            call.waits[state.attempt_number] = call.asked if call.asked is not None else self._backoff(state)
-            if getattr(exc, "status_code", None) == 429:
-                self.rate_limits += 1
-                if self.on_rate_limit is not None:
-                    self.on_rate_limit(call.asked)
-        return call.waits[state.attempt_number]
-
-    def _stop(self, call: _Call, state: RetryCallState) -> bool:
-        exc = state.outcome.exception() if state.outcome else None
-        limit = self.connect_attempts if exc is not None and is_connect_error(exc) else self.max_attempts
-        if state.attempt_number >= limit:
-            return True
-        wait, budget = self._wait(call, state), current_budget()
-        if budget is not None and budget.remaining() - wait < _MIN_REQUEST_S:
-            call.gave_up = "deadline"
-        elif budget is None and call.asked is not None and call.asked > _MAX_RETRY_AFTER_S:
-            call.gave_up = "retry-after"
-        return bool(call.gave_up)
-
-    def _retry_kwargs(self, call: _Call) -> dict[str, Any]:
-        return {
-            "stop": lambda s: self._stop(call, s),
-            "wait": lambda s: self._wait(call, s),
-            "retry": retry_if_exception(retryable),
-            "reraise": True,
-            "before_sleep": lambda s: logger.info(
-                "retrying %s in %.2fs after %s (attempt %d)",
-                self.base_url,
-                self._wait(call, s),
-                self._redact(str(s.outcome.exception() if s.outcome else "?")),
-                s.attempt_number,
-            ),
-        }
-
-    def _attempt_timeout(self, call: _Call, timeout: float) -> float:
-        """This attempt's request timeout: ``timeout`` capped by the deadline (spent: raise)."""
-        budget = current_budget()
-        left = None if budget is None else budget.remaining()
-        if budget is not None and left is not None and left < _MIN_REQUEST_S:
-            raise self._deadline_error(budget.seconds, call, None)
-        call.attempts += 1
-        return timeout if left is None else min(timeout, left)
-
-    def _deadline_error(self, seconds: float, call: _Call, exc: BaseException | None) -> LLMTimeoutError:
-        last = f"; last error: {self._redact(str(exc))}" if exc is not None else ""
-        url, tried = self.base_url, f"{call.attempts} attempts{last}"
-        if call.asked is not None and call.gave_up == "deadline":
-            message = (
-                f"the LLM endpoint {url} asked to retry after {call.asked:g}s, which does not fit "
-                f"the deadline of {seconds:g}s ({tried})"
-            )
-        else:
-            message = f"the LLM endpoint {url} did not answer within the deadline of {seconds:g}s ({tried})"
-        return LLMTimeoutError(message, endpoint=url, deadline=seconds)
-
-    def _translate(self, exc: Exception, call: _Call) -> ScopeGuardError:
-        url, said = self.base_url, self._redact(str(exc))
-        budget = current_budget()
-        if call.gave_up == "deadline" and budget is not None:
-            return self._deadline_error(budget.seconds, call, exc)
-        if call.gave_up == "retry-after":
-            return LLMError(
-                f"the LLM endpoint {url} asked to retry after {call.asked:g}s, more than the "
-                f"{_MAX_RETRY_AFTER_S:g}s scopeguard waits without a deadline ({said})"
-            )
-        return translate(
-            exc, url=url, model=self.model, timeout=self.timeout, attempts=call.attempts, said=said
-        )
-
-    def _cause(self, exc: Exception) -> Exception | None:
-        """The SDK's error, to chain to ours, unless its message holds a secret."""
-        return exc if self._redact(str(exc)) == str(exc) else None
-
     # -- requests -------------------------------------------------------------------------
     def _body(self, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
         """The JSON body of a chat request (``extra_body`` merged in, as the SDK would) and the
@@ -332,44 +226,9 @@ class OpenAIChatModel(BaseChatModel):
             except ScopeGuardError:
                 raise
             except Exception as exc:
-                raise self._translate(exc, _Call(attempts=1)) from self._cause(exc)
+                raise self._translate(exc, RetryCall(attempts=1)) from self._cause(exc)
         with deadline(self.deadline):
             return self._send(lambda _t: fn(self._client), self.timeout)
-
-    def _send(self, send: Callable[[float], T], timeout: float) -> T:
-        """``send(attempt_timeout)`` through the retries and the error translation (sync)."""
-        call = _Call()
-        try:
-            for attempt in Retrying(**self._retry_kwargs(call)):
-                with attempt:
-                    return send(self._attempt_timeout(call, timeout))
-        except ScopeGuardError:
-            raise
-        except Exception as exc:
-            raise self._translate(exc, call) from self._cause(exc)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _asend(self, send: Callable[[float], Awaitable[T]], timeout: float) -> T:
-        """Async twin of :meth:`_send`, with a hard stop at the deadline (a server may trickle
-        bytes past the request timeout)."""
-        call, budget = _Call(), current_budget()
-
-        async def attempts() -> T:
-            async for attempt in AsyncRetrying(**self._retry_kwargs(call)):
-                with attempt:
-                    return await send(self._attempt_timeout(call, timeout))
-            raise AssertionError("unreachable")  # pragma: no cover
-
-        try:
-            if budget is None:
-                return await attempts()
-            return await asyncio.wait_for(attempts(), max(budget.remaining(), 0) + _GRACE_S)
-        except ScopeGuardError:
-            raise
-        except asyncio.TimeoutError:
-            raise self._deadline_error(budget.seconds if budget else 0.0, call, None) from None
-        except Exception as exc:
-            raise self._translate(exc, call) from self._cause(exc)
 
     def _params(
         self, prompt: Prompt, n: int, temperature: float, max_tokens: int | None, seed: int | None
@@ -455,7 +314,7 @@ class OpenAIChatModel(BaseChatModel):
         return self._request({**self._params(prompt, 1, temperature, max_tokens, seed), "stream": True})
 
     def _reader(self, budget: Budget | None) -> StreamReader:
-        after_first = _Call(attempts=1)  # a failure mid-stream is not retried
+        after_first = RetryCall(attempts=1)  # a failure mid-stream is not retried
         return StreamReader(
             self.base_url, self._secret, budget, lambda exc: self._translate(exc, after_first), self._cause
         )
