@@ -14,6 +14,7 @@ import concurrent.futures
 import contextvars
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ class ReadingLane:
         ctx = contextvars.copy_context()  # the deadline (and span) follow the call
         self._moved(+1)
         try:
-            future = self._pool.submit(ctx.run, fn, *args, **kwargs)
+            future = self._pool.submit(ctx.run, _traced_read, fn, time.perf_counter(), *args, **kwargs)
             timeout = None if budget is None else max(budget.remaining(), 0.0)
             try:
                 return future.result(timeout=timeout)
@@ -72,6 +73,13 @@ class ReadingLane:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _traced_read(fn: Callable[..., T], queued_at: float, *args: Any, **kwargs: Any) -> T:
+    """``fn`` in a ``scopeguard.read`` span (the reading stage), with the time it waited."""
+    waited_ms = round((time.perf_counter() - queued_at) * 1000, 1)
+    with span("scopeguard.read", call=getattr(fn, "__name__", "?"), queued_ms=waited_ms):
+        return fn(*args, **kwargs)
 
 
 class SerialScorer:

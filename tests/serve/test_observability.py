@@ -17,6 +17,7 @@ pytest.importorskip("httpx", reason="needs scopeguard[serve]")
 import httpx
 
 from scopeguard.serve import ServeConfig
+from scopeguard.serve._telemetry import span
 from scopeguard.testing import FakeOpenAIServer, running_guard_server
 from tests.serve.conftest import IN_SCOPE, OUT_OF_SCOPE, PARIS
 
@@ -53,9 +54,14 @@ class _Provider(trace.TracerProvider):  # type: ignore[misc,name-defined]
         return _Tracer(self.spans)
 
 
-def test_spans_per_request_and_stage(upstream: FakeOpenAIServer) -> None:
-    provider = _Provider()
-    trace.set_tracer_provider(provider)
+@pytest.fixture(scope="module")
+def provider() -> _Provider:
+    recording = _Provider()
+    trace.set_tracer_provider(recording)  # once per process: the API allows no second one
+    return recording
+
+
+def test_spans_per_request_and_stage(provider: _Provider, upstream: FakeOpenAIServer) -> None:
     config = ServeConfig(detector="lexical", port=0, upstream=upstream.base_url)
     with running_guard_server(config) as url:
         body = {"model": "m", "messages": [{"role": "user", "content": IN_SCOPE}], "documents": [PARIS]}
@@ -68,3 +74,14 @@ def test_spans_per_request_and_stage(upstream: FakeOpenAIServer) -> None:
     requests = [s.attributes for s in provider.spans if s.name == "scopeguard.request"]
     assert {"/v1/chat/completions", "/v1/check"} <= {r["scopeguard.route"] for r in requests}
     assert all(r.get("scopeguard.status") == 200 for r in requests if r["scopeguard.route"] == "/v1/check")
+
+
+def test_the_reading_stage_has_its_own_span(provider: _Provider) -> None:
+    from scopeguard.serve._runtime import ReadingLane
+
+    lane = ReadingLane()
+    with span("scopeguard.check"):
+        assert lane.run(lambda text: len(text), "passage") == 7
+    lane.close()
+    (read,) = [s for s in provider.spans if s.name == "scopeguard.read"]
+    assert read.attributes["scopeguard.queued_ms"] >= 0
