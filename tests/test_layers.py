@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"guard", "policies", "fitting", "signals", "training"},
     {"generation", "evaluation", "retrieval", "review", "serve", "client"},
     {"verification", "demo", "scale", "_doctor"},
-    {"testing", "_fake_openai"},
+    {"testing", "_fake_openai", "_test_servers"},
     {"cli", "__main__", ""},
 ]
 
