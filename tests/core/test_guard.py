@@ -274,4 +274,6 @@ def test_guard_deadline_reaches_the_llm_calls() -> None:
     Guard(detector=KeywordDetector(), llm=ScriptedChatModel(reply), deadline=5.0).answer("How long?", [DOC])
     assert seen and seen[0] is not None and 0 < seen[0] <= 5.0
     Guard(detector=KeywordDetector(), llm=ScriptedChatModel(reply)).answer("How long?", [DOC])
+    assert seen[-1] is not None and 5.0 < seen[-1] <= 120.0  # the default deadline
+    Guard(detector=KeywordDetector(), llm=ScriptedChatModel(reply), deadline=None).answer("How long?", [DOC])
     assert seen[-1] is None
