@@ -61,7 +61,7 @@ from scopeguard.llm._openai_replies import (
     validate,
 )
 from scopeguard.llm._openai_retry import RetryCall, RetryingEndpoint
-from scopeguard.llm._openai_stream import StreamReader, afirst, first
+from scopeguard.llm._openai_stream import END, StreamReader, afirst, first
 from scopeguard.llm.base import BaseChatModel, Completion, Prompt, split_spec_options, to_messages
 from scopeguard.llm.deadline import Budget, deadline, validate_seconds
 
@@ -312,6 +312,28 @@ class OpenAIChatModel(RetryingEndpoint, BaseChatModel):
     ) -> tuple[dict[str, Any], float]:
         self._check_args(1, temperature)
         return self._request({**self._params(prompt, 1, temperature, max_tokens, seed), "stream": True})
+
+    async def aopen_stream(self, params: dict[str, Any]) -> tuple[Any, Any]:
+        """A streamed chat request relayed as it is (a proxy): ``params`` as for
+        :meth:`achat_completion`. Returns the SDK's stream of JSON events and its first event
+        (``None``: the stream was empty), opened and first read through the retries, the deadline
+        and the typed errors; reading the rest, and closing the stream, is the caller's."""
+        body, timeout = self._body({**params, "stream": True})
+        client = self._aclient()
+
+        def opening(t: float) -> Any:
+            return client.post(
+                "/chat/completions",
+                cast_to=object,  # plain JSON events: a proxy passes on fields the SDK does not know
+                body=body,
+                options={"timeout": t},
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
+            )
+
+        with deadline(self.deadline):
+            events, chunk = await self._asend(lambda t: afirst(opening(t)), timeout)
+        return events, None if chunk is END else chunk
 
     def _reader(self, budget: Budget | None) -> StreamReader:
         after_first = RetryCall(attempts=1)  # a failure mid-stream is not retried

@@ -51,7 +51,6 @@ class ServeConfig(BaseModel):
     max_documents: int = Field(default=64, ge=1, description="Most documents in one request (422 above).")
     max_document_chars: int = Field(default=100_000, ge=1, description="Longest document, in characters.")
     max_batch: int = Field(default=64, ge=1, description="Most items in one /v1/check/batch request.")
-    upstream_retries: int = Field(default=2, ge=0, description="Retries of a streamed upstream request.")
     preload: bool = Field(default=True, description="Load the detector's models at start (/readyz waits).")
 
     @model_validator(mode="after")

@@ -94,12 +94,10 @@ def _sse(data: dict[str, Any] | str) -> bytes:
 
 def add_proxy_routes(app: Any, runtime: Runtime) -> None:
     from fastapi.responses import JSONResponse, Response, StreamingResponse
-    from openai import AsyncOpenAI, AsyncStream
 
     from scopeguard.serve._app import checked_documents
 
     config, guard, metrics = runtime.config, runtime.guard, runtime.metrics
-    stream_client: Any = None
 
     def failed(status: int, message: str, kind: str, verdict: Verdict) -> Any:
         metrics.fail_closed.labels("deadline" if status == 504 else "upstream").inc()
@@ -116,23 +114,8 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
         return body
 
     async def open_stream(body: dict[str, Any]) -> tuple[Any, Any]:
-        """The upstream stream and its first chunk (the SDK retries opening it)."""
-        nonlocal stream_client
-        if stream_client is None:
-            key = config.upstream_api_key.get_secret_value() if config.upstream_api_key else "none"
-            stream_client = AsyncOpenAI(
-                base_url=config.upstream, api_key=key, max_retries=config.upstream_retries
-            )
-        left = remaining() or config.deadline
-        events = await stream_client.post(
-            "/chat/completions", cast_to=object, body=body, options={"timeout": left},
-            stream=True, stream_cls=AsyncStream[object],
-        )  # fmt: skip
-        try:
-            return events, await anext(events.__aiter__(), None)
-        except BaseException:
-            await events.close()
-            raise
+        """The upstream stream and its first chunk, through the upstream model's retries."""
+        return await runtime.upstream.aopen_stream(body)
 
     async def relay(events: Any, first: Any, extra: dict[str, Any]) -> AsyncIterator[bytes]:
         try:
@@ -220,9 +203,6 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
                           "deadline_exceeded", verdict)  # fmt: skip
         except LLMError as exc:
             return failed(502, f"the upstream LLM failed: {exc}", "upstream_error", verdict)
-        except Exception as exc:  # the SDK's errors on the streamed path: down, 5xx, not JSON
-            message = f"the upstream LLM at {config.upstream} failed: {type(exc).__name__}: {exc}"
-            return failed(502, message, "upstream_error", verdict)
         finally:
             metrics.upstream_seconds.observe(time.perf_counter() - started)
         if req.stream:
