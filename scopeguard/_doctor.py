@@ -67,7 +67,7 @@ def diagnose(
     """Collect the report; ``speed`` times a read of the reading ``model`` (a few seconds),
     ``recheck`` runs the extra-buffer canary again instead of trusting its cached verdict."""
     features = cpu_features()
-    _, system_info = llama_cpp_build()
+    llama_version, system_info = llama_cpp_build()
     models = [
         PackagedModel(name=n, state=s, path=str(p) if p else None)
         for n in available_ggufs()
@@ -76,7 +76,7 @@ def diagnose(
     decision: LoaderDecision | None = None
     loader_error = speed_error = None
     read_speed: ReadSpeed | None = None
-    if _version("llama-cpp-python") is None:
+    if not llama_version:
         loader_error = "llama-cpp-python is not installed: pip install 'scopeguard[local]'"
     else:
         try:
