@@ -8,8 +8,9 @@
 :func:`load_llama` checks the file, decides whether llama.cpp's extra buffer types (weight
 repacking, AMX) are safe here with a one-time canary in a child process (see
 :func:`extra_buffers_decision`), and constructs the model. :func:`server_command` is the same
-for ``llama_cpp.server`` in a child process. ``SCOPEGUARD_LLAMA_EXTRA_BUFFERS=on|off`` forces
-either way; ``scopeguard doctor`` shows the decision and why.
+for ``llama_cpp.server`` in a child process. :class:`LayerTap` reads chosen layers' hidden
+states from a decode that computes the logits anyway (llama.cpp's eval callback).
+``SCOPEGUARD_LLAMA_EXTRA_BUFFERS=on|off`` forces either way; ``scopeguard doctor`` shows the decision and why.
 """
 
 from scopeguard.llamacpp._canary import (
@@ -19,6 +20,7 @@ from scopeguard.llamacpp._canary import (
     extra_buffers_decision,
     run_canary,
 )
+from scopeguard.llamacpp._layers import LayerTap, resolve_layers
 from scopeguard.llamacpp._loader import check_gguf, load_llama
 from scopeguard.llamacpp._server import server_command
 from scopeguard.llamacpp._speed import ReadSpeed, measure_read_speed
@@ -26,12 +28,14 @@ from scopeguard.llamacpp._speed import ReadSpeed, measure_read_speed
 __all__ = [
     "ENV_VAR",
     "CanaryResult",
+    "LayerTap",
     "LoaderDecision",
     "ReadSpeed",
     "check_gguf",
     "extra_buffers_decision",
     "load_llama",
     "measure_read_speed",
+    "resolve_layers",
     "run_canary",
     "server_command",
 ]

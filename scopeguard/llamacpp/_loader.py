@@ -10,7 +10,9 @@ hidden states, the llama.cpp server) opens its model through :func:`load_llama`,
 
 ``llama_cpp.Llama`` fills its model parameters from ``llama_model_default_params()`` itself and
 takes no ``use_extra_bufts`` argument, so the flag is set by swapping that function for the
-duration of one construction (under a lock) and checked on the loaded model afterwards.
+duration of one construction (under a lock) and checked on the loaded model afterwards. An eval
+callback (``cb_eval``, how :class:`~scopeguard.llamacpp.LayerTap` reads hidden states) is set the
+same way, through ``llama_context_default_params()``.
 """
 
 from __future__ import annotations
@@ -100,8 +102,33 @@ def _extra_buffers_set(lib: Any, extra_buffers: bool) -> Iterator[None]:
         bindings.llama_model_default_params = original
 
 
-def construct(model_path: str | Path, *, extra_buffers: bool, **params: Any) -> Any:
-    """``llama_cpp.Llama(model_path, **params)`` with extra buffer types on or off, as given.
+@contextlib.contextmanager
+def _eval_callback_set(lib: Any, callback: Any) -> Iterator[None]:
+    if callback is None:
+        yield
+        return
+    bindings = lib.llama_cpp
+    original = bindings.llama_context_default_params
+
+    def default_params() -> Any:
+        params = original()
+        params.cb_eval = callback
+        params.cb_eval_user_data = None
+        return params
+
+    bindings.llama_context_default_params = default_params
+    try:
+        yield
+    finally:
+        bindings.llama_context_default_params = original
+
+
+def construct(
+    model_path: str | Path, *, extra_buffers: bool, eval_callback: Any = None, **params: Any
+) -> Any:
+    """``llama_cpp.Llama(model_path, **params)`` with extra buffer types on or off, as given, and
+    ``eval_callback`` (a ``ggml_backend_sched_eval_callback``, kept alive by the caller) as the
+    context's ``cb_eval``.
 
     No decision is made here: :func:`load_llama` decides; the canary child calls this directly.
     A load that fails raises :class:`ModelError` naming the file and the fix.
@@ -109,7 +136,7 @@ def construct(model_path: str | Path, *, extra_buffers: bool, **params: Any) -> 
     lib = _llama_cpp()
     path = check_gguf(model_path)
     params.setdefault("verbose", False)
-    with _CONSTRUCT_LOCK, _extra_buffers_set(lib, extra_buffers):
+    with _CONSTRUCT_LOCK, _extra_buffers_set(lib, extra_buffers), _eval_callback_set(lib, eval_callback):
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 llm = lib.Llama(model_path=str(path), **params)
@@ -126,14 +153,21 @@ def construct(model_path: str | Path, *, extra_buffers: bool, **params: Any) -> 
             f"llama-cpp-python {lib.__version__} did not take use_extra_bufts={extra_buffers} for {path}; "
             "set SCOPEGUARD_LLAMA_EXTRA_BUFFERS=off and report this"
         )
+    if eval_callback is not None and not getattr(llm.context_params, "cb_eval", None):
+        llm.close()
+        raise ModelError(
+            f"llama-cpp-python {lib.__version__} did not take the eval callback for {path}: hidden "
+            "states cannot be read with it; use layers=() (log-probs only) or the transformers backend"
+        )
     return llm
 
 
-def load_llama(model_path: str | Path, *, purpose: str, **params: Any) -> Any:
+def load_llama(model_path: str | Path, *, purpose: str, eval_callback: Any = None, **params: Any) -> Any:
     """Open ``model_path`` with llama.cpp for ``purpose`` (logged), with the safe parameters.
 
     ``params`` are ``llama_cpp.Llama`` keyword arguments (``n_ctx``, ``n_threads``, ``embedding``,
     ...). Extra buffer types are used only where :func:`extra_buffers_decision` allows them.
+    ``eval_callback``: the context's ``cb_eval`` (see :class:`~scopeguard.llamacpp.LayerTap`).
     """
     from scopeguard.llamacpp._canary import extra_buffers_decision
 
@@ -146,4 +180,4 @@ def load_llama(model_path: str | Path, *, purpose: str, **params: Any) -> Any:
         "on" if decision.extra_buffers else "off",
         decision.reason,
     )
-    return construct(path, extra_buffers=decision.extra_buffers, **params)
+    return construct(path, extra_buffers=decision.extra_buffers, eval_callback=eval_callback, **params)

@@ -12,6 +12,10 @@ The instruction every verdict prompt starts with is read once per model, not onc
 :meth:`LlamaCppVerdicts.prime` keeps the state after it on disk (``$SCOPEGUARD_CACHE/llama-states``,
 a few MB, keyed by the model file, the llama.cpp version and the exact tokens), so a new process
 starts reading at the first document.
+
+``layers=(...)`` also returns the hidden states of those layers at the verdict position (the last
+prompt token, where the model's Yes/No is read) from the same decode, through llama.cpp's eval
+callback (:class:`~scopeguard.llamacpp.LayerTap`): the hidden-state probe costs no second read.
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ class LlamaCppVerdicts:
             for the 1.5B model); 0 keeps only the last prompt's.
         state_dir: where :meth:`prime` keeps the instruction's state across processes (default
             ``$SCOPEGUARD_CACHE/llama-states``; ``None`` with ``persist_states=False``: memory only).
+        layers: hidden-state layers to return with each score (``VerdictScore.hidden``), numbered
+            like transformers' ``hidden_states`` (``-1`` the final normed state, ``-4`` the output
+            of the fourth block from the top); empty: log-probs only.
     """
 
     #: a saved state is restored only when it shares this many more tokens than the live one
@@ -76,6 +83,7 @@ class LlamaCppVerdicts:
         state_cache_mb: float = 256.0,
         state_dir: str | Path | None = None,
         persist_states: bool = True,
+        layers: Sequence[int] = (),
     ) -> None:
         from scopeguard.models import available_ggufs, local_gguf
 
@@ -102,6 +110,19 @@ class LlamaCppVerdicts:
         self._yes: list[int] = []
         self._no: list[int] = []
         self._formatter: Any = None
+        self._tap: Any = None
+        if layers:
+            from scopeguard.llamacpp import LayerTap
+
+            self._tap = LayerTap(self._lib, layers)
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        """The hidden-state layers returned with each score (resolved once the model is loaded)."""
+        if self._tap is None:
+            return ()
+        self._load()
+        return tuple(self._tap.layers)
 
     @property
     def name(self) -> str:
@@ -127,7 +148,14 @@ class LlamaCppVerdicts:
             n_ubatch=min(self.n_ctx, 512),
             n_threads=self.n_threads,
             n_gpu_layers=self.n_gpu_layers,
+            eval_callback=None if self._tap is None else self._tap.callback,
         )
+        if self._tap is not None:
+            try:
+                self._tap.bind(int(self._lib.llama_model_n_layer(llm.model)), int(llm.n_embd()))
+            except Exception:
+                llm.close()
+                raise
         meta: dict[str, str] = dict(llm.metadata or {})
         template = meta.get("tokenizer.chat_template")
         if template:
@@ -235,11 +263,18 @@ class LlamaCppVerdicts:
         with self._lock:
             llm = self._llm
             ctx = llm._ctx
+            hidden: np.ndarray | None = None
+            if self._tap is not None:
+                self._tap.start()
             try:
                 row = self._read(ids, logits=True)
                 ptr = self._lib.llama_get_logits_ith(ctx.ctx, row)
             except Exception as exc:
+                if self._tap is not None:
+                    self._tap.abort()
                 raise LLMError(f"llama.cpp failed to read the verdict prompt: {exc}") from None
+            if self._tap is not None:
+                hidden = self._tap.stop()  # a ModelError if the graph had no such layer
             self._save_state(ids)
             if not ptr:
                 raise LLMError("llama.cpp returned no logits for the verdict prompt")
@@ -250,6 +285,7 @@ class LlamaCppVerdicts:
             logp_yes=logsumexp([float(logits[i]) - log_z for i in self._yes]),
             logp_no=logsumexp([float(logits[i]) - log_z for i in self._no]),
             n_tokens=len(ids),
+            hidden=hidden,
         )
 
     # -- the shared instruction -----------------------------------------------------------------

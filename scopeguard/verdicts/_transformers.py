@@ -4,7 +4,9 @@
 packaged GGUF name or a ``.gguf`` path is converted to safetensors once, see
 :func:`scopeguard.models.converted_gguf_dir`). Prompts go through the
 tokenizer's chat template; batches are left-padded so the last position is every prompt's own
-next token. On CUDA the model runs in bfloat16, on the CPU in float32.
+next token. On CUDA the model runs in bfloat16, on the CPU in float32. ``layers=(...)`` returns
+those layers' hidden states at the verdict position with each score (``hidden_states[layer]``,
+from the same forward pass).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from scopeguard._optional import require
 from scopeguard._progress import progress_bar
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
+from scopeguard.llamacpp import resolve_layers
 from scopeguard.llm.base import ChatMessage
 from scopeguard.verdicts.base import NO_WORDS, YES_WORDS, VerdictScore, variant_strings
 
@@ -44,6 +47,8 @@ class TransformersVerdicts:
         batch_size: prompts per forward pass in :meth:`score_many`.
         max_tokens: the longest prompt accepted (default: the model's position limit).
         trust_remote_code: passed to transformers for models that need it.
+        layers: hidden-state layers to return with each score (``VerdictScore.hidden``), numbered
+            like ``hidden_states`` (``-1`` the final normed state); empty: log-probs only.
     """
 
     def __init__(
@@ -54,6 +59,7 @@ class TransformersVerdicts:
         batch_size: int = 8,
         max_tokens: int | None = None,
         trust_remote_code: bool = False,
+        layers: Sequence[int] = (),
     ) -> None:
         self._torch = require("torch", extra="probe", feature="log-prob verdicts with transformers")
         tf = require("transformers", extra="probe", feature="log-prob verdicts with transformers")
@@ -82,6 +88,8 @@ class TransformersVerdicts:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         limit = int(getattr(self.model.config, "max_position_embeddings", 0) or 2048)
         self.max_tokens = min(max_tokens or limit, limit)
+        n_layer = int(getattr(self.model.config, "num_hidden_layers", 0) or 0)
+        self.layers = resolve_layers(layers, n_layer) if layers else ()
         self._yes = self._ids(YES_WORDS)
         self._no = self._ids(NO_WORDS)
         if not self._yes or not self._no:
@@ -138,10 +146,21 @@ class TransformersVerdicts:
             )
             enc = {k: v.to(self.device) for k, v in enc.items()}
             with torch.inference_mode():
-                logits = self.model(**enc, use_cache=False).logits[:, -1, :].float()
+                result = self.model(**enc, use_cache=False, output_hidden_states=bool(self.layers))
+                logits = result.logits[:, -1, :].float()
+                hidden = (
+                    torch.stack([result.hidden_states[i][:, -1, :] for i in self.layers], 1).float().cpu()
+                    if self.layers
+                    else None
+                )
             logp = torch.log_softmax(logits, dim=-1).cpu()
             lp_yes = torch.logsumexp(logp[:, yes], dim=-1)
             lp_no = torch.logsumexp(logp[:, no], dim=-1)
             for row, i in enumerate(batch):
-                out[i] = VerdictScore(float(lp_yes[row]), float(lp_no[row]), n_tokens=len(encoded[i]))
+                out[i] = VerdictScore(
+                    float(lp_yes[row]),
+                    float(lp_no[row]),
+                    n_tokens=len(encoded[i]),
+                    hidden=None if hidden is None else hidden[row].numpy(),
+                )
         return [s for s in out if s is not None]

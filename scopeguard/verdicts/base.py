@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from scopeguard.llm.base import ChatMessage
 
@@ -60,11 +62,14 @@ class VerdictScore:
     ``logp_yes`` / ``logp_no``: log of the summed probability of each answer's token variants.
     ``coverage``: P(Yes) + P(No), how much of the next-token mass the two answers hold (a low
     value means the model wanted to say something else, and the margin is less trustworthy).
+    ``hidden``: the model's hidden states at the verdict position, one row per layer asked for
+    (``layers=`` of a scorer that reads them, from the same forward pass), else ``None``.
     """
 
     logp_yes: float
     logp_no: float
     n_tokens: int = 0
+    hidden: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def margin(self) -> float:

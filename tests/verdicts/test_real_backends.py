@@ -152,3 +152,27 @@ def test_transformers_backend_batches_like_single_prompts(smollm2: Path) -> None
     for a, b in zip(batched, single, strict=True):
         assert a.margin == pytest.approx(b.margin, abs=1e-3)
         assert 0.0 < a.coverage <= 1.0 + 1e-6
+
+
+def test_transformers_backend_returns_the_hidden_states_llama_cpp_does(smollm2: Path) -> None:
+    pytest.importorskip("transformers", reason="needs scopeguard[probe]")
+    pytest.importorskip("gguf", reason="needs scopeguard[probe]")
+    import numpy as np
+
+    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+    from scopeguard.verdicts._transformers import TransformersVerdicts
+
+    scorer = TransformersVerdicts(str(smollm2), device="cpu", batch_size=2, layers=(-1, 2))
+    prompts = [verdict_messages(q, DOC) for q in QUESTIONS]
+    batched = scorer.score_many(prompts, progress=False)
+    single = [scorer.score(p) for p in prompts]
+    for a, b in zip(batched, single, strict=True):
+        assert a.hidden is not None and b.hidden is not None and a.hidden.shape == (2, b.hidden.shape[1])
+        assert np.allclose(a.hidden, b.hidden, atol=1e-2 * float(np.abs(b.hidden).max()))
+    # the same layers, read by llama.cpp from its quantised weights
+    local = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, layers=(-1, 2), persist_states=False)
+    assert local.layers == scorer.layers
+    there = local.score(prompts[0]).hidden
+    assert there is not None
+    for a, b in zip(single[0].hidden, there, strict=True):
+        assert np.corrcoef(a, b)[0, 1] > 0.9
