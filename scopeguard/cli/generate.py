@@ -8,14 +8,14 @@ given on the command line override it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import typer
 
 from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors, option_given
 from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
 from scopeguard.errors import ConfigurationError
-from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig
+from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig, Mode
 
 # CLI option -> GenerationConfig field
 _FIELDS = {
@@ -57,11 +57,12 @@ def generate(
     max_docs: int | None = typer.Option(
         None, "--max-docs", help="Use at most N documents (after the length rule)."
     ),
-    concurrency: str = typer.Option(
-        "4",
+    concurrency: str | None = typer.Option(
+        None,
         "--concurrency",
-        help="Documents processed at the same time, or auto: an adaptive limit on requests in flight "
-        "(grows while latency holds, halves on 429s; for vLLM and other OpenAI-compatible servers).",
+        help="Documents processed at the same time (default: 1 with a local GGUF model, else 4), or "
+        "auto: an adaptive limit on requests in flight (grows while latency holds, halves on 429s; "
+        "for vLLM and other OpenAI-compatible servers).",
     ),
     execution: str = EXECUTION,
     poll_interval: float = POLL_INTERVAL,
@@ -69,7 +70,10 @@ def generate(
     mode: str = typer.Option(
         config_default(GenerationConfig, "mode"),
         "--mode",
-        help="faithful (the paper's 13 calls) or efficient (batched recovery).",
+        help="auto (offline with a packaged local model, else faithful); faithful (the paper's "
+        "Algorithm 1, 13 calls) or efficient (batched recovery); the offline modes for small local "
+        "models: perturb (SQuAD 2.0-style edits of in-scope questions), followup (follow-up "
+        "questions), offline (both). Offline candidates are kept by the logprob detector.",
     ),
     claims: int = typer.Option(
         config_default(GenerationConfig, "n_claims"), "--claims", help="Claims extracted per document."
@@ -138,8 +142,9 @@ def generate(
     """
     from scopeguard.generation import Generator, LengthRule, export_eloq
 
-    if mode not in ("faithful", "efficient"):
-        raise ConfigurationError(f"--mode must be 'faithful' or 'efficient', got {mode!r}")
+    modes = get_args(Mode)
+    if mode not in modes:
+        raise ConfigurationError(f"--mode must be one of {', '.join(modes)}; got {mode!r}")
     config = _config(
         ctx,
         paper,
@@ -155,7 +160,7 @@ def generate(
         },
     )
     execution_mode, batch = batch_options(execution, poll_interval, max_wait)
-    if concurrency != "auto" and not concurrency.isdigit():
+    if concurrency is not None and concurrency != "auto" and not concurrency.isdigit():
         raise ConfigurationError(f"--concurrency must be a number or 'auto', got {concurrency!r}")
     rule = LengthRule(min_words=min_words or None, max_words=max_words or None)
     generator = Generator(
@@ -163,7 +168,7 @@ def generate(
         config=config,
         judge="judge" if paper and filter_with == "auto" else filter_with,
         judge_llm=judge_llm,
-        concurrency="auto" if concurrency == "auto" else int(concurrency),
+        concurrency=None if concurrency is None else "auto" if concurrency == "auto" else int(concurrency),
         execution=execution_mode,
         batch=batch,
         progress=None if progress else False,

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -177,6 +178,14 @@ class RecordingChatModel:
 
     def for_step(self: _R, step: str, ledger: UsageLedger | None = None) -> _R:
         return self._view(self.llm, ledger if ledger is not None else self.ledger, step)
+
+    def constrained(self: _R, schema: Mapping[str, Any]) -> _R:
+        """A view whose replies follow the JSON ``schema`` where the backend can hold them to it
+        (llama.cpp; see :func:`scopeguard.llm._json_schema.with_json_schema`), on the same cache,
+        ledger and step. The schema is part of the cache key (through the wrapped model's name)."""
+        from scopeguard.llm._json_schema import with_json_schema
+
+        return self._view(with_json_schema(self.llm, schema), self.ledger, self.step)
 
     def sharing(self: _R, llm: ChatModel, *, step: str = "llm") -> _R:
         """A recording wrapper of another model (a judge) sharing this one's cache and occurrence count.

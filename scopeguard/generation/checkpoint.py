@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE, atomic_write_text, jsonl_writer
 from scopeguard.errors import DatasetError
 from scopeguard.generation.accounting import Usage
+from scopeguard.generation.config import OFFLINE_MODES
 
 __all__ = [
     "CheckpointStore",
@@ -71,7 +72,13 @@ class FilterRecord(_Frozen):
 
 
 class GeneratedQuestion(_Frozen):
-    """A kept question with its provenance."""
+    """A kept question with its provenance.
+
+    The paper's modes fill the claim fields; the offline modes fill ``edit_kind`` (an edit kind of
+    :data:`~scopeguard.generation.config.EDIT_KINDS`, ``"followup"`` or ``"direct"`` for an in-scope
+    question), ``source_question`` (the in-scope question it was made from) and ``overlap`` (the
+    share of its content words found in the document).
+    """
 
     id: str
     doc_id: str
@@ -84,9 +91,21 @@ class GeneratedQuestion(_Frozen):
     round: int | None = None
     reply_ids: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     filter: FilterRecord | None = None
+    edit_kind: str | None = None
+    source_question: str | None = None
+    overlap: float | None = None
 
     def to_row(self, *, mode: str, model: str) -> dict[str, Any]:
         """The questions.jsonl row: the canonical fields, then provenance as extra fields."""
+        offline = {
+            k: v
+            for k, v in (
+                ("edit_kind", self.edit_kind),
+                ("source_question", self.source_question),
+                ("overlap", self.overlap),
+            )
+            if v is not None
+        }
         return {
             "id": self.id,
             "doc_id": self.doc_id,
@@ -94,7 +113,7 @@ class GeneratedQuestion(_Frozen):
             "label": self.label,
             "words": self.words,
             "provenance": {
-                "generator": "eloq-guided-hallucination",
+                "generator": "scopeguard-offline" if mode in OFFLINE_MODES else "eloq-guided-hallucination",
                 "mode": mode,
                 "model": model,
                 "claim_index": self.claim_index,
@@ -103,6 +122,7 @@ class GeneratedQuestion(_Frozen):
                 "round": self.round,
                 "reply_ids": {k: list(v) for k, v in self.reply_ids.items()},
                 "filter": self.filter.model_dump() if self.filter else None,
+                **offline,
             },
         }
 
@@ -112,16 +132,23 @@ class DroppedQuestion(_Frozen):
     claim_index: int | None
     reason: str
     filter: FilterRecord | None = None
+    label: Literal["in_scope", "out_of_scope"] = "out_of_scope"
+    edit_kind: str | None = None
+    source_question: str | None = None
 
 
 class DocumentRecord(_Frozen):
-    """Everything generated for one document (the checkpoint's content)."""
+    """Everything generated for one document (the checkpoint's content).
+
+    ``status`` ``skipped``: an offline mode found the document unusable (empty, one sentence, not
+    English, longer than the model's context); ``error`` says why, and it has no questions.
+    """
 
     doc_id: str
     order: int
     text: str
     metadata: dict[str, Any] = Field(default_factory=dict)
-    status: Literal["done", "failed"]
+    status: Literal["done", "failed", "skipped"]
     error: str | None = None
     mode: str
     model: str

@@ -2,21 +2,68 @@
 
 The CLI (``scopeguard generate``) reads its option defaults from these fields, and ``--paper``
 is :meth:`GenerationConfig.paper`.
+
+Modes: ``faithful`` and ``efficient`` are the paper's Algorithm 1 (guided hallucination);
+``perturb``, ``followup`` and ``offline`` (both) are scopeguard's offline modes for small local
+models (:mod:`scopeguard.generation.steps`); ``auto`` is resolved by the
+:class:`~scopeguard.generation.pipeline.Generator`: ``offline`` with a packaged GGUF model,
+``faithful`` otherwise.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["PAPER_IN_SCOPE", "PAPER_VOTES", "GenerationConfig"]
+__all__ = [
+    "EDIT_KINDS",
+    "OFFLINE_MODES",
+    "PAPER_IN_SCOPE",
+    "PAPER_VOTES",
+    "EditKind",
+    "GenerationConfig",
+    "Mode",
+    "is_packaged_local",
+]
 
 # ELOQ section 4.4: "we adopted m=9 in our experiments" (Algorithm 2's self-consistency votes).
 PAPER_VOTES = 9
 # Appendix B.9 leaves {num_q} open; ELOQ-Silver has 8,949 in-scope questions over 1,955
 # documents (Table 2), 4.6 per document, so the paper preset asks for 5.
 PAPER_IN_SCOPE = 5
+
+
+def is_packaged_local(llm: object) -> bool:
+    """Whether ``llm`` (or the model it wraps, through ``.llm``) runs a packaged GGUF model in process."""
+    from scopeguard.models import is_packaged_gguf
+
+    for _ in range(8):  # wrappers: recording, rate-limited, JSON-constrained
+        path = getattr(llm, "path", None)
+        if path is not None:
+            return bool(is_packaged_gguf(path))
+        inner = getattr(llm, "llm", None)
+        if inner is None or inner is llm:
+            return False
+        llm = inner
+    return False
+
+
+Mode = Literal["auto", "faithful", "efficient", "perturb", "followup", "offline"]
+OFFLINE_MODES: tuple[str, ...] = ("perturb", "followup", "offline")
+# The kinds of edit SQuAD 2.0's crowdworkers used to make answerable questions unanswerable
+# (Rajpurkar et al., 2018, "Know What You Don't Know", section 3, Table 2).
+EditKind = Literal[
+    "negation", "antonym", "entity_swap", "mutual_exclusion", "impossible_condition", "other_neutral"
+]
+EDIT_KINDS: tuple[EditKind, ...] = (
+    "negation",
+    "antonym",
+    "entity_swap",
+    "mutual_exclusion",
+    "impossible_condition",
+    "other_neutral",
+)
 
 
 class GenerationConfig(BaseModel):
@@ -30,7 +77,7 @@ class GenerationConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mode: Literal["faithful", "efficient"] = "faithful"
+    mode: Mode = "auto"
     n_claims: int = Field(default=6, ge=2, le=30)
     n_subsets: int = Field(default=3, ge=1)
     rounds: int = Field(default=3, ge=1, le=10)
@@ -60,10 +107,37 @@ class GenerationConfig(BaseModel):
     # at a time, with the paper's prompt and a one-fact list. Facts the model chose to omit stay
     # omitted, as the paper's prompt allows. False = the paper.
     question_fallback: bool = True
+    # The offline modes (scopeguard's, not the paper's). In-scope candidates: n_in_scope + 2, kept
+    # when the filter finds them answerable; perturb_sources of them are each rewritten once per
+    # edit kind (perturb, offline); `followups` follow-up questions are written from the in-scope
+    # questions without the document (followup, offline). An out-of-scope candidate is kept when at
+    # least min_overlap of its content words occur in the document (confusing, not off-topic) and
+    # the filter finds it out of scope with P(out of scope) >= its threshold + oos_margin.
+    perturb_sources: int = Field(default=3, ge=1, le=20)
+    perturb_kinds: tuple[EditKind, ...] = EDIT_KINDS
+    followups: int = Field(default=5, ge=1, le=20)
+    min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)
+    oos_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
+
+    @field_validator("perturb_kinds")
+    @classmethod
+    def _distinct_kinds(cls, kinds: tuple[EditKind, ...]) -> tuple[EditKind, ...]:
+        if not kinds or len(set(kinds)) != len(kinds):
+            raise ValueError("perturb_kinds must name at least one edit kind, each once")
+        return kinds
+
+    def resolved(self, llm: object) -> GenerationConfig:
+        """This config with ``auto`` made concrete for ``llm``: ``offline`` when ``llm`` is one of
+        the packaged GGUF models (they cannot follow Algorithm 1, issue #28), else ``faithful``."""
+        if self.mode != "auto":
+            return self
+        return self.model_copy(update={"mode": "offline" if is_packaged_local(llm) else "faithful"})
 
     @classmethod
     def paper(cls, **settings: object) -> GenerationConfig:
         """The paper's Algorithm 1 with every scopeguard addition off (``settings`` override).
+
+        The mode is ``faithful`` unless ``settings`` names another.
 
         The judge filter votes ``m=9`` times (section 4.4) with no follow-up turn and no reply cap;
         :data:`PAPER_IN_SCOPE` in-scope questions per document. Pair it with
@@ -71,6 +145,7 @@ class GenerationConfig(BaseModel):
         paper is listed in the README's generation section.
         """
         additions: dict[str, object] = {
+            "mode": "faithful",
             "n_in_scope": PAPER_IN_SCOPE,
             "judge_votes": PAPER_VOTES,
             "judge_max_tokens": None,

@@ -36,7 +36,7 @@ from scopeguard.errors import ConfigurationError, LLMError, ScopeGuardError
 from scopeguard.generation.accounting import PRICES_DATE, Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
-from scopeguard.generation.config import GenerationConfig
+from scopeguard.generation.config import OFFLINE_MODES, GenerationConfig
 from scopeguard.generation.corpus import Corpus, LengthRule, load_generation_corpus
 from scopeguard.generation.steps import generate_document
 from scopeguard.llm.base import ChatModel
@@ -89,6 +89,9 @@ class RunSummary(BaseModel):
     docs_with_both: int = 0
     docs_without_oos: int = 0
     docs_without_in_scope: int = 0
+    # documents an offline mode found unusable (empty, one sentence, not English, longer than the
+    # model's context): no questions, a reason in their checkpoints (``error``)
+    docs_unusable: int = 0
     usage_run: Usage
     usage_total: Usage
     cost_usd_run: float | None
@@ -110,7 +113,7 @@ class RunSummary(BaseModel):
             (
                 "documents",
                 f"{self.docs_done} done ({self.docs_done_run} this run, {self.docs_resumed} resumed), "
-                f"{self.docs_skipped} skipped, {self.docs_failed} failed, "
+                f"{self.docs_skipped} skipped, {self.docs_unusable} unusable, {self.docs_failed} failed, "
                 f"{self.docs_errored_run} errored this run",
             ),
             (
@@ -177,7 +180,13 @@ class Generator:
     callable ``ChatModel -> Detector`` gets the recording judge LLM, so its replies are cached and
     booked; a :class:`Detector` is used as is; ``None`` disables the filter.
 
-    ``concurrency`` is the number of documents processed at a time, or ``"auto"``: every document
+    ``config.mode`` ``"auto"`` (the default) becomes ``"offline"`` when ``llm`` is a packaged GGUF
+    model and ``"faithful"`` (the paper's Algorithm 1) otherwise; with an offline mode the
+    ``"auto"`` filter is the ``logprob`` detector (the packaged 1.5B model's Yes/No verdict).
+
+    ``concurrency`` is the number of documents processed at a time (default: 1 with an in-process
+    llama.cpp model, whose calls run one at a time and whose prefix cache documents taken in turn
+    would defeat; 4 otherwise), or ``"auto"``: every document
     may start and an AIMD limiter (:class:`~scopeguard.llm.concurrency.AdaptiveLimiter`) bounds the
     requests in flight, for servers such as vLLM. ``execution="batch"`` sends the requests as
     OpenAI Batch API jobs in waves instead (``batch`` sets polling and the price factor; see
@@ -191,21 +200,26 @@ class Generator:
         config: GenerationConfig | None = None,
         judge: JudgeSpec | str = "auto",
         judge_llm: str | ChatModel | None = None,
-        concurrency: int | Literal["auto"] = 4,
+        concurrency: int | Literal["auto"] | None = None,
         execution: Literal["online", "batch"] = "online",
         batch: BatchSettings | None = None,
         progress: bool | None = None,
     ) -> None:
-        if concurrency != "auto" and (not isinstance(concurrency, int) or concurrency < 1):
+        if concurrency not in ("auto", None) and (not isinstance(concurrency, int) or concurrency < 1):
             raise ConfigurationError(f"concurrency must be 'auto' or at least 1, got {concurrency!r}")
         if execution not in ("online", "batch"):
             raise ConfigurationError(f"execution must be 'online' or 'batch', got {execution!r}")
-        self.config = config or GenerationConfig()
         self.llm = from_spec(llm)
+        self.config = (config or GenerationConfig()).resolved(self.llm)
         self.judge_llm = from_spec(judge_llm) if judge_llm is not None else self.llm
         if judge == "auto":
-            judge = "fast" if _weak_judge(self.judge_llm) else "judge"
-            logger.info("filter: %s (auto, judge LLM %s)", judge, self.judge_llm.name)
+            if self.config.mode in OFFLINE_MODES:
+                judge = "logprob"
+            else:
+                judge = "fast" if _weak_judge(self.judge_llm) else "judge"
+            logger.info(
+                "filter: %s (auto, mode %s, judge LLM %s)", judge, self.config.mode, self.judge_llm.name
+            )
         elif judge == "default":
             judge = "judge"
         self.filter_name = judge if isinstance(judge, str) else getattr(judge, "name", "custom")
@@ -216,7 +230,9 @@ class Generator:
 
             judge = get_detector(judge)
         self.judge: JudgeSpec = judge if self.config.filter else None
-        self.concurrency = concurrency
+        if concurrency is None:
+            concurrency = 1 if getattr(self.llm, "path", None) is not None else 4  # in-process GGUF
+        self.concurrency: int | Literal["auto"] = concurrency
         self.execution = execution
         self.batch = batch
         self.progress = progress
@@ -417,6 +433,7 @@ class Generator:
             docs_with_both=n["docs_with_both"],
             docs_without_oos=n["docs_without_oos"],
             docs_without_in_scope=n["docs_without_in_scope"],
+            docs_unusable=n["skipped"],
             usage_run=usage_run,
             usage_total=usage_total,
             cost_usd_run=self._cost(usage_run),

@@ -21,6 +21,9 @@
   checked while waiting for the model, before each sample and between streamed tokens (a
   running ``complete`` generation is not interrupted); past it
   :class:`~scopeguard.errors.LLMTimeoutError` is raised.
+* ``complete(..., json_schema=SCHEMA)`` constrains the reply to JSON matching ``SCHEMA`` (llama.cpp
+  builds a grammar from it, so a small model's reply always parses); ``supports_json_schema``
+  says a backend takes the argument.
 * Spec options follow a ``?``: ``local:smollm2?n_ctx=8192&n_threads=2`` (``n_ctx``,
   ``n_threads``, ``n_gpu_layers``, ``max_tokens``).
 """
@@ -31,7 +34,7 @@ import logging
 import os
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +144,7 @@ class LlamaCppChatModel(BaseStreamingChatModel):
     """
 
     supports_n = True  # n samples per call (generated sequentially, but one call)
+    supports_json_schema = True  # complete(..., json_schema=...) constrains the reply
 
     def __init__(
         self,
@@ -234,11 +238,18 @@ class LlamaCppChatModel(BaseStreamingChatModel):
         temperature: float = 0.0,
         max_tokens: int | None = None,
         seed: int | None = None,
+        json_schema: Mapping[str, Any] | None = None,
     ) -> Completion:
+        """``n`` replies to ``prompt``; with ``json_schema``, each one JSON that matches it."""
         _check_args(n, temperature)
         messages = to_messages(prompt)
         payload = [m.model_dump() for m in messages]
         where = self._where
+        constraint: dict[str, Any] = (
+            {}
+            if json_schema is None
+            else {"response_format": {"type": "json_object", "schema": dict(json_schema)}}
+        )
         loaded = self._loaded()
         base = seed if seed is not None else random.randrange(2**31 - n)
         texts: list[str] = []
@@ -250,7 +261,11 @@ class LlamaCppChatModel(BaseStreamingChatModel):
                 check_deadline(f"{where}: the generation", endpoint=str(self.path))
                 with self._generation_errors(loaded, messages):
                     out = loaded.llama.create_chat_completion(
-                        messages=payload, temperature=temperature, max_tokens=budget, seed=base + i
+                        messages=payload,
+                        temperature=temperature,
+                        max_tokens=budget,
+                        seed=base + i,
+                        **constraint,
                     )
                 text, reason, used = _read_reply(out, where)
                 texts.append(text)

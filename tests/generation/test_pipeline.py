@@ -300,11 +300,18 @@ def test_auto_filter_is_the_judge_except_on_a_small_packaged_llm(tmp_path: Path)
     assert Generator(ScriptedChatModel(eloq_reply), progress=False).filter_name == "judge"
     small = ScriptedChatModel(eloq_reply, model="qwen")
     small.path = tmp_path / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # type: ignore[attr-defined]
-    gen = Generator(small, progress=False)
+    faithful = GenerationConfig(mode="faithful")
+    gen = Generator(small, config=faithful, progress=False)
     assert gen.filter_name == "fast"
     # a strong judge LLM next to a small writer keeps the paper's judge
-    assert Generator(small, judge_llm=ScriptedChatModel([]), progress=False).filter_name == "judge"
+    strong = ScriptedChatModel([])
+    assert Generator(small, config=faithful, judge_llm=strong, progress=False).filter_name == "judge"
     assert Generator(small, judge="judge", progress=False).filter_name == "judge"
+    # mode auto: a packaged model gets the offline mode, filtered by the logprob detector
+    auto = Generator(small, progress=False)
+    assert (auto.config.mode, auto.filter_name, auto.concurrency) == ("offline", "logprob", 1)
+    api = Generator(ScriptedChatModel(eloq_reply), progress=False)
+    assert (api.config.mode, api.concurrency) == ("faithful", 4)
 
 
 def _echoing_recovery(prompt: str) -> str:

@@ -41,6 +41,8 @@ POOL: dict[str, Any] = {
     "llm_answer": "It carries 200 passengers.",
     "retriever_answer": "180 passengers.",
     "evidence_id": "ferry#p0",
+    "questions": ["How many passengers does the Kestrel carry?", "How long does the crossing take?"],
+    "kinds": ["negation", "entity_swap", "other_neutral"],
 }
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Literal, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar
 
 from scopeguard.detectors.base import Detector
 from scopeguard.generation.cache import CachedReply, RecordingChatModel
@@ -51,13 +51,17 @@ class DocumentContext:
         parse: Callable[[CachedReply, bool], T],
         max_tokens: int,
         sampling: Sampling | None = None,
+        schema: Mapping[str, Any] | None = None,
         **variables: object,
     ) -> tuple[T, CachedReply] | None:
         """Call, parse strictly; on failure retry with ``firm=True``; the last retry may parse leniently.
 
-        ``sampling`` overrides the configured ``(temperature, seed)``.
+        ``sampling`` overrides the configured ``(temperature, seed)``; ``schema`` holds the replies
+        to a JSON schema where the backend can (:meth:`RecordingChatModel.constrained`).
         """
         view = self.llm.for_step(step)
+        if schema is not None:
+            view = view.constrained(schema)
         temperature, seed = sampling if sampling is not None else (self.cfg.temperature, self.cfg.seed)
         for attempt in range(self.cfg.retries + 1):
             prompt = render(template, firm=attempt > 0, **variables)
@@ -87,7 +91,7 @@ class DocumentContext:
             out.append(q)
         return out
 
-    def record(self, status: Literal["done", "failed"], **fields: object) -> DocumentRecord:
+    def record(self, status: Literal["done", "failed", "skipped"], **fields: object) -> DocumentRecord:
         return DocumentRecord(
             doc_id=self.doc.id,
             order=self.order,

@@ -1,14 +1,17 @@
-"""Algorithm 1 for one document: the steps in order, plus scopeguard's optional extra rounds."""
+"""One document: Algorithm 1's steps in order (plus scopeguard's optional extra rounds), or an
+offline mode (:mod:`._offline`)."""
 
 from __future__ import annotations
 
 from scopeguard.detectors.base import Detector
+from scopeguard.errors import ConfigurationError
 from scopeguard.generation.cache import RecordingChatModel
 from scopeguard.generation.checkpoint import ClaimVersion, DocumentRecord
-from scopeguard.generation.config import GenerationConfig
+from scopeguard.generation.config import OFFLINE_MODES, GenerationConfig
 from scopeguard.generation.steps._context import DocumentContext
 from scopeguard.generation.steps._extract import extract_claims
 from scopeguard.generation.steps._in_scope import in_scope_questions
+from scopeguard.generation.steps._offline import generate_offline
 from scopeguard.generation.steps._questions import oos_questions
 from scopeguard.generation.steps._recover import hallucinate
 from scopeguard.generation.steps._remove import remove_supported
@@ -81,5 +84,14 @@ async def generate_document(
     judge: Detector | None = None,
     order: int = 0,
 ) -> DocumentRecord:
-    """Run Algorithm 1 on one document; ``llm`` books calls on its ledger (one ledger per document)."""
-    return await _run(DocumentContext(doc, order, llm, judge, config))
+    """Run the configured mode on one document (Algorithm 1 for ``faithful`` and ``efficient``, see
+    :mod:`._offline` for the offline modes); ``llm`` books calls on its ledger (one per document).
+
+    ``config.mode`` must be resolved (not ``auto``): see :meth:`GenerationConfig.resolved`.
+    """
+    if config.mode == "auto":
+        raise ConfigurationError("mode 'auto' must be resolved first: use config.resolved(llm)")
+    ctx = DocumentContext(doc, order, llm, judge, config)
+    if config.mode in OFFLINE_MODES:
+        return await generate_offline(ctx)
+    return await _run(ctx)

@@ -1,0 +1,290 @@
+"""The offline modes for one document: questions small local models can write, kept by a detector.
+
+Algorithm 1 asks a model to invent facts and write questions about them; models of 0.1-1.5B
+parameters copy the document instead (issue #28). The offline modes ask them for what they can do,
+every reply held to a JSON schema (:mod:`._offline_replies`):
+
+1. in-scope candidates from the document (``n_in_scope + 2``), kept when the filter finds them
+   answerable (``edit_kind="direct"``);
+2. ``perturb`` (and ``offline``): each of the first ``perturb_sources`` kept questions rewritten
+   once per edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018): the rewrite keeps the
+   question's words and asks for something else. The document is not shown, so the model cannot
+   copy it;
+3. ``followup`` (and ``offline``): follow-up questions a reader would ask next, written from the
+   in-scope questions alone (about the same people and events, often on what the document leaves out);
+4. every out-of-scope candidate is kept only when at least ``min_overlap`` of its content words
+   occur in the document (it is confusing, not off-topic) and the filter finds it out of scope with
+   P(out of scope) at least its threshold plus ``oos_margin``; the rest are recorded as dropped,
+   with the reason.
+
+A document short of ``min_oos`` kept questions gets up to ``extra_rounds`` sampled rounds (at
+``extra_temperature``) of the cheapest source of candidates for its mode.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Literal
+
+from scopeguard.detectors._text import content_stem_set, content_stems
+from scopeguard.errors import DocumentTooLongError
+from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, FilterRecord, GeneratedQuestion
+from scopeguard.generation.steps._context import DocumentContext, Sampling, words
+from scopeguard.generation.steps._filter import filter_question
+from scopeguard.generation.steps._offline_replies import (
+    edits_schema,
+    parse_edits,
+    parse_questions,
+    questions_schema,
+)
+from scopeguard.generation.steps._offline_screen import unusable_reason
+
+__all__ = ["degenerate", "generate_offline", "overlap"]
+
+_SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
+_TOKENS_PER_QUESTION = 45
+_MIN_WORDS = 5
+
+
+def degenerate(question: str) -> str | None:
+    """Why ``question`` is not a usable question (too short, or a run of words said twice), or ``None``.
+
+    Small models' edits sometimes repeat the subject ("Why was Ann Lee not Ann Lee?"): such a
+    question is unanswerable but useless as a test.
+    """
+    tokens = question.lower().rstrip("?").split()
+    if len(tokens) < _MIN_WORDS:
+        return f"too short ({len(tokens)} words)"
+    stems = content_stems(question)
+    pairs = list(itertools.pairwise(stems))
+    if len(set(pairs)) < len(pairs) or any(a == b for a, b in pairs):
+        return "repeats its own words"
+    return None
+
+
+def overlap(question: str, document_stems: set[str]) -> float:
+    """The share of ``question``'s content words (stems) that occur in the document."""
+    stems = content_stems(question)
+    return sum(s in document_stems for s in stems) / len(stems) if stems else 0.0
+
+
+class _Keeper:
+    """Judges out-of-scope candidates and collects the kept and the dropped ones."""
+
+    def __init__(self, ctx: DocumentContext) -> None:
+        self.ctx = ctx
+        self.stems = content_stem_set(ctx.doc.text)
+        self.kept: list[GeneratedQuestion] = []
+        self.dropped: list[DroppedQuestion] = []
+        threshold = getattr(ctx.judge, "threshold", 0.5)
+        self.min_score = min(float(threshold) + ctx.cfg.oos_margin, 0.999)
+
+    def _drop(
+        self, question: str, reason: str, kind: str, source: str | None, filt: FilterRecord | None
+    ) -> None:
+        self.dropped.append(
+            DroppedQuestion(
+                question=question,
+                claim_index=None,
+                reason=reason,
+                filter=filt,
+                edit_kind=kind,
+                source_question=source,
+            )
+        )
+
+    async def consider(self, step: str, question: str, kind: str, source: str | None, reply_id: str) -> None:
+        ctx = self.ctx
+        if not ctx.unique(step, [question], reply_id):
+            self._drop(question, "a copy of a question already written", kind, source, None)
+            return
+        bad = degenerate(question)
+        if bad is not None:
+            self._drop(question, f"not a usable question: {bad}", kind, source, None)
+            return
+        share = overlap(question, self.stems)
+        if share < ctx.cfg.min_overlap:
+            self._drop(
+                question,
+                f"off-topic: {share:.0%} of its content words are in the document "
+                f"(< {ctx.cfg.min_overlap:.0%})",
+                kind,
+                source,
+                None,
+            )
+            return
+        filt = await filter_question(ctx, question)
+        if filt is not None and filt.label != "out_of_scope":
+            reason = "filter: answerable from the document" if filt.label == "in_scope" else "filter: unknown"
+            self._drop(question, reason, kind, source, filt)
+            return
+        if filt is not None and filt.score is not None and filt.score < self.min_score:
+            self._drop(
+                question,
+                f"filter: out of scope within the margin (P={filt.score:.2f} < {self.min_score:.2f})",
+                kind,
+                source,
+                filt,
+            )
+            return
+        self.kept.append(
+            _generated(
+                ctx,
+                question,
+                "out_of_scope",
+                len(self.kept),
+                reply_id,
+                filt,
+                edit_kind=kind,
+                source_question=source,
+                overlap=round(share, 4),
+            )
+        )
+
+
+def _generated(
+    ctx: DocumentContext,
+    question: str,
+    label: Literal["in_scope", "out_of_scope"],
+    index: int,
+    reply_id: str,
+    filt: FilterRecord | None,
+    **provenance: object,
+) -> GeneratedQuestion:
+    ids: dict[str, tuple[str, ...]] = {"question": (reply_id,)}
+    if filt is not None:
+        ids["filter"] = filt.reply_ids
+    return GeneratedQuestion(
+        id=f"{ctx.doc.id}_{'oos' if label == 'out_of_scope' else 'ins'}_{index}",
+        doc_id=ctx.doc.id,
+        question=question,
+        label=label,
+        words=words(question),
+        reply_ids=ids,
+        filter=filt,
+        **provenance,  # type: ignore[arg-type]
+    )
+
+
+async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list[str], list[DroppedQuestion]]:
+    """The kept in-scope questions, every usable candidate (sources if none is kept), and the dropped."""
+    n = max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE
+    got = await ctx.ask(
+        "offline_in_scope",
+        "gen_offline_in_scope",
+        lambda r, lenient: parse_questions(r.text, n, truncated=r.truncated, lenient=lenient),
+        max_tokens=_TOKENS_PER_QUESTION * n + 40,
+        schema=questions_schema(n),
+        document=ctx.doc.text,
+        n=n,
+    )
+    if got is None:
+        return [], [], []
+    candidates, reply = got
+    kept: list[GeneratedQuestion] = []
+    dropped: list[DroppedQuestion] = []
+    unique = ctx.unique("offline_in_scope", candidates, reply.id)
+    for q in unique:
+        filt = await filter_question(ctx, q)
+        if filt is not None and filt.label != "in_scope":
+            dropped.append(
+                DroppedQuestion(
+                    question=q,
+                    claim_index=None,
+                    reason=f"filter: not answerable from the document ({filt.label})",
+                    filter=filt,
+                    label="in_scope",
+                    edit_kind="direct",
+                )
+            )
+            continue
+        kept.append(_generated(ctx, q, "in_scope", len(kept), reply.id, filt, edit_kind="direct"))
+    return kept, unique, dropped
+
+
+async def _perturb(
+    ctx: DocumentContext, keeper: _Keeper, sources: list[str], sampling: Sampling | None
+) -> None:
+    kinds = list(ctx.cfg.perturb_kinds)
+    for source in sources[: ctx.cfg.perturb_sources]:
+        got = await ctx.ask(
+            "perturb",
+            "gen_perturb_question",
+            lambda r, lenient: parse_edits(r.text, kinds, truncated=r.truncated, lenient=lenient),
+            max_tokens=_TOKENS_PER_QUESTION * len(kinds) + 40,
+            sampling=sampling,
+            schema=edits_schema(kinds),
+            question=source,
+            kinds=kinds,
+        )
+        if got is None:
+            continue
+        edits, reply = got
+        for kind, question in edits.items():
+            await keeper.consider("perturb", question, kind, source, reply.id)
+
+
+async def _followup(
+    ctx: DocumentContext, keeper: _Keeper, sources: list[str], sampling: Sampling | None
+) -> None:
+    n = ctx.cfg.followups
+    got = await ctx.ask(
+        "followup",
+        "gen_followup_questions",
+        lambda r, lenient: parse_questions(r.text, n, truncated=r.truncated, lenient=lenient),
+        max_tokens=_TOKENS_PER_QUESTION * n + 40,
+        sampling=sampling,
+        schema=questions_schema(n),
+        questions=sources,
+        n=n,
+    )
+    if got is None:
+        return
+    questions, reply = got
+    for question in questions:
+        await keeper.consider("followup", question, "followup", None, reply.id)
+
+
+async def _run(ctx: DocumentContext) -> DocumentRecord:
+    cfg = ctx.cfg
+    in_scope, candidates, dropped_in_scope = await _in_scope(ctx)
+    if not candidates:
+        return ctx.record("failed", error="in-scope questions: no usable reply")
+    sources = [q.question for q in in_scope] or candidates
+    keeper = _Keeper(ctx)
+    if cfg.mode in ("perturb", "offline"):
+        await _perturb(ctx, keeper, sources, None)
+    if cfg.mode in ("followup", "offline"):
+        await _followup(ctx, keeper, sources, None)
+    extra = 0
+    while len(keeper.kept) < cfg.min_oos and extra < cfg.extra_rounds:
+        extra += 1
+        sampling = (cfg.extra_temperature, None if cfg.seed is None else cfg.seed + extra)
+        if cfg.mode == "perturb":
+            await _perturb(ctx, keeper, sources, sampling)
+        else:
+            await _followup(ctx, keeper, sources, sampling)
+    if extra:
+        ctx.note(
+            "extra_rounds",
+            "top_up",
+            accepted=True,
+            detail=f"{extra} sampled round(s) for at least {cfg.min_oos} out-of-scope question(s); "
+            f"{len(keeper.kept)} kept",
+        )
+    return ctx.record(
+        "done",
+        questions=tuple(keeper.kept + in_scope),
+        dropped=tuple(dropped_in_scope + keeper.dropped),
+    )
+
+
+async def generate_offline(ctx: DocumentContext) -> DocumentRecord:
+    """One document in an offline mode; an unusable document is ``skipped`` with the reason."""
+    reason = unusable_reason(ctx.doc.text)
+    if reason is not None:
+        return ctx.record("skipped", error=reason)
+    try:
+        return await _run(ctx)
+    except DocumentTooLongError as exc:
+        return ctx.record("skipped", error=f"longer than the model's context: {exc}")

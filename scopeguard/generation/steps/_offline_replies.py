@@ -1,0 +1,105 @@
+"""JSON replies of the offline modes: the schemas the model is held to, and their strict parsers.
+
+With llama.cpp the schema becomes a grammar, so the reply always is JSON of the asked shape (a
+question is a string that starts with a capital and ends with "?"). Other backends get the same
+prompt without the constraint; their replies are parsed the same way. A reply that is not JSON of
+the asked shape raises :class:`~scopeguard.generation.parsers.ReplyParseError`; ``lenient`` (only
+after the firmer retry) takes the JSON object out of surrounding text and keeps the usable items.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from scopeguard.generation.parsers import ReplyParseError
+
+__all__ = ["edits_schema", "parse_edits", "parse_questions", "questions_schema"]
+
+# A question: one line that starts with a capital letter and ends with "?" (no quote or backslash,
+# so the grammar has no escapes to get wrong), 10 to 200 characters.
+QUESTION_PATTERN = '^[A-Z][^"\\\\\\n]{8,198}[?]$'
+_QUESTION: dict[str, Any] = {"type": "string", "pattern": QUESTION_PATTERN}
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def questions_schema(n: int, key: str = "questions") -> dict[str, Any]:
+    """``{"questions": [n questions]}``."""
+    return {
+        "type": "object",
+        "properties": {key: {"type": "array", "items": _QUESTION, "minItems": n, "maxItems": n}},
+        "required": [key],
+        "additionalProperties": False,
+    }
+
+
+def edits_schema(kinds: Sequence[str]) -> dict[str, Any]:
+    """``{kind: question}`` for each edit kind, in order."""
+    return {
+        "type": "object",
+        "properties": {k: _QUESTION for k in kinds},
+        "required": list(kinds),
+        "additionalProperties": False,
+    }
+
+
+def _object(text: str, lenient: bool) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        found = _OBJECT.search(text) if lenient else None
+        if found is None:
+            raise ReplyParseError("not_json", "the reply is not a JSON object", reply=text) from None
+        try:
+            value = json.loads(found.group())
+        except json.JSONDecodeError:
+            raise ReplyParseError("not_json", "the reply holds no valid JSON object", reply=text) from None
+    if not isinstance(value, dict):
+        raise ReplyParseError(
+            "not_json", f"the reply is JSON {type(value).__name__}, not an object", reply=text
+        )
+    return value
+
+
+def _question(value: Any) -> str | None:
+    """``value`` as a clean one-line question, or ``None`` when it is not one."""
+    if not isinstance(value, str):
+        return None
+    q = " ".join(value.split())
+    return q if len(q) >= 10 and q.endswith("?") and q[0].isalnum() else None
+
+
+def parse_questions(
+    text: str, n: int, *, key: str = "questions", truncated: bool = False, lenient: bool = False
+) -> list[str]:
+    """Exactly ``n`` questions under ``key`` (strict); ``lenient`` keeps the usable ones (at least one)."""
+    if truncated and not lenient:
+        raise ReplyParseError("truncated", "the reply was cut at the token cap", reply=text)
+    items = _object(text, lenient).get(key)
+    if not isinstance(items, list):
+        raise ReplyParseError("no_list", f"the reply has no list under {key!r}", reply=text)
+    questions = [_question(v) for v in items]
+    usable = [q for q in questions if q is not None]
+    if lenient and usable:
+        return usable[:n]
+    if len(questions) != n:
+        raise ReplyParseError("wrong_count", f"expected {n} questions, got {len(questions)}", reply=text)
+    if len(usable) != n:
+        raise ReplyParseError("not_a_question", "an item is not a one-line question", reply=text)
+    return usable
+
+
+def parse_edits(
+    text: str, kinds: Sequence[str], *, truncated: bool = False, lenient: bool = False
+) -> dict[str, str]:
+    """One question per edit kind (strict); ``lenient`` keeps the kinds with a usable question."""
+    if truncated and not lenient:
+        raise ReplyParseError("truncated", "the reply was cut at the token cap", reply=text)
+    obj = _object(text, lenient)
+    edits = {k: q for k in kinds if (q := _question(obj.get(k))) is not None}
+    if edits and (lenient or len(edits) == len(kinds)):
+        return edits
+    missing = [k for k in kinds if k not in edits]
+    raise ReplyParseError("missing_edit", f"no usable question for {missing}", reply=text)

@@ -1,0 +1,252 @@
+"""The offline modes with scripted fakes: candidates, the keep rule, provenance, bad input, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from scopeguard.data import load_dataset
+from scopeguard.errors import ConfigurationError, DocumentTooLongError
+from scopeguard.generation import GenerationConfig, Generator, LengthRule
+from scopeguard.generation.checkpoint import CheckpointStore
+from scopeguard.testing import ScriptedChatModel, ScriptedDetector
+
+DOC = (
+    "The council of Alderby approved the harbour plan on Monday evening. "
+    "Mayor Ines Holt said the work on the harbour starts in May. "
+    "The plan adds a new pier for the ferry Kestrel, which carries 180 passengers. "
+    "Fishermen of Alderby welcomed the plan at the meeting in the town hall."
+)
+IN_SCOPE = [
+    "When did the council of Alderby approve the harbour plan?",
+    "When does the work on the harbour start?",
+    "How many passengers does the ferry Kestrel carry?",
+    "Who welcomed the plan at the meeting in the town hall?",
+    "What does the plan add for the ferry Kestrel?",
+]
+# verdicts by question: P(out of scope); the detector's threshold is 0.5, the margin 0.1
+SCORES = {
+    **{q: 0.1 for q in IN_SCOPE[:4]},
+    IN_SCOPE[4]: 0.9,  # the detector finds this in-scope candidate unanswerable: dropped
+    "When did the council of Alderby reject the harbour plan?": 0.95,  # kept
+    "How much did the council of Alderby spend on the harbour plan?": 0.55,  # within the margin
+    "Who opposed the plan at the meeting in the town hall?": 0.2,  # answerable: dropped
+    "How much will the new pier for the ferry Kestrel cost the council of Alderby?": 0.9,  # kept
+    "Which shipyard in Alderby built the ferry Kestrel and its new pier?": 0.8,  # kept
+}
+OFF_TOPIC = "What is the capital city of distant Mongolia today?"
+DEGENERATE = "Why did Ines Holt say Ines Holt said that?"
+
+
+def _reply(prompt: str) -> str:
+    if "questions that the document above answers" in prompt:
+        return json.dumps({"questions": IN_SCOPE})
+    if "Rewrite a question in" in prompt:
+        source = prompt.rsplit('Question: "', 1)[1].split('"', 1)[0]
+        if source == IN_SCOPE[0]:
+            return json.dumps(
+                {
+                    "negation": "When did the council of Alderby reject the harbour plan?",
+                    "other_neutral": "How much did the council of Alderby spend on the harbour plan?",
+                    "entity_swap": source,  # a copy of its source: dropped
+                }
+            )
+        if source == IN_SCOPE[1]:
+            return "Sure! Here you go: not JSON at all"  # unusable, and again after the firm retry
+        return json.dumps(
+            {
+                "negation": "Who opposed the plan at the meeting in the town hall?",
+                "other_neutral": OFF_TOPIC,
+                "entity_swap": DEGENERATE,
+            }
+        )
+    if "follow-up questions" in prompt:
+        return json.dumps(
+            {
+                "questions": [
+                    "How much will the new pier for the ferry Kestrel cost the council of Alderby?",
+                    "Which shipyard in Alderby built the ferry Kestrel and its new pier?",
+                ]
+            }
+        )
+    raise AssertionError(f"unexpected prompt: {prompt[:120]!r}")
+
+
+CONFIG = GenerationConfig(
+    mode="offline",
+    n_in_scope=3,
+    perturb_sources=3,
+    perturb_kinds=("negation", "other_neutral", "entity_swap"),
+    followups=2,
+)
+RULE = LengthRule(min_words=None, max_words=None)
+
+
+def _generator(config: GenerationConfig = CONFIG, script=_reply) -> tuple[Generator, ScriptedChatModel]:  # type: ignore[no-untyped-def]
+    llm = ScriptedChatModel(script, model="fake")
+    detector = ScriptedDetector(lambda q: SCORES.get(q, 0.99))
+    return Generator(llm, config=config, judge=detector, concurrency=1, progress=False), llm
+
+
+def test_offline_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp_path: Path) -> None:
+    gen, llm = _generator()
+    summary = gen.run([{"doc_id": "alderby", "text": DOC}], tmp_path, length_rule=RULE)
+    ds = load_dataset(tmp_path)
+    by_label = {
+        label: [q for q in ds.questions if q.label == label] for label in ("in_scope", "out_of_scope")
+    }
+    assert [q.question for q in by_label["in_scope"]] == IN_SCOPE[:4]
+    assert sorted(q.question for q in by_label["out_of_scope"]) == sorted(
+        [
+            "When did the council of Alderby reject the harbour plan?",
+            "How much will the new pier for the ferry Kestrel cost the council of Alderby?",
+            "Which shipyard in Alderby built the ferry Kestrel and its new pier?",
+        ]
+    )
+    prov = {q.question: q.metadata["provenance"] for q in by_label["out_of_scope"]}
+    negation = prov["When did the council of Alderby reject the harbour plan?"]
+    assert negation["generator"] == "scopeguard-offline" and negation["mode"] == "offline"
+    assert negation["edit_kind"] == "negation" and negation["source_question"] == IN_SCOPE[0]
+    assert negation["overlap"] >= 0.5 and negation["filter"]["score"] == 0.95
+    followup = prov["Which shipyard in Alderby built the ferry Kestrel and its new pier?"]
+    assert followup["edit_kind"] == "followup" and "source_question" not in followup
+    # the in-scope questions are the detector-confirmed ones, recorded as direct
+    assert {q.metadata["provenance"]["edit_kind"] for q in by_label["in_scope"]} == {"direct"}
+    record = CheckpointStore(tmp_path).load_all()["alderby"]
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert reasons[IN_SCOPE[4]].startswith("filter: not answerable")
+    assert reasons["How much did the council of Alderby spend on the harbour plan?"].startswith(
+        "filter: out of scope within the margin (P=0.55 < 0.60)"
+    )
+    assert (
+        reasons["Who opposed the plan at the meeting in the town hall?"]
+        == "filter: answerable from the document"
+    )
+    assert reasons[OFF_TOPIC].startswith("off-topic")
+    assert reasons[DEGENERATE] == "not a usable question: repeats its own words"
+    assert reasons[IN_SCOPE[0]] == "a copy of a question already written"
+    # the unusable perturbation reply was retried once, firmly, and recorded
+    firm = [c for c in llm.calls if "Your previous answer could not be used" in c.prompt]
+    assert len(firm) == 1 and any(i.step == "perturb" and i.reason == "not_json" for i in record.issues)
+    # the document's prompts: in-scope, 3 perturbations (+1 retry), 1 follow-up; the source questions
+    # are shown to the perturbation prompts, never the document
+    assert len(llm.calls) == 6
+    assert all("Fishermen of Alderby welcomed" not in c.prompt for c in llm.calls[1:])
+    assert (summary.oos_kept, summary.in_scope, summary.docs_with_both) == (3, 4, 1)
+
+
+def test_perturb_and_followup_modes_ask_only_their_own_candidates(tmp_path: Path) -> None:
+    for mode, expected in (("perturb", "Rewrite a question in"), ("followup", "follow-up questions")):
+        gen, llm = _generator(CONFIG.model_copy(update={"mode": mode}))
+        gen.run([{"doc_id": "alderby", "text": DOC}], tmp_path / mode, length_rule=RULE)
+        asked = [c.prompt for c in llm.calls[1:]]
+        assert asked and all(expected in p for p in asked), mode
+        ds = load_dataset(tmp_path / mode)
+        kinds = {q.metadata["provenance"]["edit_kind"] for q in ds.questions if q.label == "out_of_scope"}
+        assert kinds == ({"negation"} if mode == "perturb" else {"followup"})
+
+
+def test_a_short_document_gets_sampled_top_up_rounds(tmp_path: Path) -> None:
+    config = CONFIG.model_copy(update={"mode": "followup", "min_oos": 5, "extra_rounds": 2})
+    gen, llm = _generator(config)
+    gen.run([{"doc_id": "alderby", "text": DOC}], tmp_path, length_rule=RULE)
+    followups = [c for c in llm.calls if "follow-up questions" in c.prompt]
+    assert [c.temperature for c in followups] == [0.0, 0.7, 0.7]
+    assert [c.seed for c in followups] == [0, 1, 2]
+    record = CheckpointStore(tmp_path).load_all()["alderby"]
+    assert any(i.step == "extra_rounds" for i in record.issues)
+
+
+def _too_long(prompt: str) -> str:
+    if "Ferries of the northern bay" in prompt:
+        raise DocumentTooLongError("the prompt does not fit the context window", n_tokens=9000, limit=4096)
+    return _reply(prompt)
+
+
+def test_bad_documents_get_a_recorded_reason_and_the_corpus_goes_on(tmp_path: Path) -> None:
+    corpus = [
+        {"doc_id": "empty", "text": "   "},
+        {"doc_id": "one", "text": "The harbour plan of Alderby was approved on Monday."},
+        {
+            "doc_id": "german",
+            "text": "Der Stadtrat von Alderby hat am Montag den Hafenplan beschlossen. Die Arbeiten "
+            "beginnen im Mai, sagte Bürgermeisterin Ines Holt. Die Fischer begrüßten den Plan "
+            "bei der Versammlung im Rathaus, und die Fähre Kestrel bekommt einen neuen Steg.",
+        },
+        {"doc_id": "long", "text": "Ferries of the northern bay. " + DOC},
+        {"doc_id": "good", "text": DOC},
+    ]
+    gen, _ = _generator(script=_too_long)
+    summary = gen.run(corpus, tmp_path, length_rule=RULE)
+    records = CheckpointStore(tmp_path).load_all()
+    assert records["good"].status == "done" and records["good"].questions
+    assert {
+        d: (records[d].status, (records[d].error or "").split(":")[0]) for d in ("one", "german", "long")
+    } == {
+        "one": ("skipped", "too short"),
+        "german": ("skipped", "not English"),
+        "long": ("skipped", "longer than the model's context"),
+    }
+    assert all(not records[d].questions for d in ("one", "german", "long"))
+    # the empty one is refused by the corpus loader, before any mode
+    assert (summary.docs_skipped, summary.docs_unusable, summary.docs_done, summary.docs_failed) == (
+        1,
+        3,
+        1,
+        0,
+    )
+    assert "3 unusable" in summary.table()
+    assert sorted(load_dataset(tmp_path).documents) == ["good"]
+
+
+def test_a_resumed_offline_run_replays_the_cache_and_duplicates_nothing(tmp_path: Path) -> None:
+    gen, _ = _generator()
+    gen.run([{"doc_id": "alderby", "text": DOC}], tmp_path, length_rule=RULE)
+    first = (tmp_path / "questions.jsonl").read_text()
+    for path in (tmp_path / ".checkpoints").glob("*.json"):
+        path.unlink()  # as if killed before the checkpoint was written
+    again, llm = _generator()
+    summary = again.run([{"doc_id": "alderby", "text": DOC}], tmp_path, length_rule=RULE)
+    assert llm.calls == [] and summary.usage_run.cached == summary.usage_run.calls > 0
+    assert (tmp_path / "questions.jsonl").read_text() == first
+
+
+def test_mode_auto_resolves_by_model_and_the_paper_stays_algorithm_1(tmp_path: Path) -> None:
+    small = ScriptedChatModel(_reply, model="qwen")
+    small.path = tmp_path / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # type: ignore[attr-defined]
+    assert GenerationConfig().mode == "auto"
+    assert GenerationConfig().resolved(small).mode == "offline"
+    assert GenerationConfig().resolved(ScriptedChatModel([])).mode == "faithful"
+    assert GenerationConfig(mode="efficient").resolved(small).mode == "efficient"
+    assert GenerationConfig.paper().mode == "faithful"
+    with pytest.raises(ValidationError, match="perturb_kinds"):
+        GenerationConfig(perturb_kinds=("negation", "negation"))
+    with pytest.raises(ConfigurationError, match="resolved"):
+        asyncio.run(_unresolved(small))
+
+
+async def _unresolved(llm: ScriptedChatModel) -> None:
+    from scopeguard.generation import ReplyCache, generate_document
+    from scopeguard.generation.cache import RecordingChatModel
+    from scopeguard.types import Document
+
+    await generate_document(
+        Document(id="d", text=DOC), RecordingChatModel(llm, ReplyCache()), config=GenerationConfig()
+    )
+
+
+def test_the_cli_names_every_mode(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from scopeguard.cli import app
+
+    result = CliRunner().invoke(
+        app, ["generate", str(tmp_path), "--out", str(tmp_path / "o"), "--mode", "bogus"]
+    )
+    assert result.exit_code == 2
+    for mode in ("auto", "faithful", "efficient", "perturb", "followup", "offline"):
+        assert mode in result.output
