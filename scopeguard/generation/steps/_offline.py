@@ -32,6 +32,7 @@ from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, Fi
 from scopeguard.generation.steps._context import DocumentContext, Sampling, words
 from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._offline_replies import (
+    MAX_TOKENS_PER_QUESTION,
     edits_schema,
     parse_edits,
     parse_questions,
@@ -42,7 +43,6 @@ from scopeguard.generation.steps._offline_screen import unusable_reason
 __all__ = ["degenerate", "generate_offline", "overlap"]
 
 _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
-_TOKENS_PER_QUESTION = 45
 _MIN_WORDS = 5
 
 
@@ -173,7 +173,7 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
         "offline_in_scope",
         "gen_offline_in_scope",
         lambda r, lenient: parse_questions(r.text, n, truncated=r.truncated, lenient=lenient),
-        max_tokens=_TOKENS_PER_QUESTION * n + 40,
+        max_tokens=MAX_TOKENS_PER_QUESTION * n + 40,
         schema=questions_schema(n),
         document=ctx.doc.text,
         n=n,
@@ -211,7 +211,7 @@ async def _perturb(
             "perturb",
             "gen_perturb_question",
             lambda r, lenient: parse_edits(r.text, kinds, truncated=r.truncated, lenient=lenient),
-            max_tokens=_TOKENS_PER_QUESTION * len(kinds) + 40,
+            max_tokens=MAX_TOKENS_PER_QUESTION * len(kinds) + 40,
             sampling=sampling,
             schema=edits_schema(kinds),
             question=source,
@@ -232,7 +232,7 @@ async def _followup(
         "followup",
         "gen_followup_questions",
         lambda r, lenient: parse_questions(r.text, n, truncated=r.truncated, lenient=lenient),
-        max_tokens=_TOKENS_PER_QUESTION * n + 40,
+        max_tokens=MAX_TOKENS_PER_QUESTION * n + 40,
         sampling=sampling,
         schema=questions_schema(n),
         questions=sources,

@@ -19,8 +19,11 @@ from scopeguard.generation.parsers import ReplyParseError
 __all__ = ["edits_schema", "parse_edits", "parse_questions", "questions_schema"]
 
 # A question: one line that starts with a capital letter and ends with "?" (no quote or backslash,
-# so the grammar has no escapes to get wrong), 10 to 200 characters.
-QUESTION_PATTERN = '^[A-Z][^"\\\\\\n]{8,198}[?]$'
+# so the grammar has no escapes to get wrong), 10 to 150 characters: at most about 40 tokens, so
+# a reply of n questions always fits MAX_TOKENS_PER_QUESTION * n + 40 tokens.
+MAX_QUESTION_CHARS = 150
+QUESTION_PATTERN = '^[A-Z][^"\\\\\\n]{8,' + str(MAX_QUESTION_CHARS - 2) + "}[?]$"
+MAX_TOKENS_PER_QUESTION = 64
 _QUESTION: dict[str, Any] = {"type": "string", "pattern": QUESTION_PATTERN}
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 

@@ -1,0 +1,54 @@
+"""The offline mode against real packaged models: SmolLM2-135M writes, the logprob detector keeps.
+
+One news document of the ELOQ dev split (read from ../shared at run time; skipped when absent),
+one thread each, a small configuration: the grammar must make every reply of the 135M model parse,
+and every kept question must satisfy the keep rule with the real detector's scores.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scopeguard.data import load_dataset, read_jsonl
+from scopeguard.generation import GenerationConfig, Generator
+from scopeguard.generation.checkpoint import CheckpointStore
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_smollm2_offline_mode_parses_every_reply_and_keeps_by_the_rule(
+    smollm2: Path, dev_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scopeguard.detectors import get_detector
+    from scopeguard.llm.local import LlamaCppChatModel
+
+    monkeypatch.setenv("SCOPEGUARD_N_THREADS", "1")  # the detector's 1.5B model too
+    doc = next(iter(read_jsonl(dev_data_dir / "documents.jsonl")))
+    llm = LlamaCppChatModel(smollm2, n_ctx=4096, n_threads=1)
+    config = GenerationConfig(mode="offline", n_in_scope=1, perturb_sources=1, followups=2, extra_rounds=0)
+    detector = get_detector("logprob")
+    summary = Generator(llm, config=config, judge=detector, progress=False).run(
+        [{"doc_id": doc["doc_id"], "text": doc["text"]}], tmp_path
+    )
+    record = CheckpointStore(tmp_path).load_all()[doc["doc_id"]]
+    assert record.status == "done", record.error
+    # constrained output: the 135M model's replies all parse (no unusable reply, no retry)
+    assert [i for i in record.issues if i.reason not in ("duplicate",)] == []
+    assert summary.usage_run.calls == 3  # in-scope, one perturbation, one follow-up call
+    candidates = len(record.questions) + len(record.dropped)
+    assert candidates >= 3 + len(config.perturb_kinds) // 2
+    min_score = detector.threshold + config.oos_margin
+    for q in record.questions:
+        assert q.question.endswith("?") and q.filter is not None and q.filter.detector == "logprob"
+        if q.label == "out_of_scope":
+            assert q.overlap is not None and q.overlap >= config.min_overlap
+            assert q.filter.score is not None and q.filter.score >= min_score
+            assert q.edit_kind in (*config.perturb_kinds, "followup")
+        else:
+            assert q.filter.label == "in_scope"
+    for d in record.dropped:
+        assert d.reason  # every dropped candidate says why
+    if record.questions:
+        assert {q.doc_id for q in load_dataset(tmp_path).questions} == {doc["doc_id"]}
