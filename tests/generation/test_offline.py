@@ -15,12 +15,14 @@ from scopeguard.generation import GenerationConfig, Generator, LengthRule
 from scopeguard.generation.checkpoint import CheckpointStore
 from scopeguard.testing import ScriptedChatModel, ScriptedDetector
 
-DOC = (
-    "The council of Alderby approved the harbour plan on Monday evening. "
-    "Mayor Ines Holt said the work on the harbour starts in May. "
-    "The plan adds a new pier for the ferry Kestrel, which carries 180 passengers. "
-    "Fishermen of Alderby welcomed the plan at the meeting in the town hall."
-)
+SENTENCES = [
+    "The council of Alderby approved the harbour plan on Monday evening.",
+    "Mayor Ines Holt said the work on the harbour starts in May.",
+    "The plan adds a new pier for the ferry Kestrel, which carries 180 passengers.",
+    "Fishermen of Alderby welcomed the plan at the meeting in the town hall.",
+    "The new pier of the harbour plan will serve the ferry Kestrel.",
+]
+DOC = " ".join(SENTENCES)
 IN_SCOPE = [
     "When did the council of Alderby approve the harbour plan?",
     "When does the work on the harbour start?",
@@ -43,8 +45,9 @@ DEGENERATE = "Why did Ines Holt say Ines Holt said that?"
 
 
 def _reply(prompt: str) -> str:
-    if "questions that the document above answers" in prompt:
-        return json.dumps({"questions": IN_SCOPE})
+    if "Write one question that this sentence answers" in prompt:
+        sentence = prompt.split('Sentence: "', 1)[1].split('"\n', 1)[0]
+        return json.dumps({"questions": [IN_SCOPE[SENTENCES.index(sentence)]]})
     if "Rewrite a question in" in prompt:
         source = prompt.rsplit('Question: "', 1)[1].split('"', 1)[0]
         if source == IN_SCOPE[0]:
@@ -132,10 +135,11 @@ def test_offline_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp
     # the unusable perturbation reply was retried once, firmly, and recorded
     firm = [c for c in llm.calls if "Your previous answer could not be used" in c.prompt]
     assert len(firm) == 1 and any(i.step == "perturb" and i.reason == "not_json" for i in record.issues)
-    # the document's prompts: in-scope, 3 perturbations (+1 retry), 1 follow-up; the source questions
-    # are shown to the perturbation prompts, never the document
-    assert len(llm.calls) == 6
-    assert all("Fishermen of Alderby welcomed" not in c.prompt for c in llm.calls[1:])
+    # the document's prompts: 5 in-scope (one a sentence), 3 perturbations (+1 retry), 1 follow-up;
+    # the perturbation and follow-up prompts are shown questions, never the document
+    assert len(llm.calls) == 10
+    assert [sum(s in c.prompt for s in SENTENCES) for c in llm.calls] == [1] * 5 + [0] * 5
+    assert record.questions[-1].true_claim == SENTENCES[3]  # an in-scope question keeps its sentence
     assert (summary.oos_kept, summary.in_scope, summary.docs_with_both) == (3, 4, 1)
 
 
@@ -143,7 +147,7 @@ def test_perturb_and_followup_modes_ask_only_their_own_candidates(tmp_path: Path
     for mode, expected in (("perturb", "Rewrite a question in"), ("followup", "follow-up questions")):
         gen, llm = _generator(CONFIG.model_copy(update={"mode": mode}))
         gen.run([{"doc_id": "alderby", "text": DOC}], tmp_path / mode, length_rule=RULE)
-        asked = [c.prompt for c in llm.calls[1:]]
+        asked = [c.prompt for c in llm.calls[5:]]
         assert asked and all(expected in p for p in asked), mode
         ds = load_dataset(tmp_path / mode)
         kinds = {q.metadata["provenance"]["edit_kind"] for q in ds.questions if q.label == "out_of_scope"}
@@ -162,7 +166,7 @@ def test_a_short_document_gets_sampled_top_up_rounds(tmp_path: Path) -> None:
 
 
 def _too_long(prompt: str) -> str:
-    if "Ferries of the northern bay" in prompt:
+    if "Ferries of the Northern Bay Company" in prompt:
         raise DocumentTooLongError("the prompt does not fit the context window", n_tokens=9000, limit=4096)
     return _reply(prompt)
 
@@ -177,7 +181,10 @@ def test_bad_documents_get_a_recorded_reason_and_the_corpus_goes_on(tmp_path: Pa
             "beginnen im Mai, sagte Bürgermeisterin Ines Holt. Die Fischer begrüßten den Plan "
             "bei der Versammlung im Rathaus, und die Fähre Kestrel bekommt einen neuen Steg.",
         },
-        {"doc_id": "long", "text": "Ferries of the northern bay. " + DOC},
+        {
+            "doc_id": "long",
+            "text": "Ferries of the Northern Bay Company sail from Alderby to Kestrel Point. " + DOC,
+        },
         {"doc_id": "good", "text": DOC},
     ]
     gen, _ = _generator(script=_too_long)
@@ -250,3 +257,26 @@ def test_the_cli_names_every_mode(tmp_path: Path) -> None:
     assert result.exit_code == 2
     for mode in ("auto", "faithful", "efficient", "perturb", "followup", "offline"):
         assert mode in result.output
+
+
+class _PassageDetector(ScriptedDetector):
+    """A filter that reads documents in passages and refuses a long one, as the logprob detector does."""
+
+    def passages(self, documents: list[object]) -> list[str]:
+        text = documents[0].text  # type: ignore[attr-defined]
+        if len(text.split()) > 100:
+            raise DocumentTooLongError("the documents need more than 32 passages", n_tokens=5000, limit=4096)
+        return [text]
+
+
+def test_a_document_longer_than_the_filters_limit_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    llm = ScriptedChatModel(_reply, model="fake")
+    detector = _PassageDetector(lambda q: SCORES.get(q, 0.99))
+    gen = Generator(llm, config=CONFIG, judge=detector, concurrency=1, progress=False)
+    summary = gen.run(
+        [{"doc_id": "huge", "text": DOC * 5}, {"doc_id": "ok", "text": DOC}], tmp_path, length_rule=RULE
+    )
+    records = CheckpointStore(tmp_path).load_all()
+    assert records["huge"].status == "skipped" and "32 passages" in (records["huge"].error or "")
+    assert records["ok"].status == "done" and (summary.docs_unusable, summary.docs_done) == (1, 1)
+    assert all(DOC[:40] not in c.prompt or "Sentence:" in c.prompt for c in llm.calls)

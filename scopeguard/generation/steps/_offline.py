@@ -4,8 +4,10 @@ Algorithm 1 asks a model to invent facts and write questions about them; models 
 parameters copy the document instead (issue #28). The offline modes ask them for what they can do,
 every reply held to a JSON schema (:mod:`._offline_replies`):
 
-1. in-scope candidates from the document (``n_in_scope + 2``), kept when the filter finds them
-   answerable (``edit_kind="direct"``);
+1. in-scope candidates: one question for each of the ``n_in_scope + 2`` sentences of the document
+   with the most names and numbers (the sentence alone is shown: shown the whole document, a
+   small model asks the same generic question again and again), kept when the filter finds them
+   answerable (``edit_kind="direct"``, the sentence as ``true_claim``);
 2. ``perturb`` (and ``offline``): each of the first ``perturb_sources`` kept questions rewritten
    once per edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018): the rewrite keeps the
    question's words and asks for something else. The document is not shown, so the model cannot
@@ -24,8 +26,10 @@ A document short of ``min_oos`` kept questions gets up to ``extra_rounds`` sampl
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Literal
 
+from scopeguard._sentences import split_sentences
 from scopeguard.detectors._text import content_stem_set, content_stems
 from scopeguard.errors import DocumentTooLongError
 from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, FilterRecord, GeneratedQuestion
@@ -40,10 +44,12 @@ from scopeguard.generation.steps._offline_replies import (
 )
 from scopeguard.generation.steps._offline_screen import unusable_reason
 
-__all__ = ["degenerate", "generate_offline", "overlap"]
+__all__ = ["degenerate", "generate_offline", "informative_sentences", "overlap"]
 
 _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
 _MIN_WORDS = 5
+_SENTENCE_WORDS = (8, 45)
+_NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
 
 
 def degenerate(question: str) -> str | None:
@@ -166,30 +172,43 @@ def _generated(
     )
 
 
+def informative_sentences(text: str, k: int) -> list[str]:
+    """The ``k`` sentences of ``text`` with the most names and numbers (8 to 45 words), in order."""
+    sentences = [
+        s for s in split_sentences(text) if _SENTENCE_WORDS[0] <= len(s.split()) <= _SENTENCE_WORDS[1]
+    ]
+    ranked = sorted(range(len(sentences)), key=lambda i: -len(_NAME_OR_NUMBER.findall(sentences[i][1:])))
+    return [sentences[i] for i in sorted(ranked[:k])]
+
+
 async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list[str], list[DroppedQuestion]]:
-    """The kept in-scope questions, every usable candidate (sources if none is kept), and the dropped."""
-    n = max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE
-    got = await ctx.ask(
-        "offline_in_scope",
-        "gen_offline_in_scope",
-        lambda r, lenient: parse_questions(r.text, n, truncated=r.truncated, lenient=lenient),
-        max_tokens=MAX_TOKENS_PER_QUESTION * n + 40,
-        schema=questions_schema(n),
-        document=ctx.doc.text,
-        n=n,
-    )
-    if got is None:
-        return [], [], []
-    candidates, reply = got
+    """The kept in-scope questions, every usable candidate (sources if none is kept), and the dropped.
+
+    One call per informative sentence (``n_in_scope + 2`` of them): the question it answers.
+    """
     kept: list[GeneratedQuestion] = []
     dropped: list[DroppedQuestion] = []
-    unique = ctx.unique("offline_in_scope", candidates, reply.id)
-    for q in unique:
-        filt = await filter_question(ctx, q)
+    candidates: list[str] = []
+    for sentence in informative_sentences(ctx.doc.text, max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE):
+        got = await ctx.ask(
+            "offline_in_scope",
+            "gen_offline_in_scope",
+            lambda r, lenient: parse_questions(r.text, 1, truncated=r.truncated, lenient=lenient),
+            max_tokens=MAX_TOKENS_PER_QUESTION + 40,
+            schema=questions_schema(1),
+            sentence=sentence,
+        )
+        if got is None:
+            continue
+        (question,), reply = got
+        if not ctx.unique("offline_in_scope", [question], reply.id):
+            continue
+        candidates.append(question)
+        filt = await filter_question(ctx, question)
         if filt is not None and filt.label != "in_scope":
             dropped.append(
                 DroppedQuestion(
-                    question=q,
+                    question=question,
                     claim_index=None,
                     reason=f"filter: not answerable from the document ({filt.label})",
                     filter=filt,
@@ -198,8 +217,12 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
                 )
             )
             continue
-        kept.append(_generated(ctx, q, "in_scope", len(kept), reply.id, filt, edit_kind="direct"))
-    return kept, unique, dropped
+        kept.append(
+            _generated(
+                ctx, question, "in_scope", len(kept), reply.id, filt, edit_kind="direct", true_claim=sentence
+            )
+        )
+    return kept, candidates, dropped
 
 
 async def _perturb(
@@ -285,6 +308,10 @@ async def generate_offline(ctx: DocumentContext) -> DocumentRecord:
     if reason is not None:
         return ctx.record("skipped", error=reason)
     try:
+        # a filter that reads the document in passages (logprob) refuses one longer than its limit
+        passages = getattr(ctx.judge, "passages", None)
+        if callable(passages):
+            passages([ctx.doc])
         return await _run(ctx)
     except DocumentTooLongError as exc:
         return ctx.record("skipped", error=f"longer than the model's context: {exc}")

@@ -1,0 +1,140 @@
+"""The offline generation modes with the packaged models: questions and seconds per news document.
+
+    python benchmarks/generation_offline.py --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b \\
+        --modes offline,perturb,followup --docs 8 --work /tmp/genoffline
+
+Each (model, mode) runs ``scopeguard generate``'s pipeline (the library's Generator, default
+settings of the mode, the auto filter: the packaged logprob detector) on the first ``--docs``
+news documents of the ELOQ gold dev split in ../shared (read at run time; ELOQ's length rule, so
+each document is cut after 300 words), into its own folder under ``--work``. Prints a table and
+writes ``benchmarks/results/generation_offline.json``: per model and mode, in-scope and
+out-of-scope questions per document, the share of documents meeting the issue's targets (at least
+3 in-scope and 2 out-of-scope questions), seconds per document (the first document includes
+loading the models), why candidates were dropped, and the machine (``lscpu`` model name, cores,
+threads used). Only counts and timings are written, never text. Re-running with the same
+``--work`` resumes: finished documents are reported from their checkpoints (their original
+seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from _report import report
+
+from scopeguard.data import read_jsonl
+from scopeguard.generation import GenerationConfig, Generator
+from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eloq-gold-dev"
+RESULT = Path(__file__).resolve().parent / "results" / "generation_offline.json"
+TARGET_IN_SCOPE, TARGET_OOS, TARGET_SECONDS = 3, 2, 180.0
+
+
+def _cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return platform.processor() or "unknown"
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def _drop_kind(reason: str) -> str:
+    """A dropped candidate's reason without its figures ("filter: out of scope within the margin")."""
+    return "off-topic" if reason.startswith("off-topic") else reason.split(" (", 1)[0]
+
+
+def _row(model: str, mode: str, records: list[DocumentRecord]) -> dict[str, object]:
+    done = [r for r in records if r.status == "done"]
+    ins = [r.count("in_scope") for r in done]
+    oos = [r.count("out_of_scope") for r in done]
+    seconds = [r.seconds for r in done]
+    drops = Counter(_drop_kind(d.reason) for r in done for d in r.dropped if d.label == "out_of_scope")
+    kinds = Counter(q.edit_kind for r in done for q in r.questions if q.label == "out_of_scope")
+    candidates = sum(oos) + sum(drops.values())
+    return {
+        "model": model,
+        "mode": mode,
+        "docs": len(records),
+        "done": len(done),
+        "in_scope_per_doc": round(statistics.mean(ins), 2) if ins else None,
+        "oos_per_doc": round(statistics.mean(oos), 2) if oos else None,
+        "docs_meeting_targets": sum(
+            i >= TARGET_IN_SCOPE and o >= TARGET_OOS for i, o in zip(ins, oos, strict=True)
+        ),
+        "seconds_per_doc_median": round(statistics.median(seconds), 1) if seconds else None,
+        "seconds_per_doc_max": round(max(seconds), 1) if seconds else None,
+        "seconds_per_doc_without_first": round(statistics.mean(seconds[1:]), 1) if len(seconds) > 1 else None,
+        "oos_candidates": candidates,
+        "oos_kept_share": round(sum(oos) / candidates, 3) if candidates else None,
+        "oos_by_kind": dict(sorted(kinds.items(), key=lambda kv: str(kv[0]))),
+        "dropped_by_reason": dict(drops.most_common()),
+        "unusable_replies": sum(sum(not i.accepted for i in r.issues) for r in records),
+        # the writer's calls (the logprob filter reads with its own model, booked nowhere here)
+        "llm_calls_per_doc": round(statistics.mean(r.total_usage.calls for r in done), 1) if done else None,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
+    ap.add_argument("--modes", default="offline,perturb,followup")
+    ap.add_argument("--docs", type=int, default=8)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-offline"))
+    ap.add_argument(
+        "--note", default="", help="recorded with the figures (e.g. whether the machine was shared)"
+    )
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args()
+
+    from scopeguard.llm.local import LlamaCppChatModel
+
+    threads = args.threads or os.cpu_count() or 1
+    os.environ["SCOPEGUARD_N_THREADS"] = str(threads)  # the logprob detector's model too
+    docs = [{"doc_id": d["doc_id"], "text": d["text"]} for d in read_jsonl(args.data / "documents.jsonl")]
+    docs = docs[: args.docs]
+    rows = []
+    for model in args.models.split(","):
+        llm = LlamaCppChatModel(model, n_threads=threads)
+        for mode in args.modes.split(","):
+            out = args.work / f"{model}-{mode}"
+            Generator(llm, config=GenerationConfig(mode=mode), progress=False).run(docs, out)  # type: ignore[arg-type]
+            records = [r for r in CheckpointStore(out).load_all().values()]
+            rows.append(_row(model, mode, sorted(records, key=lambda r: r.order)))
+    machine = {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": threads,
+        "python": platform.python_version(),
+        "note": args.note,
+    }
+    report(
+        rows,
+        {
+            "benchmark": "generation_offline",
+            "data": f"{args.data.name}: the first {len(docs)} documents (news), cut after 300 words",
+            "filter": "auto (the packaged logprob detector, Qwen2.5-Coder-1.5B)",
+            "targets": {
+                "in_scope_per_doc": TARGET_IN_SCOPE,
+                "oos_per_doc": TARGET_OOS,
+                "seconds_per_doc": TARGET_SECONDS,
+            },
+            "machine": machine,
+        },
+        args.out,
+    )
+
+
+if __name__ == "__main__":
+    main()
