@@ -55,6 +55,7 @@ def test_edits_strict_and_lenient() -> None:
 
 def test_the_schemas_describe_what_the_parsers_accept() -> None:
     assert re.match(QUESTION_PATTERN, Q1) and not re.match(QUESTION_PATTERN, 'Say "hi"?')
+    assert not re.match(QUESTION_PATTERN, "Who is Ann Lee? What does she do?")
     assert not re.match(QUESTION_PATTERN, "x" * 200 + "?")
     schema = questions_schema(3)["properties"]["questions"]
     assert (schema["minItems"], schema["maxItems"]) == (3, 3)

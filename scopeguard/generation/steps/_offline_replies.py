@@ -18,11 +18,12 @@ from scopeguard.generation.parsers import ReplyParseError
 
 __all__ = ["edits_schema", "parse_edits", "parse_questions", "questions_schema"]
 
-# A question: one line that starts with a capital letter and ends with "?" (no quote or backslash,
-# so the grammar has no escapes to get wrong), 10 to 150 characters: at most about 40 tokens, so
+# A question: one line that starts with a capital letter and ends with its only "?" (no quote,
+# backslash, bracket or brace: no escapes for the grammar to get wrong, no JSON debris, no second
+# question run on), 10 to 150 characters: at most about 40 tokens, so
 # a reply of n questions always fits MAX_TOKENS_PER_QUESTION * n + 40 tokens.
 MAX_QUESTION_CHARS = 150
-QUESTION_PATTERN = '^[A-Z][^"\\\\\\n]{8,' + str(MAX_QUESTION_CHARS - 2) + "}[?]$"
+QUESTION_PATTERN = '^[A-Z][^"?{}\\[\\]\\\\\\n]{8,' + str(MAX_QUESTION_CHARS - 2) + "}[?]$"
 MAX_TOKENS_PER_QUESTION = 64
 _QUESTION: dict[str, Any] = {"type": "string", "pattern": QUESTION_PATTERN}
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
@@ -71,7 +72,7 @@ def _question(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     q = " ".join(value.split())
-    return q if len(q) >= 10 and q.endswith("?") and q[0].isalnum() else None
+    return q if len(q) >= 10 and q.endswith("?") and "?" not in q[:-1] and q[0].isalnum() else None
 
 
 def parse_questions(
