@@ -1,7 +1,7 @@
 """The offline generation modes with the packaged models: questions and seconds per news document.
 
     python benchmarks/generation_offline.py --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b \\
-        --modes offline,perturb,followup --docs 8 --work /tmp/genoffline
+        --modes offline,perturb,followup --docs 6 --mode-docs perturb=3,followup=3 --work /tmp/genoffline
 
 Each (model, mode) runs ``scopeguard generate``'s pipeline (the library's Generator, default
 settings of the mode, the auto filter: the packaged logprob detector) on the first ``--docs``
@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
     ap.add_argument("--modes", default="offline,perturb,followup")
     ap.add_argument("--docs", type=int, default=8)
+    ap.add_argument("--mode-docs", default="", help="MODE=N,...: another number of documents for a mode")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-offline"))
@@ -103,13 +104,14 @@ def main() -> None:
     threads = args.threads or os.cpu_count() or 1
     os.environ["SCOPEGUARD_N_THREADS"] = str(threads)  # the logprob detector's model too
     docs = [{"doc_id": d["doc_id"], "text": d["text"]} for d in read_jsonl(args.data / "documents.jsonl")]
-    docs = docs[: args.docs]
+    per_mode = {m: int(n) for m, n in (item.split("=") for item in args.mode_docs.split(",") if item)}
     rows = []
     for model in args.models.split(","):
         llm = LlamaCppChatModel(model, n_threads=threads)
         for mode in args.modes.split(","):
             out = args.work / f"{model}-{mode}"
-            Generator(llm, config=GenerationConfig(mode=mode), progress=False).run(docs, out)  # type: ignore[arg-type]
+            chosen = docs[: per_mode.get(mode, args.docs)]
+            Generator(llm, config=GenerationConfig(mode=mode), progress=False).run(chosen, out)  # type: ignore[arg-type]
             records = [r for r in CheckpointStore(out).load_all().values()]
             rows.append(_row(model, mode, sorted(records, key=lambda r: r.order)))
     machine = {
@@ -123,7 +125,8 @@ def main() -> None:
         rows,
         {
             "benchmark": "generation_offline",
-            "data": f"{args.data.name}: the first {len(docs)} documents (news), cut after 300 words",
+            "data": f"{args.data.name}: the first {args.docs} documents (news; "
+            f"{args.mode_docs or 'every mode'}), cut after 300 words",
             "filter": "auto (the packaged logprob detector, Qwen2.5-Coder-1.5B)",
             "targets": {
                 "in_scope_per_doc": TARGET_IN_SCOPE,

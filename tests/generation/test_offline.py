@@ -280,3 +280,34 @@ def test_a_document_longer_than_the_filters_limit_is_skipped_with_the_reason(tmp
     assert records["huge"].status == "skipped" and "32 passages" in (records["huge"].error or "")
     assert records["ok"].status == "done" and (summary.docs_unusable, summary.docs_done) == (1, 1)
     assert all(DOC[:40] not in c.prompt or "Sentence:" in c.prompt for c in llm.calls)
+
+
+def test_a_rewrite_that_copies_the_prompts_example_is_dropped(tmp_path: Path) -> None:
+    from scopeguard.detectors._text import content_stems
+    from scopeguard.generation.config import EDIT_KINDS
+    from scopeguard.generation.steps._offline import EXAMPLE_WORDS
+    from scopeguard.prompts import render
+
+    example = render("gen_perturb_question", question="Q?", kinds=list(EDIT_KINDS), firm=False)
+    assert set(content_stems(example)) >= EXAMPLE_WORDS  # the words still name the template's example
+    text = (
+        "The ferry Kestrel of Port Lanner carries 180 passengers to the island every morning. "
+        "Captain Mira Osk said the ferry Kestrel will get a new engine in the spring."
+    )
+    copied = "How much did the council of Alderby spend on the ferry Kestrel engine?"
+    own = "Who built the new engine of the ferry Kestrel for Captain Mira Osk?"
+
+    def script(prompt: str) -> str:
+        if "Write one question that this sentence answers" in prompt:
+            return json.dumps(
+                {"questions": ["Who said the ferry Kestrel will get a new engine in the spring?"]}
+            )
+        return json.dumps({"negation": copied, "entity_swap": own})
+
+    config = CONFIG.model_copy(update={"mode": "perturb", "perturb_kinds": ("negation", "entity_swap")})
+    gen, _ = _generator(config, script)
+    gen.run([{"doc_id": "kestrel", "text": text}], tmp_path, length_rule=RULE)
+    record = CheckpointStore(tmp_path).load_all()["kestrel"]
+    assert [q.question for q in record.questions if q.label == "out_of_scope"] == [own]
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert reasons[copied] == "not a usable question: copies the prompt's example (alderby, council)"

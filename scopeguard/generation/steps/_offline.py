@@ -44,10 +44,13 @@ from scopeguard.generation.steps._offline_replies import (
 )
 from scopeguard.generation.steps._offline_screen import unusable_reason
 
-__all__ = ["degenerate", "generate_offline", "informative_sentences", "overlap"]
+__all__ = ["EXAMPLE_WORDS", "degenerate", "generate_offline", "informative_sentences", "overlap"]
 
 _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
 _MIN_WORDS = 5
+# The invented example of gen_perturb_question.j2 (its names and its topic): a rewrite that uses
+# one of them when neither the document nor the source question does copied the example.
+EXAMPLE_WORDS = frozenset(content_stems("Alderby Bramford harbour bridge council plan approve"))
 _SENTENCE_WORDS = (8, 45)
 _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
 
@@ -99,12 +102,25 @@ class _Keeper:
             )
         )
 
-    async def consider(self, step: str, question: str, kind: str, source: str | None, reply_id: str) -> None:
+    async def consider(
+        self,
+        step: str,
+        question: str,
+        kind: str,
+        source: str | None,
+        reply_id: str,
+        prompt_words: frozenset[str] = frozenset(),
+    ) -> None:
+        """Keep or drop one candidate; ``prompt_words``: stems of the prompt's invented example (a
+        candidate that uses one the document and its source lack copied the example)."""
         ctx = self.ctx
         if not ctx.unique(step, [question], reply_id):
             self._drop(question, "a copy of a question already written", kind, source, None)
             return
-        bad = degenerate(question)
+        copied = sorted(
+            set(content_stems(question)) & prompt_words - self.stems - set(content_stems(source or ""))
+        )
+        bad = f"copies the prompt's example ({', '.join(copied)})" if copied else degenerate(question)
         if bad is not None:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
@@ -244,7 +260,7 @@ async def _perturb(
             continue
         edits, reply = got
         for kind, question in edits.items():
-            await keeper.consider("perturb", question, kind, source, reply.id)
+            await keeper.consider("perturb", question, kind, source, reply.id, EXAMPLE_WORDS)
 
 
 async def _followup(
