@@ -33,6 +33,7 @@ __all__ = [
     "OperatingPoint",
     "auroc",
     "choose_threshold",
+    "dataset_oof",
     "fit_logistic",
     "grouped_folds",
     "grouped_oof",
@@ -99,10 +100,13 @@ def fit_logistic(
     weights: np.ndarray | None = None,
     l2: float = 1e-2,
     iterations: int = 50,
+    penalty: Sequence[float] | None = None,
 ) -> LogisticHead:
     """Fit a :class:`LogisticHead` (Newton's method; ``l2`` penalises the weights, not the bias).
 
     ``weights`` weigh the examples (default 1 each), e.g. so that each dataset counts equally.
+    ``penalty`` scales ``l2`` per feature (default 1 each): a wide block (a hidden state) can be
+    held back hard while a few calibrated scalars beside it stay nearly free.
     """
     x = np.atleast_2d(np.asarray(x, dtype=np.float64))
     y = np.asarray(y, dtype=np.float64)
@@ -119,12 +123,14 @@ def fit_logistic(
     scale[scale < 1e-9] = 1.0
     z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
     w = np.zeros(z.shape[1])
-    penalty = np.full(z.shape[1], l2 * len(x))
-    penalty[-1] = 0.0
+    scales = np.ones(x.shape[1]) if penalty is None else np.asarray(penalty, dtype=np.float64)
+    if scales.shape != (x.shape[1],) or (scales < 0).any():
+        raise ConfigurationError(f"fit_logistic: penalty needs {x.shape[1]} values >= 0")
+    penalty_ = np.append(scales * l2 * len(x), 0.0)
     for _ in range(iterations):
         p = _sigmoid(z @ w)
-        grad = z.T @ (sw * (p - y)) + penalty * w
-        hess = (z * (sw * p * (1 - p))[:, None]).T @ z + np.diag(penalty + 1e-9)
+        grad = z.T @ (sw * (p - y)) + penalty_ * w
+        hess = (z * (sw * p * (1 - p))[:, None]).T @ z + np.diag(penalty_ + 1e-9)
         step = np.linalg.solve(hess, grad)
         w -= step
         if float(np.abs(step).max()) < 1e-8:
@@ -247,6 +253,24 @@ def grouped_oof(
     all_idx = np.arange(n)
     for test in grouped_folds(groups, folds, seed=seed):
         train = np.setdiff1d(all_idx, test)
+        out[test] = fit_predict(train, test)
+    return out
+
+
+def dataset_oof(
+    datasets: Sequence[str], fit_predict: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Leave-one-dataset-out predictions: each dataset's scores from ``fit_predict(train_idx,
+    test_idx)`` fitted on all the other datasets (the closest a fit gets to data it has never seen).
+    """
+    names = np.asarray(datasets)
+    unique = sorted(set(datasets))
+    if len(unique) < 2:
+        raise ConfigurationError(f"leave-one-dataset-out needs at least 2 datasets, got {unique}")
+    out = np.full(len(names), np.nan)
+    for name in unique:
+        test = np.flatnonzero(names == name)
+        train = np.flatnonzero(names != name)
         out[test] = fit_predict(train, test)
     return out
 

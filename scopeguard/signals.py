@@ -1,7 +1,10 @@
 """The signals the cascade reads, extracted for a whole dataset and cached on disk.
 
 For each labelled question: the fast stage's two features (``coverage``, ``alignment``) and the
-reading stage's verdict margin (log P(No) - log P(Yes) of the log-prob detector). Extraction is
+reading stage's verdict margin (log P(No) - log P(Yes) of the log-prob detector); with a reader
+whose scorer returns hidden states (``layers=``), the hidden states at the verdict position from
+the same read (``hidden``); and the margins of further verdict prompts read against the same
+document state (``probes``, e.g. ``answerability_inference``: only their last tokens). Extraction is
 paid once: every value is cached under ``$SCOPEGUARD_CACHE/features`` by (extractor identity,
 question, document content), so a killed run resumes where it stopped and the folds of a
 cross-validation, the benchmarks and ``train-detector`` share the work. Questions are read in
@@ -13,7 +16,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +45,9 @@ class Signals:
     coverage: np.ndarray
     alignment: np.ndarray
     margin: np.ndarray  # NaN where the reading stage was not asked
+    hidden: np.ndarray | None = None  # (n, layers, dim) at the verdict position, where read
+    layers: tuple[int, ...] = ()  # the model layers of ``hidden``
+    probes: dict[str, np.ndarray] = field(default_factory=dict)  # template -> margin
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -60,6 +67,9 @@ class Signals:
             coverage=self.coverage[idx],
             alignment=self.alignment[idx],
             margin=self.margin[idx],
+            hidden=None if self.hidden is None else self.hidden[idx],
+            layers=self.layers,
+            probes={k: v[idx] for k, v in self.probes.items()},
         )
 
     @staticmethod
@@ -72,6 +82,17 @@ class Signals:
             coverage=np.concatenate([p.coverage for p in parts]),
             alignment=np.concatenate([p.alignment for p in parts]),
             margin=np.concatenate([p.margin for p in parts]),
+            hidden=(
+                np.concatenate([p.hidden for p in parts])  # type: ignore[misc]
+                if all(p.hidden is not None for p in parts) and len({p.layers for p in parts}) == 1
+                else None
+            ),
+            layers=parts[0].layers if parts else (),
+            probes={
+                k: np.concatenate([p.probes[k] for p in parts])
+                for k in (parts[0].probes if parts else {})
+                if all(k in p.probes for p in parts)
+            },
         )
 
 
@@ -102,13 +123,16 @@ def extract_signals(
     name: str = "",
     fast: bool = True,
     reader: object | None = None,
+    probes: Sequence[str] = (),
     progress: bool | None = None,
 ) -> Signals:
     """Signals for every question of ``dataset``.
 
     ``fast``: compute the fast stage's features. ``reader``: a
     :class:`~scopeguard.detectors.logprob.LogProbDetector` whose margins to compute (``None``:
-    margins are NaN).
+    margins are NaN), with the hidden states of its scorer's ``layers`` when it has any.
+    ``probes``: further verdict templates read after the head's, each against the same document
+    state (their margins in ``Signals.probes``).
     """
     from scopeguard.detectors.logprob import LogProbDetector
 
@@ -137,26 +161,41 @@ def extract_signals(
                 cache.put(key, hit)
             coverage[i], alignment[i] = float(hit[0]), float(hit[1])
 
+    hidden: np.ndarray | None = None
+    layers: tuple[int, ...] = ()
+    extra = {t: np.full(n, np.nan) for t in probes}
     if reader is not None:
         if not isinstance(reader, LogProbDetector):
             raise TypeError("reader must be a LogProbDetector")
-        identity = {
-            "kind": "verdict_margin",
-            "model": reader.scorer.name,
-            "template": reader.head.template,
-            "template_sha256": _template_sha256(reader.head.template),
-            "chunk_tokens": reader.chunk_tokens,
-        }
-        cache = FeatureCache(identity)
+        layers = tuple(getattr(reader.scorer, "layers", ()) or ())
+        templates = [reader.head.template, *[t for t in probes if t != reader.head.template]]
+        margins = {t: FeatureCache(_read_identity(reader, t)) for t in templates}
+        states = [FeatureCache(_read_identity(reader, templates[0], layer)) for layer in layers]
         for i, q in enumerate(progress_bar(questions, desc=f"verdicts {label}", enabled=progress)):
             doc = docs[q.doc_id]
             key = stable_hash(q.question, doc.content_hash)
-            hit = cache.get(key)
-            if hit is None:
-                best, _ = reader.read(q.question, [doc])
-                hit = np.array([best.logp_yes, best.logp_no], dtype=np.float32)
-                cache.put(key, hit)
-            margin[i] = float(hit[1]) - float(hit[0])
+            for j, template in enumerate(templates):
+                hit = margins[template].get(key)
+                cached = [c.get(key) for c in states] if j == 0 else []
+                rows: list[np.ndarray] = [r for r in cached if r is not None]
+                if hit is None or len(rows) < len(cached):
+                    best, _ = reader.read(q.question, [doc], template=template)
+                    hit = np.array([best.logp_yes, best.logp_no], dtype=np.float32)
+                    margins[template].put(key, hit)
+                    if cached:
+                        assert best.hidden is not None  # a scorer with layers returns them
+                        rows = [np.asarray(r, dtype=np.float32) for r in best.hidden]
+                        for cache, row in zip(states, rows, strict=True):
+                            cache.put(key, row)
+                value = float(hit[1]) - float(hit[0])
+                if j > 0:
+                    extra[template][i] = value
+                    continue
+                margin[i] = value
+                if rows:
+                    if hidden is None:
+                        hidden = np.zeros((n, len(layers), len(rows[0])), np.float32)
+                    hidden[i] = np.stack(rows)
 
     return Signals(
         ids=tuple(q.id for q in questions),
@@ -166,7 +205,25 @@ def extract_signals(
         coverage=coverage,
         alignment=alignment,
         margin=margin,
+        hidden=hidden,
+        layers=layers,
+        probes=extra,
     )
+
+
+def _read_identity(reader: Any, template: str, layer: int | None = None) -> dict[str, Any]:
+    """What a cached read depends on: model, prompt wording and passage size; for a hidden state
+    (one cache per layer, so a head reading any subset of the layers finds them), the layer."""
+    identity: dict[str, Any] = {
+        "kind": "verdict_margin" if layer is None else "verdict_hidden",
+        "model": reader.scorer.name,
+        "template": template,
+        "template_sha256": _template_sha256(template),
+        "chunk_tokens": reader.chunk_tokens,
+    }
+    if layer is not None:
+        identity["layer"] = layer
+    return identity
 
 
 def sample_documents(dataset: Dataset, max_docs: int | None, *, seed: int = 0) -> Dataset:

@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from scopeguard._fake_openai import FakeOpenAIServer
 from scopeguard._test_servers import packaged_llama_server, running_guard_server
 from scopeguard.detectors.base import BaseDetector
@@ -163,11 +165,22 @@ class ScriptedVerdictScorer:
 
     ``margin(prompt_text) -> float`` returns log P(No) - log P(Yes) for the rendered prompt (the
     user message); every prompt is recorded in ``prompts``. Token counts are words.
+    ``hidden(prompt_text) -> vector``, if given, is the hidden state returned with every score
+    (as the one layer ``layers[0]``), as a llama.cpp scorer built with ``layers=`` returns it.
     """
 
-    def __init__(self, margin: Callable[[str], float], *, name: str = "scripted-verdicts") -> None:
+    def __init__(
+        self,
+        margin: Callable[[str], float],
+        *,
+        name: str = "scripted-verdicts",
+        hidden: Callable[[str], Sequence[float]] | None = None,
+        layer: int = 1,
+    ) -> None:
         self._margin = margin
         self._name = name
+        self._hidden = hidden
+        self.layers: tuple[int, ...] = (layer,) if hidden is not None else ()
         self.prompts: list[str] = []
 
     @property
@@ -183,7 +196,12 @@ class ScriptedVerdictScorer:
         m = float(self._margin(text))
         # split the margin symmetrically: P(Yes) + P(No) = 1
         p_no = 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, m))))
-        return VerdictScore(logp_yes=math.log(max(1e-300, 1 - p_no)), logp_no=math.log(max(1e-300, p_no)))
+        hidden = None
+        if self._hidden is not None:
+            hidden = np.atleast_2d(np.asarray(self._hidden(text), dtype=np.float32))
+        return VerdictScore(
+            logp_yes=math.log(max(1e-300, 1 - p_no)), logp_no=math.log(max(1e-300, p_no)), hidden=hidden
+        )
 
     def score_many(
         self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None

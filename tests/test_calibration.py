@@ -76,3 +76,21 @@ def test_grouped_oof_never_predicts_a_document_it_trained_on() -> None:
     out = grouped_oof(30, groups, fit_predict, folds=5)
     assert not np.isnan(out).any() and len(seen) == 5
     assert all(not (tr & te) for tr, te in seen)
+
+
+def test_leave_one_dataset_out_never_fits_on_the_scored_dataset() -> None:
+    from scopeguard.calibration import dataset_oof
+
+    datasets = ["a", "a", "b", "c", "c", "c"]
+    seen: list[tuple[list[int], list[int]]] = []
+
+    def fp(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        seen.append((train.tolist(), test.tolist()))
+        assert not {datasets[i] for i in train} & {datasets[i] for i in test}
+        return np.full(len(test), float(len(train)))
+
+    out = dataset_oof(datasets, fp)
+    assert out.tolist() == [4.0, 4.0, 5.0, 3.0, 3.0, 3.0]
+    assert sorted(t for _, ts in seen for t in ts) == list(range(6))
+    with pytest.raises(ConfigurationError, match="at least 2 datasets"):
+        dataset_oof(["a", "a"], fp)

@@ -19,7 +19,7 @@ scope) wins), and reading stops at the first passage that clearly answers it. Mo
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -249,13 +249,21 @@ class LogProbDetector(BaseDetector):
 
     # -- scoring ----------------------------------------------------------------------------
     def read(
-        self, question: str, documents: Sequence[Document | str], *, stop_below: float | None = None
+        self,
+        question: str,
+        documents: Sequence[Document | str],
+        *,
+        stop_below: float | None = None,
+        template: str | None = None,
     ) -> tuple[VerdictScore, int]:
         """The verdict log-probs of the passage that best answers ``question``, and the passages read.
 
         Reading stops at the first passage whose margin is at or below ``stop_below`` (default:
         the detector's ``stop_below``), where no later passage can change the decision.
+        ``template``: another verdict prompt than the head's (one that starts like it, such as
+        ``answerability_inference``, reads only its own last tokens after the head's).
         """
+        template = template or self.head.template
         stop = self.stop_below if stop_below is None else stop_below
         passages = self.passages(as_documents(list(documents)))
         self._prime()
@@ -263,7 +271,7 @@ class LogProbDetector(BaseDetector):
         read = 0
         for passage in passages:
             self._lookup(passage)
-            score = self.scorer.score(verdict_messages(question, passage, template=self.head.template))
+            score = self.scorer.score(verdict_messages(question, passage, template=template))
             read += 1
             if best is None or score.margin < best.margin:
                 best = score
@@ -271,6 +279,22 @@ class LogProbDetector(BaseDetector):
                 break
         assert best is not None  # as_documents guarantees at least one document
         return best, read
+
+    def read_passages(
+        self, question: str, documents: Sequence[Document | str], templates: Sequence[str] = ()
+    ) -> Iterator[list[VerdictScore]]:
+        """Each passage of ``documents`` in turn, read for ``question``: the scores of the head's
+        prompt, then of each of ``templates`` (prompts that start like it: each reads only its own
+        last tokens after the first), all against the one state of that passage. Stop iterating to
+        stop reading."""
+        passages = self.passages(as_documents(list(documents)))
+        self._prime()
+        for passage in passages:
+            self._lookup(passage)
+            yield [
+                self.scorer.score(verdict_messages(question, passage, template=t))
+                for t in (self.head.template, *templates)
+            ]
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
         best, n = self.read(question, documents)
