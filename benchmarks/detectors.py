@@ -11,23 +11,20 @@ them, on all the benchmark's datasets together, and scored out of fold (5-fold C
 document, seed 0); their signals come from the same on-disk cache. Their latency is measured live
 with the shipped detector on ``--latency-sample`` questions, each on a document it has not seen
 (a cold document, as in real RAG), and again on the same questions after their documents were
-pre-read (``detector.preread``, states from disk: a fixed corpus read offline). The ``default``
-rows also print the band curve: out-of-fold accuracy against the escalated share, and the mean
-latency that share implies.
+pre-read (``detector.preread``, states from disk: a fixed corpus read offline).
 
 Columns: accuracy with a 95% bootstrap CI (2000 resamples over questions, seed 0), AUROC, latency
-p50/p95 per question, escalated share (cascade), peak RSS of the process that ran the row.
+p50/p95 per question, escalated share (cascades), peak RSS of the process that ran the row.
 
 * Detectors with nothing trained on the dev set (lexical, judge) are run live on every question
   (``--limit`` caps it).
-* Learned detectors are never scored on their training data: ``fast`` and ``default`` use the
-  out-of-fold predictions of 5-fold document-grouped cross-validation (seed 0) of their heads
-  (features from ``benchmarks/train_fast_head.py``'s cache; the cascade is replayed on the
-  out-of-fold scores of both stages with the shipped band); ``nli`` and ``probe[@LLM]`` use
+* Learned detectors are never scored on their training data: ``fast``, ``logprob`` and ``default``
+  use the out-of-fold predictions of 5-fold document-grouped cross-validation (seed 0) of their
+  heads (``fast``'s features from ``benchmarks/train_fast_head.py``'s cache); ``nli`` and ``probe[@LLM]`` use
   ``scopeguard.training.cross_validate``. ``cascade@mpnet`` replays a fast -> fast-on-mpnet cascade
   on out-of-fold scores for several escalation bands (accuracy only), the measurement behind
-  the choice of the default. Their latency comes from a live run of the shipped (or a
-  freshly trained) head on ``--latency-sample`` questions (all for fast/default).
+  the old cascade's choice. Their latency comes from a live run of the shipped (or a freshly
+  trained) head on ``--latency-sample`` questions (all for fast).
 
 Each row runs in its own subprocess (so that peak RSS is the row's) and is cached in
 ``benchmarks/results/detectors/<row>.json``; ``--refresh`` recomputes the rows named. The combined
@@ -240,10 +237,12 @@ def _preread_latency(name: str, ds: Dataset, sample: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
 
         def make() -> Any:
-            scorer = verdict_scorer("local", state_dir=tmp)
-            return (
-                get_detector(name, reader_llm=scorer) if name == "default" else get_detector(name, llm=scorer)
-            )
+            if name != "default":
+                return get_detector(name, llm=verdict_scorer("local", state_dir=tmp))
+            from scopeguard.detectors.default import DefaultHead, default_head_path
+
+            layers = DefaultHead.load(default_head_path()).layers
+            return get_detector(name, reader_llm=verdict_scorer("local", state_dir=tmp, layers=layers))
 
         make().preread(list(cold.documents.values()), progress=True)
         _, verdicts = run_detector(make(), cold)
@@ -288,18 +287,7 @@ def rows_scoring(name: str, datasets: list[Path], max_docs: int | None, sample: 
         row.update(_preread_latency(name, ds, sample))
         row.update(dataset=path.name, accuracy_source="5-fold document-grouped CV (seed 0), out of fold")
         rows.append(row)
-    extra: dict[str, Any] = {}
-    if name == "default":
-        fast_ms = np.nanmedian([r["latency_fast_ms_p50"] or np.nan for r in rows])
-        read_ms = np.nanmedian([r["latency_escalated_ms_p50"] or np.nan for r in rows])
-        curve = []
-        for c in rep.details["band_curve"]:
-            curve.append(
-                {**c, "mean_latency_ms": float((1 - c["escalated"]) * fast_ms + c["escalated"] * read_ms)}
-            )
-        curve.sort(key=lambda c: c["escalated"])
-        extra = {"band": rep.details["band"], "band_curve": curve, "fast_ms": fast_ms, "read_ms": read_ms}
-    return {"rows": rows, **extra}
+    return {"rows": rows}
 
 
 def rows_simple(name: str, datasets: list[Path], max_docs: int | None, sample: int) -> dict[str, Any]:
@@ -391,19 +379,6 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _curve_table(curve: list[dict[str, Any]]) -> str:
-    lines = [f"{'escalated':>9s} {'accuracy':>8s} {'mean ms':>8s}  band", "-" * 44]
-    seen: set[tuple[float, float]] = set()
-    for c in curve:
-        key = (round(c["escalated"], 2), round(c["accuracy"], 3))
-        if key in seen:
-            continue
-        seen.add(key)
-        band = f"({c['low']:.3f}, {c['high']:.3f})"
-        lines.append(f"{c['escalated']:9.0%} {c['accuracy']:8.3f} {c['mean_latency_ms']:8.0f}  {band}")
-    return "\n".join(lines)
-
-
 def _load_rows(path: Path) -> dict[str, Any]:
     raw = json.loads(path.read_text())
     if "rows" not in raw:  # a row file of the single-dataset layout (ELOQ dev)
@@ -461,13 +436,7 @@ def main() -> None:
         key=lambda r: (ORDER.index(r["detector"].partition("@")[0]), r["detector"], r.get("dataset", ""))
     )
     print(_table(rows))
-    curves = [f for f in files if "band_curve" in f]
-    for f in curves:
-        print(f"\\ndefault: band {f['band']} ; band curve (out-of-fold accuracy, all datasets pooled):")
-        print(_curve_table(f["band_curve"]))
-    (RESULTS / "detectors.json").write_text(
-        json.dumps({"rows": rows, "band_curves": curves}, indent=2) + "\n"
-    )
+    (RESULTS / "detectors.json").write_text(json.dumps({"rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

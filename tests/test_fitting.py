@@ -72,3 +72,44 @@ def test_fit_rejects_bad_requests(tmp_path: Path) -> None:
         fit_detector([tmp_path], "judge", tmp_path / "x")
     with pytest.raises(ConfigurationError, match="at least one dataset"):
         fit_detector([], "logprob", tmp_path / "x")
+
+
+def test_default_fit_reads_margins_probe_and_hidden_states_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from scopeguard.detectors.default import DefaultDetector, DefaultHead
+
+    monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path / "cache"))
+    a, b = invented(tmp_path, "a"), invented(tmp_path, "b", n_docs=6)
+
+    def hidden(prompt: str) -> list[float]:  # separates the classes only through the hidden state
+        return [1.0 if "unsaid" in prompt else -1.0, 0.3]
+
+    s = ScriptedVerdictScorer(lambda p: 0.1, hidden=hidden, layer=5)
+    signals = ("margin", "inference_margin", "hidden")
+    report = fit_detector(
+        [a, b], "default", tmp_path / "head", llm=s, signals=signals, layer=5, l2=0.01, progress=False
+    )
+    assert report.n == 64 and set(report.per_dataset) == {"a", "b"}
+    assert report.overall["accuracy"] >= 0.9 and "lodo_accuracy" in report.per_dataset["a"]
+    # each question: the verdict prompt, then the inference probe on the same document state (b's
+    # 24 questions are a's first 24, word for word, on the same documents: read once, from the cache)
+    assert len(s.prompts) == 80 and sum("careful reader" in p for p in s.prompts) == 40
+    head = DefaultHead.load(report.path)
+    assert (
+        head.layer == 5 and head.info["lodo"]["b"]["n"] == 24 and (report.path.with_suffix(".md")).is_file()
+    )
+    det = DefaultDetector(model=report.path, reader_llm=s)
+    assert det.detect("What is unsaid here?", "text").label == "out_of_scope"
+    assert det.detect("What is said here?", "text").label == "in_scope"
+    # everything is cached: a second fit with a subset of the signals reads nothing
+    calls = len(s.prompts)
+    fit_detector(
+        [a, b], "default", tmp_path / "h2", llm=s, signals=("margin", "hidden"), layer=5, progress=False
+    )
+    assert len(s.prompts) == calls
+    with pytest.raises(ConfigurationError, match="signals must be among"):
+        fit_detector([a, b], "default", tmp_path / "h3", llm=s, signals=("margin", "vibes"))
+    assert np.isfinite(report.oof.p).all() if report.oof else False

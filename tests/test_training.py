@@ -250,6 +250,15 @@ def test_cli_paper_trains_on_raw_features(tmp_path: Path, probe_features: list[d
     res = CliRunner().invoke(app, ["train-detector", str(ds), "--detector", "fast", "--paper", "--out", "x"])
     assert res.exit_code == 2 and "--paper do(es) not apply to --detector fast" in res.output
     res = CliRunner().invoke(
-        app, ["train-detector", str(ds), "--detector", "logprob", "--fast-refuses", "--out", "x"]
+        app, ["train-detector", str(ds), "--detector", "logprob", "--layer", "21", "--out", "x"]
     )
-    assert res.exit_code == 2 and "--fast-refuses do(es) not apply to --detector logprob" in res.output
+    assert res.exit_code == 2 and "--layer do(es) not apply to --detector logprob" in res.output
+    res = CliRunner().invoke(
+        app,
+        ["train-detector", str(ds), str(ds), "--detector", "default", "--max-docs", "1,2,3", "--out", "x"],
+    )
+    assert res.exit_code == 2 and "3 values for 2 datasets" in res.output
+    res = CliRunner().invoke(
+        app, ["train-detector", str(ds), "--detector", "default", "--same-source", "oops", "--out", "x"]
+    )
+    assert res.exit_code == 2 and "NAME=OTHER" in res.output

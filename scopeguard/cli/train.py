@@ -1,6 +1,6 @@
 """``scopeguard train-detector``: fit a detector's head on labelled data.
 
-``fast``, ``logprob`` and ``default`` (the learned cascade) are fitted by
+``fast``, ``logprob`` and ``default`` (the reading head) are fitted by
 :func:`scopeguard.fitting.fit_detector` on one or more datasets; ``nli`` and ``probe`` train the
 paper's MLP head (:func:`scopeguard.training.train_detector`, one dataset).
 """
@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from scopeguard.cli._app import app, handle_errors
+from scopeguard.fitting import DEFAULT_L2, DEFAULT_LAYER, DEFAULT_SIGNALS
 
 _TRAINABLE = "default, fast, logprob, nli or probe"
 
@@ -25,8 +26,26 @@ def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def _max_docs(raw: str | None, n: int) -> int | list[int | None] | None:
+    from scopeguard.errors import ConfigurationError
+
+    if raw is None:
+        return None
+    try:
+        values = [int(v) for v in raw.split(",")]
+    except ValueError:
+        raise ConfigurationError(f"--max-docs takes N or N1,N2,... (integers), got {raw!r}") from None
+    if any(v < 0 for v in values):
+        raise ConfigurationError(f"--max-docs values must be >= 0, got {raw!r}")
+    if len(values) == 1:
+        return values[0] or None
+    if len(values) != n:
+        raise ConfigurationError(f"--max-docs has {len(values)} values for {n} datasets")
+    return [v or None for v in values]
+
+
 def _print_fit(report: Any) -> None:
-    cols = ("n", "accuracy", "false_refusal_rate", "oos_recall", "auroc", "escalated")
+    cols = ("n", "accuracy", "false_refusal_rate", "oos_recall", "auroc", "lodo_accuracy", "lodo_auroc")
     typer.echo(f"{'dataset':<24} " + " ".join(f"{c:>18}" for c in cols))
     rows = [*report.per_dataset.items(), ("all (out of fold)", report.overall)]
     for name, point in rows:
@@ -43,20 +62,29 @@ def train_detector_command(
     out: Path = typer.Option(..., "--out", help="Folder for the head (load it with model=OUT)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the document-grouped folds (and the training)."),
     folds: int = typer.Option(5, "--folds", help="fast/logprob/default: document-grouped CV folds."),
-    max_docs: int | None = typer.Option(
-        None, "--max-docs", help="fast/logprob/default: use N documents of each dataset (seeded draw)."
+    max_docs: str | None = typer.Option(
+        None,
+        "--max-docs",
+        help="fast/logprob/default: use N documents of each dataset (seeded draw); N1,N2,... gives each "
+        "dataset its own (0 = all).",
     ),
-    escalation_cost: float = typer.Option(
-        0.01,
-        "--escalation-cost",
-        help="default: accuracy given up per unit of escalated share when the band is chosen.",
+    signals: str = typer.Option(
+        ",".join(DEFAULT_SIGNALS),
+        "--signals",
+        help="default: the signals the head reads, from margin, inference_margin, hidden.",
     ),
-    fast_refuses: bool = typer.Option(
-        False,
-        "--fast-refuses/--reader-refuses",
-        help="default: let the fast stage label a question out of scope without the reader where the "
-        "training data says it is confident (off: every refusal is read; word overlap misjudges "
-        "reworded questions).",
+    l2: float = typer.Option(DEFAULT_L2, "--l2", help="default: L2 penalty of the logistic head."),
+    max_false_refusal: float | None = typer.Option(
+        None,
+        "--max-false-refusal",
+        help="default: choose the most accurate threshold whose out-of-fold false-refusal rate is at "
+        "most this on every dataset (default: the most accurate threshold).",
+    ),
+    same_source: list[str] = typer.Option(
+        [],
+        "--same-source",
+        help="fast/logprob/default: NAME=OTHER counts dataset NAME as OTHER when datasets are left out "
+        "in turn (e.g. squad2-train-extra=squad2-train).",
     ),
     balance: bool = typer.Option(
         True, "--balance/--no-balance", help="fast/logprob/default: every dataset weighs the same."
@@ -80,7 +108,10 @@ def train_detector_command(
         None, "--backend", help="probe: llama_cpp or transformers (default: llama_cpp for GGUF)."
     ),
     layer: int | None = typer.Option(
-        None, "--layer", help="probe: hidden layer, negative from the top (-1 = last; -4 often better)."
+        None,
+        "--layer",
+        help="probe: hidden layer, negative from the top (-1 = last; -4 often better); default: the "
+        f"reading model's layer whose hidden state the head reads (default {DEFAULT_LAYER}).",
     ),
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", help="probe: token window (documents are cut)."
@@ -109,7 +140,6 @@ def train_detector_command(
     if detector in SCORING_DETECTORS:
         mlp_only = {
             "--backend": backend,
-            "--layer": layer,
             "--max-tokens": max_tokens,
             "--embedding-model": embedding_model,
             "--pooling": pooling,
@@ -117,31 +147,35 @@ def train_detector_command(
         given = [k for k, v in mlp_only.items() if v is not None]
         if detector == "fast" and llm is not None:
             given.append("--llm")
+        if detector != "default" and layer is not None:
+            given.append("--layer")
         if paper:
             given.append("--paper")
-        if detector != "default" and fast_refuses:
-            given.append("--fast-refuses")
         if given:
             raise ConfigurationError(f"{', '.join(given)} do(es) not apply to --detector {detector}")
+        sources: dict[str, str] = {}
+        for item in same_source:
+            name, sep, other = item.partition("=")
+            if not sep or not name.strip() or not other.strip():
+                raise ConfigurationError(f"--same-source takes NAME=OTHER, got {item!r}")
+            sources[name.strip()] = other.strip()
         report = fit_detector(
             datasets,
             detector,
             out,
             llm=llm,
-            max_docs=max_docs,
+            max_docs=_max_docs(max_docs, len(datasets)),
             folds=folds,
             seed=seed,
             balance=balance,
-            escalation_cost=escalation_cost,
-            fast_refuses=fast_refuses,
+            signals=tuple(s.strip() for s in signals.split(",") if s.strip()),
+            layer=DEFAULT_LAYER if layer is None else layer,
+            l2=l2,
+            same_source=sources,
+            max_false_refusal=max_false_refusal,
             progress=show,
         )
         typer.echo(f"{detector}: {report.n} questions, {folds}-fold document-grouped CV")
-        if detector == "default":
-            low, high = report.details["band"]
-            typer.echo(
-                f"band: fast P(out of scope) in ({low:.3f}, {high:.3f}) escalates to the reading stage"
-            )
         _print_fit(report)
         typer.echo(f"saved {detector} head to {report.path}")
         typer.echo(f"use it with: scopeguard.get_detector({detector!r}, model={str(report.path.parent)!r})")

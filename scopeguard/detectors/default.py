@@ -1,27 +1,30 @@
-"""The shipped ``default`` detector: a learned cascade from the fast stage to a reading stage.
+"""The shipped ``default`` detector: one read of each document, signals from it, one learned head.
 
-1. The fast stage (word coverage + MiniLM token alignment, milliseconds) scores every question.
-   Where it is confident, outside a band ``(low, high)`` of its P(out of scope), its label stands.
-   By default it may only accept a question on its own (``high`` is 1): a refusal always has the
-   reader behind it, because word overlap misjudges questions asked in other words than the
-   documents' (see :func:`fit_default_head`, ``fast_refuses``).
-2. Inside the band the reading stage runs: the packaged Qwen2.5-Coder-1.5B answers "Does the
-   document contain the answer?" and its Yes/No log-probabilities give a margin
-   (:class:`~scopeguard.detectors.logprob.LogProbDetector`).
-3. A small logistic head combines the fast features and the margin into P(out of scope); a
-   threshold gives the label.
+1. **Read.** The packaged Qwen2.5-Coder-1.5B (llama.cpp) reads the instruction, the document and
+   the question, and is asked "Does the document contain the answer?" (``answerability_verdict``).
+   From that one decode come the Yes/No log-probabilities (``margin`` = log P(No) - log P(Yes))
+   and the hidden state at the verdict position of one layer (the paper's probe, ELOQ section
+   4.2.1, read from the same pass through llama.cpp's eval callback: no second read).
+2. **Optionally, a second question against the same document state.** ``answerability_inference``
+   asks whether a careful reader could answer from what the document states or clearly implies; it
+   shares everything with the first prompt but its last line, so it costs only those tokens
+   (``inference_margin``). A head may use it; the packaged one does not (it did not help any
+   left-out dataset).
+3. **Head.** A logistic regression over the chosen signals gives P(out of scope); a threshold
+   gives the label. Which signals, which layer and how much regularisation were chosen by the
+   worst leave-one-dataset-out score over the shared datasets, not by their mean
+   (``benchmarks/reader_generalisation.py``); the packaged head's card
+   (``scopeguard/_assets/default_head.md``) lists the data and the figures, and
+   ``scopeguard train-detector --detector default`` reproduces it.
 
-Everything in steps 1-3 is fitted on labelled data by :func:`fit_default_head` (document-grouped
-cross-validation; ``scopeguard train-detector --detector default``): the fast stage's own
-logistic head, the band (chosen on out-of-fold scores for the best accuracy, less
-``escalation_cost`` per unit of escalation share), the combining head and the threshold. The
-packaged head (``scopeguard/_assets/default_head.json``) was fitted on the shared SQuAD 2.0 and
-ELOQ data only; its file records the data, the band, the escalation share and the operating point.
+There is no word-overlap stage any more: the cascade it fed read 99.9% of the questions anyway,
+and the overlap features lower the left-out SQuAD score (0.743 with the margin alone, 0.726 with
+them). ``Verdict.uncovered`` still lists the question's content words the documents lack, from
+plain stems, only when the label is out of scope.
 
-``Verdict.stage`` says which stage decided (``"fast"`` or ``"logprob"``); ``Verdict.uncovered``
-lists question words the documents lack only when the final label is out of scope, so it never
-contradicts the verdict a user sees. If the reading stage fails, the fast stage's verdict is
-returned with the error recorded (``Verdict.error``), never worse than the fast stage alone.
+Each retrieved document (or passage of a long one) is read on its own; the question counts as
+answered when any passage answers it (the lowest P(out of scope) wins), and reading stops at a
+passage that answers it clearly.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import numpy as np
 from scopeguard.calibration import (
     LogisticHead,
     choose_threshold,
+    dataset_oof,
     fit_logistic,
     grouped_oof,
     head_file,
@@ -46,24 +50,36 @@ from scopeguard.calibration import (
     read_head_file,
     write_head_file,
 )
+from scopeguard.detectors._text import STOPWORDS, content_stem_set, stem, tokenize
 from scopeguard.detectors.base import BaseDetector
-from scopeguard.errors import ConfigurationError, ModelError, ScopeGuardError
+from scopeguard.errors import ConfigurationError, ModelError
 from scopeguard.types import Document, Label, Verdict
 
 __all__ = [
-    "COMBINED_FEATURES",
-    "FAST_FEATURES",
+    "INFERENCE_TEMPLATE",
+    "READ_FEATURES",
+    "SCALAR_PENALTY",
+    "STOP_BELOW_P",
     "DefaultDetector",
     "DefaultHead",
+    "balanced_weights",
     "default_head_path",
     "fit_default_head",
+    "model_card",
+    "penalties",
+    "signal_matrix",
 ]
 
 logger = logging.getLogger(__name__)
 
 HEAD_FILE = "default_head.json"
-FAST_FEATURES = ("coverage", "alignment")
-COMBINED_FEATURES = ("coverage", "alignment", "margin")
+INFERENCE_TEMPLATE = "answerability_inference"
+#: the signals a head may use: the verdict margin, the inference probe's margin, a hidden state
+READ_FEATURES = ("margin", "inference_margin", "hidden")
+#: P(out of scope) at or below which a passage answers the question clearly: stop reading
+STOP_BELOW_P = 0.05
+#: the L2 penalty on the scalar signals relative to the hidden state's (held back by ``l2``)
+SCALAR_PENALTY = 0.01
 
 
 def default_head_path() -> Path:
@@ -73,93 +89,116 @@ def default_head_path() -> Path:
 
 @dataclass(frozen=True)
 class DefaultHead:
-    """The fitted cascade: fast head, band, combining head, thresholds and provenance."""
+    """Which signals to read, and the fitted logistic head over them (with its threshold)."""
 
-    fast: LogisticHead
-    fast_threshold: float
-    low: float
-    high: float
-    combined: LogisticHead
-    threshold: float
     verdict_model: str
+    signals: tuple[str, ...]  # a subset of READ_FEATURES, in the head's column order
+    head: LogisticHead
+    threshold: float
+    layer: int | None = None  # the hidden state's layer (transformers numbering), if "hidden"
+    template: str = "answerability_verdict"
     info: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.low <= self.high <= 1.0:
-            raise ModelError(f"default head: need 0 <= low <= high <= 1, got {self.low}, {self.high}")
+        bad = [s for s in self.signals if s not in READ_FEATURES]
+        if bad or not self.signals:
+            raise ModelError(f"default head: signals must be among {READ_FEATURES}, got {self.signals}")
+        if ("hidden" in self.signals) != (self.layer is not None):
+            raise ModelError("default head: a layer is needed exactly when the head reads a hidden state")
+        if not 0.0 < self.threshold < 1.0:
+            raise ModelError(f"default head: threshold must be in (0, 1), got {self.threshold}")
 
-    def escalates(self, p_fast: float) -> bool:
-        return self.low < p_fast < self.high
+    @property
+    def probes(self) -> tuple[str, ...]:
+        """The verdict templates read after the main one."""
+        return (INFERENCE_TEMPLATE,) if "inference_margin" in self.signals else ()
 
-    def predict(self, coverage: np.ndarray, alignment: np.ndarray, margin: np.ndarray) -> np.ndarray:
-        """The cascade's P(out of scope) for arrays of signals (margin used only where escalated)."""
-        p_fast = self.fast.predict(np.stack([coverage, alignment], axis=1))
-        p_comb = self.combined.predict(np.stack([coverage, alignment, np.nan_to_num(margin)], axis=1))
-        esc = (p_fast > self.low) & (p_fast < self.high)
-        return np.asarray(np.where(esc, p_comb, p_fast))
+    @property
+    def layers(self) -> tuple[int, ...]:
+        return () if self.layer is None else (self.layer,)
 
-    def labels(self, coverage: np.ndarray, alignment: np.ndarray, margin: np.ndarray) -> np.ndarray:
-        p_fast = self.fast.predict(np.stack([coverage, alignment], axis=1))
-        p_comb = self.combined.predict(np.stack([coverage, alignment, np.nan_to_num(margin)], axis=1))
-        esc = (p_fast > self.low) & (p_fast < self.high)
-        return np.asarray(np.where(esc, p_comb >= self.threshold, p_fast >= self.fast_threshold))
+    def row(self, margin: float, inference_margin: float | None, hidden: np.ndarray | None) -> np.ndarray:
+        """One question's feature row in the head's column order."""
+        parts: list[np.ndarray] = []
+        for name in self.signals:
+            if name == "margin":
+                parts.append(np.array([margin]))
+            elif name == "inference_margin":
+                if inference_margin is None:
+                    raise ModelError("default head: the inference probe was not read")
+                parts.append(np.array([inference_margin]))
+            else:
+                if hidden is None:
+                    raise ConfigurationError(
+                        f"this default head reads the hidden state of layer {self.layer}, and the "
+                        "reading model returned none: read with a llama.cpp model (local:...), or "
+                        "use detector='logprob', or fit a head without it "
+                        "(train-detector --detector default --signals margin,inference_margin)"
+                    )
+                parts.append(np.asarray(hidden, dtype=np.float64).ravel())
+        return np.concatenate(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": "default_cascade",
-            "fast": self.fast.to_dict(),
-            "fast_threshold": self.fast_threshold,
-            "band": [self.low, self.high],
-            "combined": self.combined.to_dict(),
-            "threshold": self.threshold,
+            "kind": "default_read",
             "verdict_model": self.verdict_model,
+            "template": self.template,
+            "signals": list(self.signals),
+            "layer": self.layer,
+            "head": self.head.to_dict(),
+            "threshold": self.threshold,
             "info": self.info,
         }
 
     def save(self, path: str | Path) -> Path:
-        return write_head_file(path, HEAD_FILE, self.to_dict())
+        """Write the head (JSON) and its card (``<name>.md`` beside it); returns the JSON file."""
+        out = write_head_file(path, HEAD_FILE, self.to_dict())
+        out.with_suffix(".md").write_text(model_card(self), encoding="utf-8")
+        return out
 
     @classmethod
     def load(cls, path: str | Path) -> DefaultHead:
-        raw = read_head_file(path, HEAD_FILE, "default cascade head")
+        raw = read_head_file(path, HEAD_FILE, "default head")
         p = head_file(path, HEAD_FILE)
+        if raw.get("kind") != "default_read":
+            raise ModelError(
+                f"{p}: a {raw.get('kind', 'unknown')!r} head, not the reading head this version's "
+                "default detector uses; refit it with `scopeguard train-detector --detector default`"
+            )
         try:
-            low, high = (float(v) for v in raw["band"])
+            layer = raw.get("layer")
             return cls(
-                fast=LogisticHead.from_dict(raw["fast"]),
-                fast_threshold=float(raw["fast_threshold"]),
-                low=low,
-                high=high,
-                combined=LogisticHead.from_dict(raw["combined"]),
-                threshold=float(raw["threshold"]),
                 verdict_model=str(raw["verdict_model"]),
+                signals=tuple(str(s) for s in raw["signals"]),
+                head=LogisticHead.from_dict(raw["head"]),
+                threshold=float(raw["threshold"]),
+                layer=None if layer is None else int(layer),
+                template=str(raw.get("template", "answerability_verdict")),
                 info=dict(raw.get("info", {})),
             )
         except ModelError as exc:
             raise ModelError(f"{p}: {exc}") from None
         except (ValueError, KeyError, TypeError) as exc:
-            raise ModelError(f"{p}: not a valid default cascade head ({type(exc).__name__}: {exc})") from None
+            raise ModelError(f"{p}: not a valid default head ({type(exc).__name__}: {exc})") from None
 
 
 class DefaultDetector(BaseDetector):
-    """The learned cascade (see the module docstring).
+    """One read, several signals, one head (see the module docstring).
 
     Args:
         model: a head file or folder from ``train-detector --detector default`` (default: the
             packaged head).
-        reader_llm: the reading stage's model (an LLM spec, a chat model or a verdict scorer;
-            default: the model the head was fitted on, the packaged Qwen2.5-Coder-1.5B). It is
-            part of the fitted head, so the guard's answering ``llm`` is not used here; a head
-            fitted on another model's margins warns.
+        reader_llm: the reading model (an LLM spec, a chat model or a verdict scorer; default: the
+            model the head was fitted on, the packaged Qwen2.5-Coder-1.5B through llama.cpp). A
+            head with a hidden state needs a scorer that returns it (llama.cpp's, built here
+            with the head's layer); a head fitted on another model warns.
         reader_kwargs: options for :class:`~scopeguard.detectors.logprob.LogProbDetector`
             (``chunk_tokens``, ``max_chunks``).
-        featurizer: the fast stage's featurizer (anything with ``analyse(question, documents) ->
-            (values, uncovered)``); default: MiniLM's :class:`~scopeguard.detectors.fast.FastFeaturizer`.
-        fast_kwargs: options for that featurizer (``cache_size``, ``word_threshold``, ``encoder``).
+        threshold: overrides the head's threshold on P(out of scope).
     """
 
     name = "default"
-    stages = ("fast", "logprob")
+    stages = ("read",)
 
     def __init__(
         self,
@@ -167,20 +206,9 @@ class DefaultDetector(BaseDetector):
         model: str | Path | None = None,
         reader_llm: Any = None,
         reader_kwargs: dict[str, Any] | None = None,
-        featurizer: Any = None,
-        **fast_kwargs: Any,
+        threshold: float | None = None,
     ) -> None:
-        from scopeguard.detectors.fast import FastFeaturizer
-        from scopeguard.detectors.logprob import LogProbDetector
-
         self.head = DefaultHead.load(model if model is not None else default_head_path())
-        allowed = {"cache_size", "word_threshold", "encoder", "max_chars", "cache_mb"}
-        bad = sorted(set(fast_kwargs) - allowed)
-        if bad:
-            raise ConfigurationError(
-                f"default detector does not take the option(s) {', '.join(bad)}; "
-                f"valid: model, reader_llm, reader_kwargs, featurizer, {', '.join(sorted(allowed))}"
-            )
         if reader_llm is None:  # the packaged reading model: fail now, with the pip line, if it cannot run
             from scopeguard._optional import require
 
@@ -190,222 +218,286 @@ class DefaultDetector(BaseDetector):
                 feature="the default detector's reading stage",
                 package="llama-cpp-python",
             )
-        self.featurizer = featurizer if featurizer is not None else FastFeaturizer(**fast_kwargs)
+        self.threshold = self.head.threshold if threshold is None else float(threshold)
+        if not 0.0 < self.threshold < 1.0:
+            raise ConfigurationError(f"threshold must be in (0, 1), got {self.threshold}")
         self._llm = reader_llm
         self._reader_kwargs = dict(reader_kwargs or {})
-        self._reader: LogProbDetector | None = None
+        self._reader: Any = None
 
     @property
     def reader(self) -> Any:
-        """The reading stage, built (and its model loaded) on first escalation."""
+        """The reading stage (a :class:`~scopeguard.detectors.logprob.LogProbDetector`), built lazily."""
         if self._reader is None:
             from scopeguard.detectors.logprob import LogProbDetector
+            from scopeguard.verdicts import verdict_scorer
 
             llm = self._llm if self._llm is not None else f"local:{self.head.verdict_model}"
-            self._reader = LogProbDetector(llm=llm, **self._reader_kwargs)
+            extra = {"layers": self.head.layers} if self.head.layers and isinstance(llm, str) else {}
+            self._reader = LogProbDetector(llm=verdict_scorer(llm, **extra), **self._reader_kwargs)
             if self._reader.scorer.name != self.head.verdict_model:
                 logger.warning(
-                    "default head was fitted on %s margins; reading with %s",
+                    "default head was fitted on %s; reading with %s",
                     self.head.verdict_model,
                     self._reader.scorer.name,
                 )
         return self._reader
 
     def load(self) -> None:
-        """Load both stages' models now (the reading model otherwise loads on first escalation)."""
+        """Load the reading model now (otherwise on the first question)."""
         self.reader.load()
 
     def preread(self, documents: Sequence[Document | str], *, progress: bool | None = None) -> int:
-        """Have the reading stage read ``documents`` ahead of the questions and keep its state
-        after each (on disk with llama.cpp), so that reading one for a question later costs only
-        the question's tokens; see :meth:`LogProbDetector.preread`. Returns the passages read."""
+        """Read ``documents`` ahead of the questions and keep the model's state after each (on disk
+        with llama.cpp), so that a later question costs only its own tokens; see
+        :meth:`LogProbDetector.preread`. Returns the passages read."""
         return int(self.reader.preread(documents, progress=progress))
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
-        values, uncovered = self.featurizer.analyse(question, documents)
-        p_fast = self.head.fast.predict_one(values)
-        facts = f"{values['coverage']:.0%} of the question's content words occur in the documents"
-        if not self.head.escalates(p_fast):
-            label: Label = "out_of_scope" if p_fast >= self.head.fast_threshold else "in_scope"
-            return self._verdict(
-                label, p_fast, "fast", f"{facts}; fast P(out of scope) {p_fast:.2f}", uncovered
-            )
-        try:
-            best, n = self.reader.read(question, documents, stop_below=self._decisive_margin(values))
-        except ScopeGuardError as exc:
-            logger.warning("default: the reading stage failed (%s); the fast stage decides", exc)
-            label = "out_of_scope" if p_fast >= self.head.fast_threshold else "in_scope"
-            verdict = self._verdict(label, p_fast, "fast", f"{facts}; reading stage failed", uncovered)
-            return verdict.model_copy(update={"error": f"{type(exc).__name__}: {exc}", "escalated": True})
-        p = self.head.combined.predict_one({**values, "margin": best.margin})
-        label = "out_of_scope" if p >= self.head.threshold else "in_scope"
+        reader = self.reader
+        best: tuple[float, float, float | None] | None = None
+        n = 0
+        for scores in reader.read_passages(question, documents, self.head.probes):
+            main, inference = scores[0], (scores[1].margin if len(scores) > 1 else None)
+            p = float(self.head.head.predict(self.head.row(main.margin, inference, main.hidden))[0])
+            n += 1
+            if best is None or p < best[0]:
+                best = (p, main.margin, inference)
+            if p <= STOP_BELOW_P:  # clearly answered here: the rest cannot change that
+                break
+        assert best is not None  # as_documents guarantees at least one document
+        p, margin, inference = best
+        label: Label = "out_of_scope" if p >= self.threshold else "in_scope"
+        p_no = 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, margin))))
+        where = f" (best of {n} passages read)" if n > 1 else ""
         rationale = (
-            f"{facts}; fast P(out of scope) {p_fast:.2f} is uncertain, so "
-            f"{self.reader.scorer.name} read the documents: P(No to 'contains the answer?') "
-            f"{best.p_no:.2f}; combined P(out of scope) {p:.2f}"
+            f"{reader.scorer.name} answers 'does the document contain the answer?' with P(No)={p_no:.2f}"
         )
-        verdict = self._verdict(label, p, "logprob", rationale, uncovered)
-        return verdict.model_copy(update={"escalated": True, "llm_calls": n})
-
-    def _decisive_margin(self, values: dict[str, float]) -> float | None:
-        """The margin at or below which the combined head says in scope for these fast features.
-
-        The question is answered as soon as one document answers it, so once a passage's margin is
-        this low no later passage can change the label: the reader may stop there.
-        """
-        head = self.head.combined
-        i = head.features.index("margin")
-        if head.coef[i] <= 0 or not 0.0 < self.head.threshold < 1.0:
-            return None
-        z_target = math.log(self.head.threshold / (1.0 - self.head.threshold))
-        rest = head.intercept + sum(
-            c * (values[f] - m) / sc
-            for f, m, sc, c in zip(head.features, head.mean, head.scale, head.coef, strict=True)
-            if f != "margin"
+        if inference is not None:
+            p_inf = 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, inference))))
+            rationale += f", 'could a careful reader answer it?' with P(No)={p_inf:.2f}"
+        rationale += f"{where}; P(out of scope) {p:.2f}"
+        uncovered = _uncovered_words(question, documents) if label == "out_of_scope" else ()
+        if uncovered:
+            rationale += "; not in the documents: " + ", ".join(repr(u) for u in uncovered)
+        return Verdict(
+            label=label,
+            score=p,
+            rationale=rationale,
+            uncovered=uncovered,
+            stage="read",
+            llm_calls=n * (1 + len(self.head.probes)),
         )
-        boundary = head.mean[i] + head.scale[i] * (z_target - rest) / head.coef[i]
-        return float(boundary - 0.25)  # a little on the in-scope side of the boundary
 
-    @staticmethod
-    def _verdict(
-        label: Label, score: float, stage: str, rationale: str, uncovered: tuple[str, ...]
-    ) -> Verdict:
-        shown = uncovered if label == "out_of_scope" else ()
-        if shown:
-            rationale += "; not in the documents: " + ", ".join(repr(u) for u in shown)
-        return Verdict(label=label, score=score, rationale=rationale, uncovered=shown, stage=stage)
+
+def _uncovered_words(question: str, documents: Sequence[Document]) -> tuple[str, ...]:
+    """The question's content words whose stems no document has (shown next to a refusal)."""
+    doc_stems: set[str] = set().union(*(content_stem_set(d.text) for d in documents))
+    words = (t for t in tokenize(question) if t not in STOPWORDS and stem(t) not in doc_stems)
+    return tuple(dict.fromkeys(words))
 
 
 # -- fitting ----------------------------------------------------------------------------------
-def _weighted_accuracy(pred: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
-    return float((w * (pred == (y == 1))).sum() / w.sum())
+def balanced_weights(datasets: Sequence[str], labels: np.ndarray) -> np.ndarray:
+    """Weights under which each dataset, and each class within it, counts the same."""
+    names = np.asarray(datasets)
+    y = np.asarray(labels)
+    w = np.zeros(len(y))
+    for name in set(names.tolist()):
+        for label in (0, 1):
+            m = (names == name) & (y == label)
+            if m.any():
+                w[m] = 1.0 / m.sum()
+    return w * (len(w) / w.sum())
 
 
-_NOT_IN_HEAD = ("band_curve", "out_of_fold")  # report entries too large (or not JSON) for the head file
+def signal_matrix(signals: Any, names: Sequence[str], layer: int | None) -> tuple[np.ndarray, list[str]]:
+    """The feature matrix of :class:`~scopeguard.signals.Signals` for a head's ``names``."""
+    cols: list[np.ndarray] = []
+    columns: list[str] = []
+    for name in names:
+        if name == "margin":
+            cols.append(signals.column("margin")[:, None])
+            columns.append("margin")
+        elif name == "inference_margin":
+            if INFERENCE_TEMPLATE not in signals.probes:
+                raise ConfigurationError("the signals hold no inference probe: extract with probes=...")
+            cols.append(np.asarray(signals.probes[INFERENCE_TEMPLATE], dtype=np.float64)[:, None])
+            columns.append("inference_margin")
+        elif name == "hidden":
+            if signals.hidden is None or layer not in signals.layers:
+                raise ConfigurationError(f"the signals hold no hidden state of layer {layer}")
+            h = np.asarray(signals.hidden[:, signals.layers.index(layer), :], dtype=np.float64)
+            cols.append(h)
+            columns.extend(f"h{layer}_{i}" for i in range(h.shape[1]))
+        else:
+            raise ConfigurationError(f"unknown signal {name!r}; valid: {', '.join(READ_FEATURES)}")
+    return np.hstack(cols), columns
+
+
+def penalties(columns: Sequence[str]) -> list[float]:
+    """Per-column L2 scales: 1 for a hidden state's dimensions, :data:`SCALAR_PENALTY` for the rest
+    (a joint L2 would shrink the margin as hard as any one of 1,536 hidden dimensions)."""
+    return [1.0 if c.startswith("h") and "_" in c else SCALAR_PENALTY for c in columns]
 
 
 def fit_default_head(
-    coverage: np.ndarray,
-    alignment: np.ndarray,
-    margin: np.ndarray,
-    labels: np.ndarray,
-    groups: Sequence[str],
+    signals: Any,
     *,
-    weights: np.ndarray | None = None,
     verdict_model: str,
-    escalation_cost: float = 0.01,
-    fast_refuses: bool = False,
+    names: Sequence[str] = ("margin", "hidden"),
+    layer: int | None = None,
+    l2: float = 300.0,
+    dataset_of: dict[str, str] | None = None,
+    max_false_refusal: float | None = None,
     folds: int = 5,
     seed: int = 0,
     info: dict[str, Any] | None = None,
 ) -> tuple[DefaultHead, dict[str, Any]]:
-    """Fit the cascade on labelled signals; returns the head and its cross-validated report.
+    """Fit the reading head on :class:`~scopeguard.signals.Signals`; returns it and its report.
 
-    ``fast_refuses``: whether the fast stage may label a question out of scope on its own. Off by
-    default, so the band's upper edge is 1 and every refusal has the reader's margin behind it:
-    word overlap is confident about questions whose words the documents lack, and that is what a
-    question reworded in the user's own words looks like (on a held-out set of support questions
-    the fast stage scored reworded in-scope questions as more out of scope than the real ones), a
-    shift the training data cannot show. Turn it on where the questions are known to use the
-    documents' words and latency matters more (on ELOQ dev the fast stage then decides about a
-    fifth of the questions alone, at the same cross-validated accuracy).
-
-    ``weights`` (default equal) weigh examples in the band and threshold choice, e.g. so that
-    each dataset counts equally. The band maximises out-of-fold weighted accuracy minus
-    ``escalation_cost`` x the escalated share. The report holds the out-of-fold operating point,
-    the escalation share, the band curve, and under ``"out_of_fold"`` the per-example arrays
-    ``p`` (cascade P(out of scope)), ``pred`` (predicted out of scope) and ``escalated``.
+    Each dataset, and each class within it, weighs the same; ``l2`` holds the hidden state back
+    (the scalar signals get :data:`SCALAR_PENALTY` of it). The report has document-grouped
+    cross-validation over all the data (``cv``, overall and per dataset) and, with two datasets
+    or more, leave-one-dataset-out (``lodo``: each dataset scored by a head fitted on the
+    others), both at the threshold chosen on the out-of-fold scores: the most accurate one whose
+    false-refusal rate (in-scope questions called out of scope) stays at most ``max_false_refusal``
+    on every dataset (``None``: the most accurate). ``dataset_of`` maps signal
+    dataset names to the groups left out together (e.g. both SQuAD files as ``squad2``).
     """
-    y = np.asarray(labels, dtype=int)
-    w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
-    xf = np.stack([coverage, alignment], axis=1)
-    xc = np.stack([coverage, alignment, margin], axis=1)
-    if np.isnan(xc).any():
-        raise ConfigurationError("fit_default_head: every example needs coverage, alignment and a margin")
+    names = tuple(names)
+    layer = layer if "hidden" in names else None
+    x, columns = signal_matrix(signals, names, layer)
+    if not np.isfinite(x).all():
+        raise ConfigurationError("fit_default_head: some questions lack a signal (NaN): read them all first")
+    y = np.asarray(signals.labels, dtype=int)
+    if len(set(y.tolist())) < 2:
+        raise ConfigurationError("the datasets need both in-scope and out-of-scope questions")
+    datasets = [(dataset_of or {}).get(d, d) for d in signals.datasets]
+    w = balanced_weights(datasets, y)
 
-    def oof(x: np.ndarray, names: Sequence[str]) -> np.ndarray:
-        def fp(tr: np.ndarray, te: np.ndarray) -> np.ndarray:
-            return fit_logistic(x[tr], y[tr], names, weights=w[tr]).predict(x[te])
-
-        return grouped_oof(len(y), groups, fp, folds=folds, seed=seed)
-
-    p_fast = oof(xf, FAST_FEATURES)
-    p_comb = oof(xc, COMBINED_FEATURES)
-    t_fast = choose_threshold(p_fast, y, w)
-    t_comb = choose_threshold(p_comb, y, w)
-    pred_fast = p_fast >= t_fast
-    pred_comb = p_comb >= t_comb
-
-    grid = np.unique(np.concatenate([[0.0, 1.0], np.quantile(p_fast, np.linspace(0, 1, 41))]))
-    curve: list[dict[str, float]] = []
-    best: tuple[float, float, float, float] | None = None  # (objective, low, high, share)
-    for i, low in enumerate(grid):
-        for high in grid[i:]:
-            esc = (p_fast > low) & (p_fast < high)
-            pred = np.where(esc, pred_comb, pred_fast)
-            acc = _weighted_accuracy(pred, y, w)
-            share = float((w * esc).sum() / w.sum())
-            objective = acc - escalation_cost * share
-            allowed = fast_refuses or high >= 1.0
-            if allowed and (best is None or objective > best[0] + 1e-12):
-                best = (objective, float(low), float(high), share)
-            if high == grid[-1] or low == grid[0]:
-                curve.append({"low": float(low), "high": float(high), "accuracy": acc, "escalated": share})
-    assert best is not None
-    _, low, high, share = best
-
-    esc = (p_fast > low) & (p_fast < high)
-    p_cascade = np.where(esc, p_comb, p_fast)
-    pred = np.where(esc, pred_comb, pred_fast)
-    point = operating_point(p_cascade, y, 0.5).to_dict()
-    point.update(
-        threshold=None,
-        accuracy=float((pred == (y == 1)).mean()),
-        false_refusal_rate=float(pred[y == 0].mean()) if (y == 0).any() else float("nan"),
-        oos_recall=float(pred[y == 1].mean()) if (y == 1).any() else float("nan"),
-    )
-    report = {
-        "folds": folds,
-        "n": len(y),
-        "band": [low, high],
-        "escalated": float(esc.mean()),
-        "escalated_weighted": share,
-        "fast_threshold": t_fast,
-        "threshold": t_comb,
-        "cascade": point,
-        "fast_alone": operating_point(p_fast, y, t_fast).to_dict(),
-        "reader_alone": operating_point(
-            _fit_logistic_oof_margin(margin, y, groups, folds=folds, seed=seed), y, 0.5
-        ).to_dict(),
-        "combined_alone": operating_point(p_comb, y, t_comb).to_dict(),
-        "escalation_cost": escalation_cost,
-        "fast_refuses": fast_refuses,
-        "band_curve": curve,
-        "out_of_fold": {"p": p_cascade, "pred": pred, "escalated": esc},
-    }
-    head = DefaultHead(
-        fast=fit_logistic(xf, y, FAST_FEATURES, weights=w),
-        fast_threshold=t_fast,
-        low=low,
-        high=high,
-        combined=fit_logistic(xc, y, COMBINED_FEATURES, weights=w),
-        threshold=t_comb,
-        verdict_model=verdict_model,
-        info={
-            **(info or {}),
-            "cv": {k: v for k, v in report.items() if k not in ("band_curve", "out_of_fold")},
-        },
-    )
-    return head, report
-
-
-def _fit_logistic_oof_margin(
-    margin: np.ndarray, y: np.ndarray, groups: Sequence[str], *, folds: int = 5, seed: int = 0
-) -> np.ndarray:
-    """Out-of-fold Platt-scaled P(out of scope) from the margin alone."""
-    x = np.asarray(margin, dtype=np.float64)[:, None]
+    scales = penalties(columns)
 
     def fp(tr: np.ndarray, te: np.ndarray) -> np.ndarray:
-        return fit_logistic(x[tr], y[tr], ("margin",)).predict(x[te])
+        return fit_logistic(x[tr], y[tr], columns, weights=w[tr], l2=l2, penalty=scales).predict(x[te])
 
-    return grouped_oof(len(y), groups, fp, folds=folds, seed=seed)
+    p_cv = grouped_oof(len(y), signals.groups, fp, folds=folds, seed=seed)
+    threshold = _threshold(p_cv, y, w, datasets, max_false_refusal)
+    report: dict[str, Any] = {
+        "signals": list(names),
+        "layer": layer,
+        "l2": l2,
+        "threshold": threshold,
+        "cv": _points(p_cv, y, datasets, threshold),
+    }
+    if len(set(datasets)) > 1:
+        p_lodo = dataset_oof(datasets, fp)
+        report["lodo"] = _points(p_lodo, y, datasets, threshold)["per_dataset"]
+    final = fit_logistic(x, y, columns, weights=w, l2=l2, penalty=scales)
+    head = DefaultHead(
+        verdict_model=verdict_model,
+        signals=names,
+        head=final,
+        threshold=threshold,
+        layer=layer,
+        info={**(info or {}), **report},
+    )
+    return head, {**report, "out_of_fold": {"p": p_cv, "pred": p_cv >= threshold}}
+
+
+def _threshold(
+    p: np.ndarray, y: np.ndarray, w: np.ndarray, datasets: Sequence[str], max_false_refusal: float | None
+) -> float:
+    """The out-of-fold threshold (see :func:`fit_default_head`), kept within [0.05, 0.95]."""
+    best = choose_threshold(p, y, w)
+    if max_false_refusal is not None:
+        names = np.asarray(datasets)
+
+        def worst_fr(t: float) -> float:
+            return max(
+                float((p[(names == n) & (y == 0)] >= t).mean())
+                for n in set(datasets)
+                if ((names == n) & (y == 0)).any()
+            )
+
+        if worst_fr(best) > max_false_refusal:
+            candidates = [t for t in np.unique(p) if worst_fr(float(t)) <= max_false_refusal]
+            if candidates:
+                accuracy = [float((w * ((p >= t) == (y == 1))).sum() / w.sum()) for t in candidates]
+                best = float(candidates[int(np.argmax(accuracy))])
+            else:
+                best = float(p.max())
+    return float(min(0.95, max(0.05, best)))
+
+
+def _points(p: np.ndarray, y: np.ndarray, datasets: Sequence[str], threshold: float) -> dict[str, Any]:
+    names = np.asarray(datasets)
+    per = {
+        name: operating_point(p[names == name], y[names == name], threshold).to_dict()
+        for name in sorted(set(datasets))
+    }
+    return {"overall": operating_point(p, y, threshold).to_dict(), "per_dataset": per}
+
+
+def _limits(max_docs: Any) -> str:
+    if isinstance(max_docs, list):
+        return ", ".join("all" if m is None else str(m) for m in max_docs)
+    return "all" if max_docs is None else str(max_docs)
+
+
+def model_card(head: DefaultHead) -> str:
+    """The head's card: what it reads, what it was fitted on, and how it did out of fold."""
+    info = head.info
+    lines = [
+        "# scopeguard default head",
+        "",
+        f"- Reading model: `{head.verdict_model}` (prompt `{head.template}`"
+        + (f", then `{INFERENCE_TEMPLATE}` on the same document state" if head.probes else "")
+        + ")",
+        f"- Signals: {', '.join(head.signals)}"
+        + (f"; hidden state of layer {head.layer} at the verdict position" if head.layer else ""),
+        f"- Logistic head, L2 {info.get('l2', '?')}, threshold {head.threshold:.3f} on P(out of scope)",
+        f"- Data: {', '.join(info.get('datasets', [])) or '?'} ({info.get('n', '?')} questions; "
+        f"documents per dataset: {_limits(info.get('max_docs'))})",
+        "- Each dataset, and each class within it, weighs the same in the fit.",
+    ]
+    if info.get("selection"):
+        lines.append(f"- Chosen by: {info['selection']}")
+    lines += [
+        "",
+        "| "
+        + " | ".join(
+            (
+                "dataset",
+                "n",
+                "CV accuracy",
+                "CV AUROC",
+                "CV false refusals",
+                "LODO accuracy",
+                "LODO AUROC",
+                "LODO false refusals",
+            )
+        )
+        + " |",
+    ]
+    lines.append("|---|---|---|---|---|---|---|---|")
+    cv = info.get("cv", {}).get("per_dataset", {})
+    lodo = info.get("lodo", {})
+    for name in sorted(cv):
+        c, lo = cv[name], lodo.get(name, {})
+
+        def f(d: dict[str, Any], k: str) -> str:
+            v = d.get(k)
+            return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+        lines.append(
+            f"| {name} | {c.get('n')} | {f(c, 'accuracy')} | {f(c, 'auroc')} | {f(c, 'false_refusal_rate')} "
+            f"| {f(lo, 'accuracy')} | {f(lo, 'auroc')} | {f(lo, 'false_refusal_rate')} |"
+        )
+    lines += [
+        "",
+        "CV: document-grouped, out of fold, on all the data. LODO: fitted on the other datasets, "
+        "scored on this one. Both at the head's threshold.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -23,7 +23,7 @@ DOC = "The ferry Kestrel carries 180 passengers across the bay in 35 minutes."
 
 
 class _Staged(BaseDetector):
-    """Stands for the default cascade: returns the scripted verdict of one of its two stages."""
+    """Stands for a two-stage cascade: returns the scripted verdict of one of its stages."""
 
     name = "default"
     stages = ("fast", "logprob")

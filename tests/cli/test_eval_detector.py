@@ -126,8 +126,8 @@ def test_missing_dataset_folder(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_default_cascade_end_to_end(tiny: Path) -> None:
-    pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
+def test_default_detector_end_to_end(tiny: Path) -> None:
+    pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
     res = runner.invoke(app, ["eval-detector", str(tiny), "--json", "--threads", "1"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)

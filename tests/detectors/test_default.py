@@ -1,170 +1,201 @@
-"""The learned cascade (`default`) with scripted fast features and scripted verdict margins."""
+"""The reading head (`default`) with scripted verdict margins and hidden states; one real read."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
 
 import numpy as np
 import pytest
 
 from scopeguard.calibration import LogisticHead
-from scopeguard.detectors.default import DefaultDetector, DefaultHead, default_head_path, fit_default_head
+from scopeguard.detectors.default import (
+    INFERENCE_TEMPLATE,
+    DefaultDetector,
+    DefaultHead,
+    default_head_path,
+    fit_default_head,
+)
 from scopeguard.errors import ConfigurationError, LLMError, ModelError
+from scopeguard.signals import Signals
 from scopeguard.testing import ScriptedVerdictScorer
-from scopeguard.types import Document
 
 DOC = "The Brindlewick library opened in 2019 and cost 4 million pounds."
 
 
-class Features:
-    """Scripted fast features: coverage by question, alignment fixed; 'uncovered' words listed."""
-
-    def __init__(self, coverage: dict[str, float]) -> None:
-        self.coverage = coverage
-
-    def analyse(
-        self, question: str, documents: Sequence[Document]
-    ) -> tuple[dict[str, float], tuple[str, ...]]:
-        return {"coverage": self.coverage[question], "alignment": 0.8}, ("roof panels",)
-
-
-def head(tmp_path, low: float = 0.3, high: float = 0.7):
+def head(tmp_path, *, signals=("margin", "inference_margin", "hidden"), threshold: float = 0.5):
+    """P(out of scope) = sigmoid(margin + inference margin + 2 * hidden[0])."""
+    names = []
+    for s in signals:
+        names += ["h3_0", "h3_1"] if s == "hidden" else [s]
+    coef = tuple(2.0 if n == "h3_0" else 0.0 if n == "h3_1" else 1.0 for n in names)
     h = DefaultHead(
-        # P(oos) falls with coverage: coverage 0 -> 0.88, 0.5 -> 0.5, 1 -> 0.12
-        fast=LogisticHead(("coverage", "alignment"), (0.5, 0.8), (0.25, 1.0), (-1.0, 0.0), 0.0),
-        fast_threshold=0.5,
-        low=low,
-        high=high,
-        combined=LogisticHead(
-            ("coverage", "alignment", "margin"), (0.5, 0.8, 0.0), (1.0, 1.0, 1.0), (0.0, 0.0, 2.0), 0.0
-        ),
-        threshold=0.5,
         verdict_model="scripted-verdicts",
+        signals=tuple(signals),
+        head=LogisticHead(tuple(names), (0.0,) * len(names), (1.0,) * len(names), coef, 0.0),
+        threshold=threshold,
+        layer=3 if "hidden" in signals else None,
+        info={"datasets": ["a"], "n": 10, "l2": 1.0},
     )
     return h.save(tmp_path / "head")
 
 
-QS = {"covered?": 1.0, "half?": 0.5, "none?": 0.0}
+def scripted(margin=lambda p: 0.0, hidden=lambda p: [0.0, 5.0]) -> ScriptedVerdictScorer:
+    return ScriptedVerdictScorer(margin, hidden=hidden, layer=3)
 
 
-def test_confident_fast_scores_decide_without_reading(tmp_path) -> None:
-    scorer = ScriptedVerdictScorer(lambda _: 5.0)
-    det = DefaultDetector(model=head(tmp_path), reader_llm=scorer, featurizer=Features(QS))
-    v = det.detect("covered?", DOC)
-    assert v.label == "in_scope" and v.stage == "fast" and not v.escalated and v.detector == "default"
-    assert v.uncovered == ()  # never shown next to an in-scope verdict
-    v = det.detect("none?", DOC)
-    assert v.label == "out_of_scope" and v.stage == "fast" and v.uncovered == ("roof panels",)
-    assert scorer.prompts == []
-
-
-def test_uncertain_band_escalates_to_the_reader(tmp_path) -> None:
-    says_yes = ScriptedVerdictScorer(lambda _: -3.0)
-    det = DefaultDetector(model=head(tmp_path), reader_llm=says_yes, featurizer=Features(QS))
-    v = det.detect("half?", DOC)
-    assert v.escalated and v.stage == "logprob" and v.label == "in_scope" and v.uncovered == ()
-    assert len(says_yes.prompts) == 1 and v.llm_calls == 1
-    says_no = ScriptedVerdictScorer(lambda _: 3.0)
-    v = DefaultDetector(model=head(tmp_path), reader_llm=says_no, featurizer=Features(QS)).detect(
-        "half?", DOC
+def test_one_read_gives_the_margin_the_inference_probe_and_the_hidden_state(tmp_path) -> None:
+    scorer = scripted(
+        margin=lambda p: -1.0 if "careful reader" in p else -2.0,
+        hidden=lambda p: [-1.0 if "library" in p else 3.0, 7.0],
     )
-    assert (
-        v.label == "out_of_scope"
-        and v.uncovered == ("roof panels",)
-        and v.score == pytest.approx(1 / (1 + np.exp(-6)))
+    det = DefaultDetector(model=head(tmp_path), reader_llm=scorer)
+    v = det.detect("How much did the library cost?", DOC)
+    # z = -2 - 1 + 2 * -1 = -5
+    assert v.label == "in_scope" and v.score == pytest.approx(1 / (1 + np.exp(5)))
+    assert v.stage == "read" and v.detector == "default" and v.llm_calls == 2 and v.uncovered == ()
+    assert "careful reader answer it?" in v.rationale
+    # the inference probe is the same prompt up to its last line: one document state serves both
+    main, probe = scorer.prompts
+    shared = main.rsplit("\n", 1)[0]
+    assert probe.startswith(shared) and "careful reader" in probe and "careful reader" not in main
+
+
+def test_a_refusal_lists_the_question_words_the_documents_lack(tmp_path) -> None:
+    det = DefaultDetector(model=head(tmp_path), reader_llm=scripted(margin=lambda p: 3.0))
+    v = det.detect("Which architect designed the Brindlewick library roof?", DOC)
+    assert v.label == "out_of_scope" and set(v.uncovered) == {"architect", "designed", "roof"}
+    assert "not in the documents" in v.rationale
+
+
+def test_the_lowest_passage_wins_and_a_clear_answer_stops_reading(tmp_path) -> None:
+    answers_first = scripted(margin=lambda p: -3.0 if "library" in p else 3.0, hidden=lambda p: [0.0, 0.0])
+    det = DefaultDetector(model=head(tmp_path), reader_llm=answers_first)
+    v = det.detect("When did the library open?", [DOC, "Gardens are green."])
+    assert v.label == "in_scope" and len(answers_first.prompts) == 2  # one passage, two prompts
+    unsure = scripted(margin=lambda p: -0.5 if "library" in p else 3.0, hidden=lambda p: [0.0, 0.0])
+    v = DefaultDetector(model=head(tmp_path), reader_llm=unsure).detect(
+        "When did the library open?", ["Gardens are green.", DOC]
     )
+    assert len(unsure.prompts) == 4 and v.label == "in_scope" and v.llm_calls == 4
 
 
-def test_reading_stops_once_a_document_decides_the_label(tmp_path) -> None:
-    # the head's boundary is margin 0: a first document answering with margin -1 settles "in scope"
-    answers_first = ScriptedVerdictScorer(lambda p: -1.0 if "library" in p else 3.0)
-    det = DefaultDetector(model=head(tmp_path), reader_llm=answers_first, featurizer=Features(QS))
-    v = det.detect("half?", [DOC, "Gardens are green."])
-    assert v.label == "in_scope" and len(answers_first.prompts) == 1 and v.llm_calls == 1
-    # a weak first answer (margin -0.1, inside the boundary's safety gap) reads on
-    weak = ScriptedVerdictScorer(lambda p: -0.1 if "library" in p else 3.0)
-    v = DefaultDetector(model=head(tmp_path), reader_llm=weak, featurizer=Features(QS)).detect(
-        "half?", [DOC, "Gardens are green."]
-    )
-    assert len(weak.prompts) == 2 and v.label == "in_scope"
+def test_heads_without_the_probe_or_the_hidden_state_read_less(tmp_path) -> None:
+    scorer = ScriptedVerdictScorer(lambda p: 2.0)  # no hidden states
+    det = DefaultDetector(model=head(tmp_path, signals=("margin",)), reader_llm=scorer)
+    v = det.detect("Who built it?", DOC)
+    assert v.label == "out_of_scope" and len(scorer.prompts) == 1 and v.llm_calls == 1
+    # a head that reads a hidden state refuses a scorer without one, naming the ways out
+    with pytest.raises(ConfigurationError, match="hidden state of layer 3"):
+        DefaultDetector(model=head(tmp_path), reader_llm=scorer).detect("Who built it?", DOC)
 
 
-def test_reader_failure_falls_back_to_the_fast_stage(tmp_path) -> None:
+def test_a_failing_reader_raises_for_the_guard_to_fail_closed(tmp_path) -> None:
+    from scopeguard import Guard
+
     def boom(_: str) -> float:
         raise LLMError("model crashed")
 
-    det = DefaultDetector(
-        model=head(tmp_path), reader_llm=ScriptedVerdictScorer(boom), featurizer=Features(QS)
-    )
-    v = det.detect("half?", DOC)
-    assert v.stage == "fast" and v.escalated and "model crashed" in (v.error or "")
+    det = DefaultDetector(model=head(tmp_path), reader_llm=scripted(margin=boom))
+    with pytest.raises(LLMError, match="model crashed"):
+        det.detect("Who built it?", DOC)
+    verdict = Guard(detector=det).check("Who built it?", DOC)
+    assert verdict.label == "unknown" and "model crashed" in (verdict.error or "")
 
 
-def test_head_round_trip_and_errors(tmp_path) -> None:
+def test_head_round_trip_card_and_errors(tmp_path) -> None:
     path = head(tmp_path)
     again = DefaultHead.load(path)
-    assert again.low == 0.3 and again.high == 0.7 and again.verdict_model == "scripted-verdicts"
+    assert again.signals == ("margin", "inference_margin", "hidden") and again.layer == 3
+    assert again.probes == (INFERENCE_TEMPLATE,) and again.layers == (3,)
+    card = path.with_suffix(".md").read_text()
+    assert "scripted-verdicts" in card and "layer 3" in card
     (tmp_path / "bad.json").write_text("{}")
-    with pytest.raises(ModelError, match="not a valid"):
+    with pytest.raises(ModelError, match="not the reading head"):
         DefaultHead.load(tmp_path / "bad.json")
-    with pytest.raises(ConfigurationError, match="does not take"):
-        DefaultDetector(model=path, featurizer=Features(QS), bogus=1)
+    raw = json.loads(path.read_text())
+    (tmp_path / "old.json").write_text(json.dumps({**raw, "kind": "default_cascade"}))
+    with pytest.raises(ModelError, match="train-detector --detector default"):
+        DefaultHead.load(tmp_path / "old.json")
+    (tmp_path / "odd.json").write_text(json.dumps({**raw, "signals": ["margin", "vibes"]}))
+    with pytest.raises(ModelError, match="signals must be among"):
+        DefaultHead.load(tmp_path / "odd.json")
+    (tmp_path / "nolayer.json").write_text(json.dumps({**raw, "layer": None}))
+    with pytest.raises(ModelError, match="layer is needed"):
+        DefaultHead.load(tmp_path / "nolayer.json")
+    with pytest.raises(ConfigurationError, match="threshold"):
+        DefaultDetector(model=path, reader_llm=scripted(), threshold=1.5)
+
+
+def signals(n_per: int = 200, seed: int = 0) -> Signals:
+    """Two datasets: the margin separates both; hidden[0] separates both; hidden[1] is noise."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for name in ("a", "b"):
+        y = rng.integers(0, 2, n_per)
+        margin = np.where(y == 1, 1.0, -1.0) + rng.normal(0, 1.5, n_per)
+        hidden = np.stack(
+            [np.where(y == 1, 1.0, -1.0) + rng.normal(0, 0.7, n_per), rng.normal(0, 1, n_per)], 1
+        )
+        parts.append(
+            Signals(
+                ids=tuple(f"{name}{i}" for i in range(n_per)),
+                groups=tuple(f"{name}/d{i // 4}" for i in range(n_per)),
+                datasets=(name,) * n_per,
+                labels=y,
+                coverage=np.full(n_per, np.nan),
+                alignment=np.full(n_per, np.nan),
+                margin=margin,
+                hidden=hidden[:, None, :].astype(np.float32),
+                layers=(7,),
+                probes={INFERENCE_TEMPLATE: margin + rng.normal(0, 0.5, n_per)},
+            )
+        )
+    return Signals.concat(parts)
+
+
+def test_fit_reports_grouped_cv_and_leave_one_dataset_out() -> None:
+    sig = signals()
+    fitted, report = fit_default_head(
+        sig, verdict_model="m", names=("margin", "inference_margin", "hidden"), layer=7, l2=0.01
+    )
+    assert fitted.signals == ("margin", "inference_margin", "hidden") and fitted.layer == 7
+    assert set(report["cv"]["per_dataset"]) == {"a", "b"} and set(report["lodo"]) == {"a", "b"}
+    assert report["cv"]["overall"]["accuracy"] > 0.85
+    assert min(p["accuracy"] for p in report["lodo"].values()) > 0.85
+    margin_only, plain = fit_default_head(sig, verdict_model="m", names=("margin",))
+    assert plain["cv"]["overall"]["accuracy"] < report["cv"]["overall"]["accuracy"]
+    assert margin_only.layer is None and margin_only.probes == ()
+    # the head reproduces its own out-of-fold labels closely on the training rows
+    row = fitted.row(float(sig.margin[0]), float(sig.probes[INFERENCE_TEMPLATE][0]), sig.hidden[0])
+    assert row.shape == (4,)
+    assert fitted.info["lodo"]["a"]["n"] == 200 and fitted.info["l2"] == 0.01
+    with pytest.raises(ConfigurationError, match="no hidden state of layer 3"):
+        fit_default_head(sig, verdict_model="m", layer=3)
+    broken = Signals.concat([sig.take(np.arange(10))])
+    broken.margin[0] = np.nan
+    with pytest.raises(ConfigurationError, match="NaN"):
+        fit_default_head(broken, verdict_model="m", names=("margin",))
 
 
 def test_packaged_head_is_valid() -> None:
     h = DefaultHead.load(default_head_path())
-    assert 0.0 <= h.low <= h.high <= 1.0
-    assert h.verdict_model == "qwen2.5-coder-1.5b"
-    cv = h.info["cv"]
-    assert 0.0 < cv["escalated"] <= 1.0 and cv["cascade"]["accuracy"] > 0.5
-
-
-def test_fit_chooses_a_band_where_the_fast_stage_is_unsure() -> None:
-    rng = np.random.default_rng(1)
-    n = 600
-    y = rng.integers(0, 2, n)
-    # coverage separates the extremes only; the margin separates everything
-    coverage = np.where(y == 1, rng.uniform(0.0, 0.7, n), rng.uniform(0.3, 1.0, n))
-    alignment = rng.uniform(0.6, 0.9, n)
-    margin = np.where(y == 1, 2.0, -2.0) + rng.normal(0, 0.5, n)
-    groups = [f"d{i // 5}" for i in range(n)]
-    fitted, report = fit_default_head(coverage, alignment, margin, y, groups, verdict_model="m")
-    assert 0.0 < report["escalated"] < 1.0
-    # by default the fast stage only accepts on its own: every refusal is read
-    assert fitted.high == 1.0 and fitted.low > 0.0 and report["fast_refuses"] is False
-    refusing, free = fit_default_head(
-        coverage, alignment, margin, y, groups, verdict_model="m", fast_refuses=True
-    )
-    assert refusing.high < 1.0 and free["escalated"] < report["escalated"]
-    assert free["cascade"]["accuracy"] > 0.9
-    assert report["cascade"]["accuracy"] > report["fast_alone"]["accuracy"] + 0.1
-    assert report["cascade"]["accuracy"] > 0.9
-    labels = fitted.labels(coverage, alignment, margin)
-    assert float((labels == (y == 1)).mean()) > 0.9
-    # a high escalation cost keeps more questions on the fast stage
-    _, cheap = fit_default_head(
-        coverage, alignment, margin, y, groups, verdict_model="m", escalation_cost=0.5, fast_refuses=True
-    )
-    assert cheap["escalated"] <= report["escalated"]
+    assert h.verdict_model == "qwen2.5-coder-1.5b" and "margin" in h.signals
+    assert set(h.info["datasets"]) >= {"eloq-gold-dev", "squad2-train", "subjqa"}
+    assert set(h.info["lodo"]) >= {"eloq-gold-dev", "subjqa"}
+    assert default_head_path().with_suffix(".md").is_file()
 
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_real_default_reads_with_the_packaged_model(tmp_path) -> None:
+def test_real_default_reads_with_the_packaged_model() -> None:
     pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
-    pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
-    import dataclasses
-
-    # the packaged head with a band covering everything: every question reaches the reading stage
-    packaged = DefaultHead.load(default_head_path())
-    path = dataclasses.replace(packaged, low=0.0, high=1.0).save(tmp_path / "all")
-    det = DefaultDetector(model=path)
+    det = DefaultDetector()
     doc = (
         "The Brindlewick public library opened on Saturday. Mayor Elena Torvik said the building "
         "cost 12 million dollars, paid by a regional grant, and that it holds 80,000 books."
     )
     v = det.detect("How many books does the Brindlewick library hold?", doc)
-    assert v.stage == "logprob" and v.escalated and v.llm_calls == 1 and v.label == "in_scope"
-    assert v.uncovered == ()
+    assert v.stage == "read" and v.label == "in_scope" and v.uncovered == ()
+    assert v.llm_calls == 1 + len(det.head.probes)
     v = det.detect("Which company built the Brindlewick library's heating system?", doc)
-    assert v.stage == "logprob" and v.label == "out_of_scope"
+    assert v.label == "out_of_scope" and "heating" in v.uncovered
