@@ -11,7 +11,11 @@ writes ``benchmarks/results/generation_offline.json``: per model and mode, in-sc
 out-of-scope questions per document, the share of documents meeting the issue's targets (at least
 3 in-scope and 2 out-of-scope questions), seconds per document (the first document includes
 loading the models), why candidates were dropped, and the machine (``lscpu`` model name, cores,
-threads used). Only counts and timings are written, never text. Re-running with the same
+threads used), and a summary of the hand labels in ``results/generation_offline_review.json``
+(truly unanswerable share; checked against the run's questions). Only counts and timings are
+written, never text. ``--timing-from`` takes the
+seconds from an earlier run whose cached replies this run replays (after a change to the keep
+rule, which costs no new generation). Re-running with the same
 ``--work`` resumes: finished documents are reported from their checkpoints (their original
 seconds).
 """
@@ -19,6 +23,7 @@ seconds).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -34,6 +39,7 @@ from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eloq-gold-dev"
 RESULT = Path(__file__).resolve().parent / "results" / "generation_offline.json"
+REVIEW = Path(__file__).resolve().parent / "results" / "generation_offline_review.json"
 TARGET_IN_SCOPE, TARGET_OOS, TARGET_SECONDS = 3, 2, 180.0
 
 
@@ -53,11 +59,13 @@ def _drop_kind(reason: str) -> str:
     return "off-topic" if reason.startswith("off-topic") else reason.split(" (", 1)[0]
 
 
-def _row(model: str, mode: str, records: list[DocumentRecord]) -> dict[str, object]:
+def _row(
+    model: str, mode: str, records: list[DocumentRecord], timed: dict[str, DocumentRecord] | None = None
+) -> dict[str, object]:
     done = [r for r in records if r.status == "done"]
     ins = [r.count("in_scope") for r in done]
     oos = [r.count("out_of_scope") for r in done]
-    seconds = [r.seconds for r in done]
+    seconds = [(timed[r.doc_id] if timed and r.doc_id in timed else r).seconds for r in done]
     drops = Counter(_drop_kind(d.reason) for r in done for d in r.dropped if d.label == "out_of_scope")
     kinds = Counter(q.edit_kind for r in done for q in r.questions if q.label == "out_of_scope")
     candidates = sum(oos) + sum(drops.values())
@@ -79,9 +87,38 @@ def _row(model: str, mode: str, records: list[DocumentRecord]) -> dict[str, obje
         "oos_by_kind": dict(sorted(kinds.items(), key=lambda kv: str(kv[0]))),
         "dropped_by_reason": dict(drops.most_common()),
         "unusable_replies": sum(sum(not i.accepted for i in r.issues) for r in records),
+        "cached_calls_share": round(
+            sum(r.total_usage.cached for r in done) / max(1, sum(r.total_usage.calls for r in done)), 3
+        ),
         # the writer's calls (the logprob filter reads with its own model, booked nowhere here)
         "llm_calls_per_doc": round(statistics.mean(r.total_usage.calls for r in done), 1) if done else None,
     }
+
+
+def _review(work: Path) -> dict[str, object]:
+    """Summary of the hand labels in REVIEW (``run`` = MODEL/MODE, ``id``, ``truly_unanswerable``,
+    ``looks_answerable``, ``reason``); every labelled id must be an out-of-scope question of that run."""
+    if not REVIEW.is_file():
+        return {}
+    labels = json.loads(REVIEW.read_text(encoding="utf-8"))
+    summary: dict[str, object] = {}
+    for run in sorted({lab["run"] for lab in labels}):
+        mine = [lab for lab in labels if lab["run"] == run]
+        records = CheckpointStore(work / run.replace("/", "-")).load_all().values()
+        oos = {q.id for r in records for q in r.questions if q.label == "out_of_scope"}
+        missing = [lab["id"] for lab in mine if lab["id"] not in oos]
+        if missing:
+            raise SystemExit(f"{REVIEW.name}: not out-of-scope questions of {run}: {missing}")
+        truly = [lab for lab in mine if lab["truly_unanswerable"]]
+        summary[run] = {
+            "labelled": len(mine),
+            "of_kept": len(oos),
+            "truly_unanswerable_share": round(len(truly) / len(mine), 3),
+            "looks_answerable_share_of_unanswerable": round(
+                sum(lab["looks_answerable"] for lab in truly) / max(1, len(truly)), 3
+            ),
+        }
+    return summary
 
 
 def main() -> None:
@@ -93,6 +130,12 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-offline"))
+    ap.add_argument(
+        "--timing-from",
+        type=Path,
+        default=None,
+        help="take each document's seconds from this earlier --work (a replay of its cached replies)",
+    )
     ap.add_argument(
         "--note", default="", help="recorded with the figures (e.g. whether the machine was shared)"
     )
@@ -113,13 +156,17 @@ def main() -> None:
             chosen = docs[: per_mode.get(mode, args.docs)]
             Generator(llm, config=GenerationConfig(mode=mode), progress=False).run(chosen, out)  # type: ignore[arg-type]
             records = [r for r in CheckpointStore(out).load_all().values()]
-            rows.append(_row(model, mode, sorted(records, key=lambda r: r.order)))
+            timed = (
+                CheckpointStore(args.timing_from / f"{model}-{mode}").load_all() if args.timing_from else None
+            )
+            rows.append(_row(model, mode, sorted(records, key=lambda r: r.order), timed))
     machine = {
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "threads": threads,
         "python": platform.python_version(),
         "note": args.note,
+        "seconds_from": str(args.timing_from) if args.timing_from else "this run",
     }
     report(
         rows,
@@ -134,6 +181,7 @@ def main() -> None:
                 "seconds_per_doc": TARGET_SECONDS,
             },
             "machine": machine,
+            "review": _review(args.work),
         },
         args.out,
     )
