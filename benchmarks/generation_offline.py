@@ -27,11 +27,10 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 from collections import Counter
 from pathlib import Path
 
-from _report import report
+from _report import cpu_model, report
 
 from scopeguard.data import read_jsonl
 from scopeguard.generation import GenerationConfig, Generator
@@ -41,17 +40,6 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eloq-g
 RESULT = Path(__file__).resolve().parent / "results" / "generation_offline.json"
 REVIEW = Path(__file__).resolve().parent / "results" / "generation_offline_review.json"
 TARGET_IN_SCOPE, TARGET_OOS, TARGET_SECONDS = 3, 2, 180.0
-
-
-def _cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return platform.processor() or "unknown"
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def _drop_kind(reason: str) -> str:
@@ -161,7 +149,7 @@ def main() -> None:
             )
             rows.append(_row(model, mode, sorted(records, key=lambda r: r.order), timed))
     machine = {
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "threads": threads,
         "python": platform.python_version(),

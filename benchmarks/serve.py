@@ -39,7 +39,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import report
+from _report import cpu_model, report
 
 from scopeguard import Guard
 from scopeguard.data import load_dataset
@@ -152,16 +152,6 @@ async def _served(
     return row
 
 
-def _cpu() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        return next(
-            line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")
-        )
-    except (OSError, subprocess.CalledProcessError, StopIteration):
-        return platform.processor() or "unknown"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
@@ -208,7 +198,7 @@ def main() -> None:
         rows = kept + rows
     result = {
         "data": str(args.data),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {_cpu()}, "
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {cpu_model()}, "
         f"Python {platform.python_version()}",
     }
     report(rows, result, RESULT)
