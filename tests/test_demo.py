@@ -20,7 +20,7 @@ def test_demo_decides_every_question_as_expected() -> None:
     assert got == [(c.question, c.expected) for c in cases]
     for c in cases:
         v = c.result.verdict
-        assert v.detector == "default" and v.stage in ("fast", "logprob")
+        assert v.detector == "default" and v.stage == "read"
         if v.label == "in_scope":
             assert not v.uncovered and c.result.action.value == "answered"
         else:

@@ -311,3 +311,28 @@ def test_a_rewrite_that_copies_the_prompts_example_is_dropped(tmp_path: Path) ->
     assert [q.question for q in record.questions if q.label == "out_of_scope"] == [own]
     reasons = {d.question: d.reason for d in record.dropped}
     assert reasons[copied] == "not a usable question: copies the prompt's example (alderby, council)"
+
+
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        (
+            "What are the largest predatory creatures mentioned in the sentence?",
+            "What are the largest predatory creatures?",
+        ),
+        (
+            "What months are the warmest and driest in the sentence ?",
+            "What months are the warmest and driest?",
+        ),
+        ("Which rivers are listed in this text?", "Which rivers are listed in this text?"),  # needs it
+        (
+            "Who is named in this passage as the winner?",
+            "Who is named in this passage as the winner?",
+        ),  # not at the end
+        ("What is the text about?", "What is the text about?"),
+    ],
+)
+def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(written: str, kept: str) -> None:
+    from scopeguard.generation.steps._offline import standalone
+
+    assert standalone(written) == kept

@@ -44,7 +44,14 @@ from scopeguard.generation.steps._offline_replies import (
 )
 from scopeguard.generation.steps._offline_screen import unusable_reason
 
-__all__ = ["EXAMPLE_WORDS", "degenerate", "generate_offline", "informative_sentences", "overlap"]
+__all__ = [
+    "EXAMPLE_WORDS",
+    "degenerate",
+    "generate_offline",
+    "informative_sentences",
+    "overlap",
+    "standalone",
+]
 
 _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
 _MIN_WORDS = 5
@@ -53,6 +60,20 @@ _MIN_WORDS = 5
 EXAMPLE_WORDS = frozenset(content_stems("Alderby Bramford harbour bridge council plan approve"))
 _SENTENCE_WORDS = (8, 45)
 _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
+# "... mentioned in the sentence?": shown one sentence, the model refers to it; a user never does
+_SHOWN_UNIT = re.compile(
+    r",?\s+(?:(?:that|which) (?:is|are) )?(?:(?:mentioned|stated|described|listed|given|named) )?"
+    r"(?:in|by|from) (?:the|this) (?:sentence|text|passage|statement)\s*(?=\?$)",
+    re.IGNORECASE,
+)
+
+
+def standalone(question: str) -> str:
+    """``question`` without a reference to the sentence it was written from ("What are the largest
+    predatory creatures mentioned in the sentence?" -> "What are the largest predatory creatures?")."""
+    cut = _SHOWN_UNIT.sub("", question).strip()
+    # "Which rivers are listed in this text?" needs its verb: left as it is
+    return question if cut.rstrip("?").split()[-1:] in (["is"], ["are"], ["was"], ["were"]) else cut
 
 
 def degenerate(question: str) -> str | None:
@@ -114,6 +135,7 @@ class _Keeper:
         """Keep or drop one candidate; ``prompt_words``: stems of the prompt's invented example (a
         candidate that uses one the document and its source lack copied the example)."""
         ctx = self.ctx
+        question = standalone(question)
         if not ctx.unique(step, [question], reply_id):
             self._drop(question, "a copy of a question already written", kind, source, None)
             return
@@ -217,6 +239,7 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
         if got is None:
             continue
         (question,), reply = got
+        question = standalone(question)
         if not ctx.unique("offline_in_scope", [question], reply.id):
             continue
         candidates.append(question)
