@@ -20,6 +20,7 @@ _TABLE_ROWS = (
     ("precision_oos", "precision (out of scope)", "{:.3f}"),
     ("recall_oos", "recall (out of scope)", "{:.3f}"),
     ("f1_oos", "F1 (out of scope)", "{:.3f}"),
+    ("false_refusal_rate", "false refusals (in scope)", "{:.3f}"),
     ("auroc", "AUROC", "{:.3f}"),
     ("unknown_rate", "unknown rate", "{:.1%}"),
     ("latency_ms_p50", "latency p50 (ms)", "{:.1f}"),

@@ -1,4 +1,4 @@
-"""Metrics for out-of-scope detectors: accuracy, OOS precision/recall/F1, AUROC, latency.
+"""Metrics for out-of-scope detectors: accuracy, OOS precision/recall/F1, false refusals, AUROC, latency.
 
 ``detection_metrics(y_true, verdicts)`` is the one entry point used by ``eval-detector``, the
 benchmarks and the other evaluators. Conventions:
@@ -7,6 +7,8 @@ benchmarks and the other evaluators. Conventions:
 * a verdict labelled ``unknown`` counts as wrong for accuracy and as "not flagged" for
   precision/recall (a detector cannot improve its figures by abstaining); ``unknown_rate``
   reports how often it happened;
+* ``false_refusal_rate``: the share of in-scope questions labelled ``out_of_scope`` (``nan``
+  without in-scope questions);
 * AUROC uses ``Verdict.score`` (P(out of scope)); verdicts without a score are left out of it,
   ties count one half (the Mann-Whitney statistic). It is ``nan`` when the scored verdicts do
   not contain both classes;
@@ -53,6 +55,7 @@ METRIC_NAMES = (
     "precision_oos",
     "recall_oos",
     "f1_oos",
+    "false_refusal_rate",
     "auroc",
     "unknown_rate",
     "latency_ms_p50",
@@ -140,6 +143,7 @@ def detection_metrics(y_true: Sequence[str], verdicts: Sequence[Verdict]) -> dic
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    n_in = sum(1 for y in y_true if y == "in_scope")
     scored = [(y, v.score) for y, v in pairs if v.score is not None]
     out: dict[str, float] = {
         "n": float(n),
@@ -147,6 +151,8 @@ def detection_metrics(y_true: Sequence[str], verdicts: Sequence[Verdict]) -> dic
         "precision_oos": precision,
         "recall_oos": recall,
         "f1_oos": f1,
+        # in-scope questions the guard would refuse (an unknown is not a refusal)
+        "false_refusal_rate": fp / n_in if n_in else math.nan,
         "auroc": auroc([y for y, _ in scored], [float(s) for _, s in scored]) if scored else math.nan,
         "unknown_rate": sum(1 for v in verdicts if v.label == "unknown") / n,
     }

@@ -45,6 +45,7 @@ def test_metrics_match_hand_computation() -> None:
     assert m["precision_oos"] == pytest.approx(0.5)
     assert m["recall_oos"] == pytest.approx(1 / 3)
     assert m["f1_oos"] == pytest.approx(2 * 0.5 * (1 / 3) / (0.5 + 1 / 3))
+    assert m["false_refusal_rate"] == pytest.approx(1 / 2)  # #2 of the two in-scope questions
     # scored pairs (pos 0.9, 0.4 vs neg 0.4, 0.1): 0.9>0.4, 0.9>0.1, 0.4=0.4 (half), 0.4>0.1 -> 3.5/4
     assert m["auroc"] == pytest.approx(0.875)
     assert m["unknown_rate"] == pytest.approx(0.2)
