@@ -1,0 +1,180 @@
+"""Close the loop: generate offline on a corpus, fit a head on it, score human questions.
+
+    python benchmarks/generation_loop.py --gen-docs 20 --eval-docs 30 --work /tmp/genloop
+
+The corpus is ../shared/data/squad2-train (read at run time; Wikipedia paragraphs with human
+questions, SQuAD 2.0's unanswerable ones among them). Its documents are drawn with ``--seed`` and
+split in two groups, so that no document is in both: the first ``--gen-docs`` get generated
+questions (``scopeguard generate``'s pipeline, offline mode, ``--llm``; their human questions are
+never used), the next ``--eval-docs`` are scored on their human questions only. The documents the
+shipped heads were fitted on (``train-detector --max-docs 80``, seed 0, on squad2-train) are left
+out of both groups, so the shipped head has not seen the scored documents either. Then, with the
+commands a user runs:
+
+    scopeguard train-detector WORK/generated --detector DETECTOR --out WORK/head
+    scopeguard eval-detector WORK/heldout --detector DETECTOR [--model WORK/head] --json
+
+``--detector default`` (margin and layer-21 hidden state: the corpus head can change the ranking)
+or ``logprob`` (a Platt calibration of one margin: both heads rank alike, only the threshold can
+move). ``--no-filter`` (with ``--mode perturb``) labels each question by how it was made; with
+the filter, the packaged logprob detector keeps only the candidates it agrees with, so the set
+separates perfectly on its own margin and a head fitted on it can only move the threshold. Both
+heads' verdicts are paired per question (McNemar's exact test). Writes
+``benchmarks/results/generation_loop.json`` (or ``--out``): counts and metrics only, never text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from _report import cpu_model, report
+
+from scopeguard.data import load_dataset, read_jsonl
+from scopeguard.generation import GenerationConfig, Generator, LengthRule
+from scopeguard.signals import sample_documents
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2-train"
+RESULT = Path(__file__).resolve().parent / "results" / "generation_loop.json"
+METRICS = ("accuracy", "false_refusal_rate", "recall_oos", "auroc", "n")
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, object]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+def _cli(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "scopeguard", *args], capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"scopeguard {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+SHIPPED_MAX_DOCS = 80  # squad2-train documents the shipped heads saw (train-detector --max-docs, seed 0)
+
+
+def _eval(
+    heldout: Path, head: Path | None, detector: str, per_question: Path
+) -> tuple[dict[str, object], dict[str, bool]]:
+    """eval-detector's figures and, by question id, whether its verdict was right."""
+    args = ["eval-detector", str(heldout), "--detector", detector, "--json", "--no-progress"]
+    out = _cli(
+        *args, "--per-question", str(per_question), *(["--model", str(head)] if head is not None else [])
+    )
+    line = [ln for ln in out.splitlines() if ln.startswith("{")][-1]
+    right = {r["id"]: r["label"] == r["predicted"] for r in read_jsonl(per_question)}
+    return json.loads(line), right
+
+
+def _paired(a: dict[str, bool], b: dict[str, bool]) -> dict[str, object]:
+    """Questions only one head gets right, and McNemar's exact two-sided p-value for the difference."""
+    only_a = sum(a[k] and not b[k] for k in a)
+    only_b = sum(b[k] and not a[k] for k in a)
+    n = only_a + only_b
+    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2**n if n else 1.0
+    return {
+        "only_shipped_right": only_a,
+        "only_corpus_right": only_b,
+        "mcnemar_p": round(min(1.0, 2 * tail), 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--llm", default="local:qwen2.5-coder-1.5b")
+    ap.add_argument("--gen-docs", type=int, default=20)
+    ap.add_argument("--eval-docs", type=int, default=30)
+    ap.add_argument("--detector", default="default", choices=("default", "logprob"))
+    ap.add_argument("--mode", default="offline", help="generation mode (offline, perturb, followup)")
+    ap.add_argument(
+        "--filter",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep only candidates the packaged logprob detector agrees with (--no-filter: labels "
+        "from how each question was made)",
+    )
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-loop"))
+    ap.add_argument(
+        "--note", default="", help="recorded with the figures (e.g. whether the machine was shared)"
+    )
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args()
+
+    threads = args.threads or os.cpu_count() or 1
+    os.environ["SCOPEGUARD_N_THREADS"] = str(threads)  # this process's models and the CLI's
+    seen = set(sample_documents(load_dataset(args.data), SHIPPED_MAX_DOCS, seed=0).documents)
+    docs = [d for d in read_jsonl(args.data / "documents.jsonl") if d["doc_id"] not in seen]
+    random.Random(args.seed).shuffle(docs)
+    gen_docs = docs[: args.gen_docs]
+    eval_docs = docs[args.gen_docs : args.gen_docs + args.eval_docs]
+    eval_ids = {d["doc_id"] for d in eval_docs}
+    if eval_ids & {d["doc_id"] for d in gen_docs}:  # grouped: no document in both
+        raise SystemExit("a document id is in both groups: the corpus has duplicate ids")
+
+    generated = args.work / "generated"
+    summary = Generator(
+        args.llm, config=GenerationConfig(mode=args.mode, filter=args.filter), progress=False
+    ).run(
+        [{"doc_id": d["doc_id"], "text": d["text"]} for d in gen_docs],
+        generated,
+        length_rule=LengthRule(min_words=None, max_words=300),  # SQuAD paragraphs are short
+    )
+    heldout = args.work / "squad2-heldout"
+    _write_jsonl(heldout / "documents.jsonl", eval_docs)
+    _write_jsonl(
+        heldout / "questions.jsonl",
+        [q for q in read_jsonl(args.data / "questions.jsonl") if q["doc_id"] in eval_ids],
+    )
+    head = args.work / "head"
+    fit_log = _cli(
+        "train-detector",
+        str(generated),
+        "--detector",
+        args.detector,
+        "--out",
+        str(head),
+        "--seed",
+        str(args.seed),
+    )
+    shipped, shipped_right = _eval(heldout, None, args.detector, args.work / "shipped.jsonl")
+    trained, trained_right = _eval(heldout, head, args.detector, args.work / "corpus.jsonl")
+    rows = [
+        {"head": name, **{m: (round(v, 3) if isinstance(v := result.get(m), float) else v) for m in METRICS}}
+        for name, result in (("shipped", shipped), ("generated corpus", trained))
+    ]
+    report(
+        rows,
+        {
+            "benchmark": "generation_loop",
+            "data": f"{args.data.name}: {len(gen_docs)} documents for generation, {len(eval_docs)} other "
+            f"documents' human questions for scoring (seed {args.seed})",
+            "writer": args.llm,
+            "mode": args.mode,
+            "filter": args.filter,
+            "detector": args.detector,
+            "generated": {
+                "docs_done": summary.docs_done,
+                "oos": summary.oos_kept,
+                "in_scope": summary.in_scope,
+                "unusable": summary.docs_unusable,
+            },
+            "paired": _paired(shipped_right, trained_right),
+            "train_detector_output": fit_log.splitlines()[-12:],
+            "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": threads, "note": args.note},
+        },
+        args.out,
+    )
+
+
+if __name__ == "__main__":
+    main()
