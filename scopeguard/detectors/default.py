@@ -138,6 +138,14 @@ class DefaultHead:
                 parts.append(np.asarray(hidden, dtype=np.float64).ravel())
         return np.concatenate(parts)
 
+    def scorer(self) -> Any:
+        """The packaged reading model this head was fitted on, reading the hidden states it needs
+        (a llama.cpp :class:`~scopeguard.verdicts.VerdictScorer`)."""
+        from scopeguard.verdicts import verdict_scorer
+
+        extra = {"layers": self.layers} if self.layers else {}
+        return verdict_scorer(f"local:{self.verdict_model}", **extra)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": "default_read",
@@ -232,9 +240,11 @@ class DefaultDetector(BaseDetector):
             from scopeguard.detectors.logprob import LogProbDetector
             from scopeguard.verdicts import verdict_scorer
 
-            llm = self._llm if self._llm is not None else f"local:{self.head.verdict_model}"
-            extra = {"layers": self.head.layers} if self.head.layers and isinstance(llm, str) else {}
-            self._reader = LogProbDetector(llm=verdict_scorer(llm, **extra), **self._reader_kwargs)
+            scorer = self.head.scorer() if self._llm is None else self._llm
+            if isinstance(scorer, str):
+                extra = {"layers": self.head.layers} if self.head.layers else {}
+                scorer = verdict_scorer(scorer, **extra)
+            self._reader = LogProbDetector(llm=scorer, **self._reader_kwargs)
             if self._reader.scorer.name != self.head.verdict_model:
                 logger.warning(
                     "default head was fitted on %s; reading with %s",

@@ -115,9 +115,15 @@ def build_detector(config: ServeConfig, lane: ReadingLane) -> Detector:
     option = _READING_OPTION.get(config.detector)
     if option is None:
         return get_detector(config.detector)
-    from scopeguard.verdicts import verdict_scorer
+    if config.detector == "default":  # the packaged head's model, with the hidden states it reads
+        from scopeguard.detectors.default import DefaultHead, default_head_path
 
-    return get_detector(config.detector, **{option: SerialScorer(verdict_scorer(), lane)})
+        scorer = DefaultHead.load(default_head_path()).scorer()
+    else:
+        from scopeguard.verdicts import verdict_scorer
+
+        scorer = verdict_scorer()
+    return get_detector(config.detector, **{option: SerialScorer(scorer, lane)})
 
 
 def build_upstream(config: ServeConfig) -> Any:

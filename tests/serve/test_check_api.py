@@ -135,7 +135,8 @@ async def test_default_detector_reads_through_one_queue_and_keeps_what_it_read()
     questions = ["Who funded the breakwater works in Alderby?", "What colour is the Alderby lighthouse?"]
     with running_guard_server(ServeConfig(detector="default", port=0, deadline=240)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=300) as c:
-            while (await c.get("/readyz")).status_code != 200:
+            while (ready := await c.get("/readyz")).status_code != 200:  # a failed load fails here
+                assert ready.json()["error"]["message"] == "loading the models", ready.text
                 await asyncio.sleep(0.2)
             first = (await c.post("/v1/preread", json={"documents": [doc]})).json()
             again = (await c.post("/v1/preread", json={"documents": [doc]})).json()
