@@ -138,13 +138,13 @@ class DefaultHead:
                 parts.append(np.asarray(hidden, dtype=np.float64).ravel())
         return np.concatenate(parts)
 
-    def scorer(self) -> Any:
-        """The packaged reading model this head was fitted on, reading the hidden states it needs
-        (a llama.cpp :class:`~scopeguard.verdicts.VerdictScorer`)."""
+    def scorer(self, spec: str | None = None) -> Any:
+        """A :class:`~scopeguard.verdicts.VerdictScorer` for ``spec`` (default: the packaged model
+        this head was fitted on) that reads the hidden states the head needs."""
         from scopeguard.verdicts import verdict_scorer
 
         extra = {"layers": self.layers} if self.layers else {}
-        return verdict_scorer(f"local:{self.verdict_model}", **extra)
+        return verdict_scorer(spec or f"local:{self.verdict_model}", **extra)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -238,12 +238,9 @@ class DefaultDetector(BaseDetector):
         """The reading stage (a :class:`~scopeguard.detectors.logprob.LogProbDetector`), built lazily."""
         if self._reader is None:
             from scopeguard.detectors.logprob import LogProbDetector
-            from scopeguard.verdicts import verdict_scorer
 
-            scorer = self.head.scorer() if self._llm is None else self._llm
-            if isinstance(scorer, str):
-                extra = {"layers": self.head.layers} if self.head.layers else {}
-                scorer = verdict_scorer(scorer, **extra)
+            llm = self._llm  # a spec (or None: the packaged model) gets the head's layers
+            scorer = self.head.scorer(llm) if llm is None or isinstance(llm, str) else llm
             self._reader = LogProbDetector(llm=scorer, **self._reader_kwargs)
             if self._reader.scorer.name != self.head.verdict_model:
                 logger.warning(

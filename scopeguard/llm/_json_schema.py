@@ -10,8 +10,6 @@ name never serves a constrained reply to an unconstrained request or the other w
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -56,14 +54,13 @@ class JsonSchemaChatModel(BaseChatModel):
         max_tokens: int | None = None,
         seed: int | None = None,
     ) -> Completion:
-        if not self.constrained:
-            return await self.llm.acomplete(
+        if self.constrained:  # the backend's complete() in a thread: BaseChatModel's acomplete
+            return await super().acomplete(
                 prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
             )
-        call = functools.partial(
-            self.complete, prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
+        return await self.llm.acomplete(
+            prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
         )
-        return await asyncio.to_thread(call)
 
 
 def with_json_schema(llm: ChatModel, schema: Mapping[str, Any]) -> JsonSchemaChatModel:

@@ -38,6 +38,17 @@ T = TypeVar("T")
 _READING_OPTION = {"default": "reader_llm", "logprob": "llm"}
 
 
+def _reading_scorer(detector: str) -> Any:
+    """The reading model ``detector`` builds for itself: default's reads its head's layers too."""
+    if detector == "default":
+        from scopeguard.detectors.default import DefaultHead, default_head_path
+
+        return DefaultHead.load(default_head_path()).scorer()
+    from scopeguard.verdicts import verdict_scorer
+
+    return verdict_scorer()
+
+
 class ReadingLane:
     """One thread for the reading model; a queued call gives up when its deadline passes."""
 
@@ -115,15 +126,7 @@ def build_detector(config: ServeConfig, lane: ReadingLane) -> Detector:
     option = _READING_OPTION.get(config.detector)
     if option is None:
         return get_detector(config.detector)
-    if config.detector == "default":  # the packaged head's model, with the hidden states it reads
-        from scopeguard.detectors.default import DefaultHead, default_head_path
-
-        scorer = DefaultHead.load(default_head_path()).scorer()
-    else:
-        from scopeguard.verdicts import verdict_scorer
-
-        scorer = verdict_scorer()
-    return get_detector(config.detector, **{option: SerialScorer(scorer, lane)})
+    return get_detector(config.detector, **{option: SerialScorer(_reading_scorer(config.detector), lane)})
 
 
 def build_upstream(config: ServeConfig) -> Any:
