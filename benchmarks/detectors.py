@@ -20,8 +20,9 @@ p50/p95 per question, escalated share (cascades), peak RSS of the process that r
   (``--limit`` caps it).
 * Learned detectors are never scored on their training data: ``fast``, ``logprob`` and ``default``
   use the out-of-fold predictions of 5-fold document-grouped cross-validation (seed 0) of their
-  heads (``fast``'s features from ``benchmarks/train_fast_head.py``'s cache); ``nli`` and ``probe[@LLM]`` use
-  ``scopeguard.training.cross_validate``. ``cascade@mpnet`` replays a fast -> fast-on-mpnet cascade
+  heads (``fast``'s features from ``benchmarks/train_fast_head.py``'s cache); ``nli`` and
+  ``probe[@LLM]`` use ``scopeguard.detection.head.training.cross_validate``. ``cascade@mpnet``
+  replays a fast -> fast-on-mpnet cascade
   on out-of-fold scores for several escalation bands (accuracy only), the measurement behind
   the old cascade's choice. Their latency comes from a live run of the shipped (or a freshly
   trained) head on ``--latency-sample`` questions (all for fast).
@@ -53,7 +54,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scopeguard.data import Dataset, load_dataset
-from scopeguard.detectors import get_detector
+from scopeguard.detection.detectors import get_detector
 from scopeguard.evaluation.detection import (
     bootstrap_ci,
     correctness,
@@ -86,8 +87,8 @@ def _fast_oof(data: Path, encoder: str) -> tuple[np.ndarray, list[str]]:
 
 
 def _row_fast(name: str, ds: Dataset, data: Path, limit: int | None, sample: int) -> dict[str, Any]:
-    from scopeguard.detectors.cascade import CascadeDetector
-    from scopeguard.detectors.fast import FastDetector
+    from scopeguard.detection.detectors.cascade import CascadeDetector
+    from scopeguard.detection.detectors.fast import FastDetector
 
     det = get_detector(name)
     _, live = run_detector(det, ds, limit=limit)
@@ -152,7 +153,7 @@ def _row_cascade_replay(name: str, ds: Dataset, data: Path, limit: int | None, s
 
 
 def _row_learned(name: str, ds: Dataset, data: Path, limit: int | None, sample: int) -> dict[str, Any]:
-    from scopeguard.training import cross_validate, train_detector
+    from scopeguard.detection.head.training import cross_validate, train_detector
 
     base, _, llm = name.partition("@")
     kw = {"llm": llm} if llm else {}
@@ -203,7 +204,7 @@ def _dataset_path(name: str) -> Path:
 
 def _cold_sample(ds: Dataset, n: int) -> Dataset:
     """One question per document, ``n`` documents (seed 0): every check reads a new document."""
-    from scopeguard.signals import sample_documents
+    from scopeguard.detection.signals import sample_documents
 
     picked = sample_documents(ds, min(n, len(ds.documents)), seed=1)
     first: dict[str, Any] = {}
@@ -231,7 +232,7 @@ def _live_latency(det: Any, ds: Dataset, sample: int) -> dict[str, Any]:
 def _preread_latency(name: str, ds: Dataset, sample: int) -> dict[str, Any]:
     """Latency on the cold sample's documents once they were pre-read (``detector.preread``) by
     another detector, as by an offline job: the states come from disk (a temporary folder)."""
-    from scopeguard.verdicts import verdict_scorer
+    from scopeguard.detection.read import verdict_scorer
 
     cold = _cold_sample(ds, sample)
     with tempfile.TemporaryDirectory() as tmp:
@@ -239,7 +240,7 @@ def _preread_latency(name: str, ds: Dataset, sample: int) -> dict[str, Any]:
         def make() -> Any:
             if name != "default":
                 return get_detector(name, llm=verdict_scorer("local", state_dir=tmp))
-            from scopeguard.detectors.default import DefaultHead, default_head_path
+            from scopeguard.detection.head.default import DefaultHead, default_head_path
 
             layers = DefaultHead.load(default_head_path()).layers
             return get_detector(name, reader_llm=verdict_scorer("local", state_dir=tmp, layers=layers))
@@ -254,7 +255,7 @@ def _preread_latency(name: str, ds: Dataset, sample: int) -> dict[str, Any]:
 
 
 def _metrics_row(y: np.ndarray, pred: np.ndarray, p: np.ndarray) -> dict[str, Any]:
-    from scopeguard.calibration import auroc as _auroc
+    from scopeguard.detection.head.calibration import auroc as _auroc
 
     correct = (pred == (y == 1)).astype(float)
     lo, hi = bootstrap_ci(correct, n_resamples=2000, seed=0)
@@ -270,8 +271,8 @@ def _metrics_row(y: np.ndarray, pred: np.ndarray, p: np.ndarray) -> dict[str, An
 
 def rows_scoring(name: str, datasets: list[Path], max_docs: int | None, sample: int) -> dict[str, Any]:
     """``logprob`` / ``default``: fitted like ``train-detector`` on all datasets, scored out of fold."""
-    from scopeguard.fitting import fit_detector
-    from scopeguard.signals import sample_documents
+    from scopeguard.detection.head.fitting import fit_detector
+    from scopeguard.detection.signals import sample_documents
 
     with tempfile.TemporaryDirectory() as tmp:
         rep = fit_detector(datasets, name, Path(tmp) / "head", max_docs=max_docs, progress=True)
@@ -292,14 +293,14 @@ def rows_scoring(name: str, datasets: list[Path], max_docs: int | None, sample: 
 
 def rows_simple(name: str, datasets: list[Path], max_docs: int | None, sample: int) -> dict[str, Any]:
     """``lexical`` (live everywhere) and ``fast`` (out of fold on the data its head was fitted on)."""
-    from scopeguard.signals import sample_documents
+    from scopeguard.detection.signals import sample_documents
 
     rows = []
     for path in datasets:
         ds = sample_documents(load_dataset(path), max_docs, seed=0)
         trained_here = False
         if name == "fast":
-            from scopeguard.detectors.fast import default_head_path
+            from scopeguard.detection.head.fast import default_head_path
 
             info = json.loads(default_head_path().read_text()).get("info", {})
             trained_here = info.get("trained_on") == path.name

@@ -30,7 +30,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from scopeguard.data import load_dataset
-from scopeguard.detectors import get_detector
+from scopeguard.detection.detectors import get_detector
 from scopeguard.types import Document
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eloq-gold-dev"

@@ -54,8 +54,8 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     from scopeguard.data import load_dataset
-    from scopeguard.detectors.logprob import LogProbDetector
-    from scopeguard.signals import Signals, extract_signals, sample_documents
+    from scopeguard.detection.detectors.logprob import LogProbDetector
+    from scopeguard.detection.signals import Signals, extract_signals, sample_documents
 
     base: Any = reader(args.model, (LAYER,), args.threads)
     sets = [

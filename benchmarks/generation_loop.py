@@ -37,8 +37,8 @@ from pathlib import Path
 from _report import cpu_model, report
 
 from scopeguard.data import load_dataset, read_jsonl
+from scopeguard.detection.signals import sample_documents
 from scopeguard.generation import GenerationConfig, Generator, LengthRule
-from scopeguard.signals import sample_documents
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2-train"
 RESULT = Path(__file__).resolve().parent / "results" / "generation_loop.json"

@@ -35,7 +35,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from scopeguard.data import LabeledQuestion, load_dataset
-from scopeguard.detectors.judge import JudgeDetector
+from scopeguard.detection.detectors.judge import JudgeDetector
 from scopeguard.evaluation.detection import detection_metrics
 from scopeguard.llm import from_spec
 from scopeguard.llm.base import BaseChatModel, ChatModel, Completion, Prompt, to_messages

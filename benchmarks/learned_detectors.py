@@ -68,9 +68,9 @@ def _subset(data: Path, max_docs: int | None) -> Any:
 def _run_config(
     name: str, data: str, max_docs: int | None, folds: int, seed: int, timing: int, cv: bool
 ) -> dict[str, Any]:
+    from scopeguard.detection.head.training import cross_validate
+    from scopeguard.detection.read import get_extractor
     from scopeguard.evaluation.detection import detection_metrics
-    from scopeguard.features import get_extractor
-    from scopeguard.training import cross_validate
 
     detector, kw = CONFIGS[name]
     ds = _subset(Path(data), max_docs)

@@ -130,7 +130,7 @@ def _peak_rss_mb() -> float:
 
 def child(size: int, name: str) -> dict[str, Any]:
     """One row, measured in this (fresh) process (torch reads its thread count from OMP_NUM_THREADS)."""
-    from scopeguard.detectors import get_detector
+    from scopeguard.detection.detectors import get_detector
     from scopeguard.errors import DocumentTooLongError
 
     det = get_detector(name)

@@ -49,8 +49,8 @@ def dataset_path(name: str) -> Path:
 
 
 def reader(model: str, layers: tuple[int, ...], threads: int | None) -> object:
-    from scopeguard.detectors.logprob import LogProbDetector
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.detectors.logprob import LogProbDetector
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 
     scorer = LlamaCppVerdicts(model, layers=layers, n_threads=threads)
     return LogProbDetector(llm=scorer)
@@ -67,7 +67,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     from scopeguard.data import load_dataset
-    from scopeguard.signals import extract_signals, sample_documents
+    from scopeguard.detection.signals import extract_signals, sample_documents
 
     layers = tuple(int(x) for x in args.layers.split(","))
     rd = reader(args.model, layers, args.threads)

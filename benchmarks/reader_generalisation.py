@@ -47,7 +47,7 @@ GROUP = {"squad2-train": "squad2", "squad2-train-extra": "squad2"}
 
 def load(sets: str, layers: tuple[int, ...], model: str) -> Any:
     from scopeguard.data import load_dataset
-    from scopeguard.signals import Signals, extract_signals, sample_documents
+    from scopeguard.detection.signals import Signals, extract_signals, sample_documents
 
     rd = reader(model, layers, None)
     parts = []
@@ -63,7 +63,7 @@ def features(sig: Any, spec: str) -> tuple[np.ndarray, list[str]]:
     The reading signals come from the library's own :func:`signal_matrix` (what a shipped head
     reads); coverage and alignment, the old fast stage's features, are only compared here.
     """
-    from scopeguard.detectors.default import signal_matrix
+    from scopeguard.detection.signals import signal_matrix
 
     cols: list[np.ndarray] = []
     names: list[str] = []
@@ -82,8 +82,8 @@ def features(sig: Any, spec: str) -> tuple[np.ndarray, list[str]]:
 
 
 def evaluate(sig: Any, datasets: np.ndarray, spec: str, l2: float) -> dict[str, Any]:
-    from scopeguard.calibration import dataset_oof, fit_logistic, grouped_oof, operating_point
-    from scopeguard.detectors.default import balanced_weights, penalties
+    from scopeguard.detection.head.calibration import dataset_oof, fit_logistic, grouped_oof, operating_point
+    from scopeguard.detection.head.default import balanced_weights, penalties
 
     x, names = features(sig, spec)
     scales = penalties(names)

@@ -2,7 +2,7 @@
 
     python benchmarks/train_fast_head.py [DATASET_DIR] [--encoder minilm] [--out HEAD.json]
 
-1. computes the fast features (``scopeguard.detectors.fast.FEATURES``) for every question of the
+1. computes the fast features (``scopeguard.detection.detectors.fast.FEATURES``) for every question of the
    dataset against its own document (cached in ``benchmarks/results/fast_features_<encoder>.json``,
    keyed by question id, so a re-run or a killed run resumes);
 2. 5-fold cross-validation grouped by document (the folds shuffle the documents with ``--seed``;
@@ -25,9 +25,10 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from scopeguard.calibration import grouped_oof
 from scopeguard.data import load_dataset
-from scopeguard.detectors.fast import FEATURES, FastFeaturizer, FastHead, default_head_path
+from scopeguard.detection.head.calibration import grouped_oof
+from scopeguard.detection.head.fast import FastHead, default_head_path
+from scopeguard.detection.read.fast import FEATURES, FastFeaturizer
 from scopeguard.evaluation.detection import auroc
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eloq-gold-dev"

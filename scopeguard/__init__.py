@@ -6,7 +6,13 @@ The public surface::
 """
 
 from scopeguard.data import Dataset, LabeledQuestion, load_dataset, save_dataset
-from scopeguard.detectors import BaseDetector, Detector, available_detectors, get_detector, register_detector
+from scopeguard.detection.detectors import (
+    BaseDetector,
+    Detector,
+    available_detectors,
+    get_detector,
+    register_detector,
+)
 from scopeguard.errors import (
     ConfigurationError,
     DatasetError,

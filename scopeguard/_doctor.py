@@ -14,11 +14,11 @@ from importlib import metadata
 
 from pydantic import BaseModel, ConfigDict
 
+from scopeguard.detection.read.scorer import DEFAULT_VERDICT_MODEL
 from scopeguard.errors import ScopeGuardError
 from scopeguard.llamacpp import LoaderDecision, ReadSpeed, extra_buffers_decision, measure_read_speed
 from scopeguard.llamacpp._system import cpu_features, cpu_name, llama_cpp_build
 from scopeguard.models import available_ggufs, gguf_status, local_gguf
-from scopeguard.verdicts._scorer import DEFAULT_VERDICT_MODEL
 
 __all__ = ["DoctorReport", "PackagedModel", "diagnose"]
 

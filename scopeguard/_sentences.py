@@ -4,7 +4,7 @@ A sentence ends at ``.``, ``!`` or ``?`` (optionally followed by closing quotes 
 whitespace and an upper-case letter, digit or opening quote; common abbreviations ("Dr.", "U.S.")
 and single initials ("J. Smith") do not end one; a line break always does.
 
-The fast detector keeps its own splitter in :mod:`scopeguard.detectors._text`: it is part of the
+The fast detector keeps its own splitter in :mod:`scopeguard.detection.read.text`: it is part of the
 feature definition its shipped head was trained on (it also splits list items and cuts long
 sentences into windows), so it changes only with a retrained head.
 """

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from scopeguard.detectors.base import Detector
+from scopeguard.detection.detectors.base import Detector
 from scopeguard.errors import ConfigurationError, MissingDependencyError, ModelError
 from scopeguard.models import DEFAULT_GGUF
 

@@ -39,7 +39,7 @@ def extractive_answer(question: str, documents: Sequence[Document]) -> str:
 
     The document's first sentence (its headline in the demo corpus) is skipped.
     """
-    from scopeguard.detectors._text import content_stems, split_sentences
+    from scopeguard.detection.read.text import content_stems, split_sentences
 
     q = set(content_stems(question))
     best, best_overlap = "", -1

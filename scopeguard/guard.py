@@ -28,8 +28,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from scopeguard.detectors.base import Detector
-from scopeguard.detectors.registry import detector_takes, get_detector
+from scopeguard.detection.detectors.base import Detector
+from scopeguard.detection.detectors.registry import detector_takes, get_detector
 from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.deadline import current as current_budget
@@ -76,7 +76,7 @@ class Guard:
 
     Args:
         detector: a detector name from the registry (``"default"``, ``"fast"``, ``"judge"``,
-            ...) or a :class:`~scopeguard.detectors.Detector`. A detector built by name whose
+            ...) or a :class:`~scopeguard.detection.detectors.Detector`. A detector built by name whose
             factory takes an ``llm`` keyword (``"judge"``, ...) gets the guard's ``llm``; pass a
             detector instance to give it another LLM.
         policy: ``"refuse"``, ``"clarify"``, ``"defuse"``, ``"flag"``, a Policy, or a callable

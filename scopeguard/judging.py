@@ -1,6 +1,6 @@
 """One configuration for every voting LLM judge: :class:`JudgeConfig`.
 
-The out-of-scope judge (:class:`~scopeguard.detectors.judge.JudgeDetector`, ELOQ Algorithm 2
+The out-of-scope judge (:class:`~scopeguard.detection.detectors.judge.JudgeDetector`, ELOQ Algorithm 2
 step 2), the defusion judge (:class:`~scopeguard.evaluation.DefusionJudge`, step 5) and the
 false-refusal judge (:class:`~scopeguard.evaluation.RefusalJudge`) all sample ``votes`` replies
 with :func:`scopeguard.voting.vote` and take the majority; they share these knobs, validated

@@ -23,7 +23,8 @@ import numpy as np
 
 from scopeguard._fake_openai import FakeOpenAIServer
 from scopeguard._test_servers import packaged_llama_server, running_guard_server
-from scopeguard.detectors.base import BaseDetector
+from scopeguard.detection.detectors.base import BaseDetector
+from scopeguard.detection.read.base import VerdictScore
 from scopeguard.errors import ConfigurationError
 from scopeguard.llm.base import (
     BaseChatModel,
@@ -35,7 +36,6 @@ from scopeguard.llm.base import (
 )
 from scopeguard.retrieval.base import Hit
 from scopeguard.types import Document, Label, Verdict
-from scopeguard.verdicts.base import VerdictScore
 
 __all__ = [
     "EloqChatModel",
@@ -161,7 +161,7 @@ class StreamingScriptedChatModel(ScriptedChatModel, BaseStreamingChatModel):
 
 
 class ScriptedVerdictScorer:
-    """A :class:`~scopeguard.verdicts.VerdictScorer` whose margins are scripted.
+    """A :class:`~scopeguard.detection.read.VerdictScorer` whose margins are scripted.
 
     ``margin(prompt_text) -> float`` returns log P(No) - log P(Yes) for the rendered prompt (the
     user message); every prompt is recorded in ``prompts``. Token counts are words.
@@ -216,7 +216,7 @@ VerdictScript = Mapping[str, VerdictReply] | Iterable[VerdictReply] | Callable[[
 
 
 class ScriptedDetector(BaseDetector):
-    """A :class:`~scopeguard.detectors.Detector` whose verdicts are scripted.
+    """A :class:`~scopeguard.detection.detectors.Detector` whose verdicts are scripted.
 
     ``script`` is a mapping ``question -> reply``, a sequence of replies consumed in order, or a
     callable ``question -> reply``. A reply is a :class:`~scopeguard.types.Verdict` (returned as

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from scopeguard.calibration import (
+from scopeguard.detection.head.calibration import (
     LogisticHead,
     auroc,
     choose_threshold,
@@ -79,7 +79,7 @@ def test_grouped_oof_never_predicts_a_document_it_trained_on() -> None:
 
 
 def test_leave_one_dataset_out_never_fits_on_the_scored_dataset() -> None:
-    from scopeguard.calibration import dataset_oof
+    from scopeguard.detection.head.calibration import dataset_oof
 
     datasets = ["a", "a", "b", "c", "c", "c"]
     seen: list[tuple[list[int], list[int]]] = []

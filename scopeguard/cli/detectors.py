@@ -71,7 +71,7 @@ def eval_detector_command(
     Exits 1 when the detector failed on any question (it counts as unknown), 2 when it could not run.
     """
     from scopeguard.data import load_dataset
-    from scopeguard.detectors import get_detector
+    from scopeguard.detection.detectors import get_detector
     from scopeguard.errors import InputError
     from scopeguard.evaluation.detection import detection_metrics, per_question_records, run_detector
 
@@ -160,11 +160,11 @@ def preread_command(
 ) -> None:
     """Read a fixed corpus ahead of the questions and keep the reader's state after each document on
     disk: a later question about a document costs only its own tokens (llama.cpp readers)."""
-    from scopeguard.detectors.default import DefaultHead, default_head_path
-    from scopeguard.detectors.logprob import LogProbDetector
+    from scopeguard.detection.detectors.logprob import LogProbDetector
+    from scopeguard.detection.head.default import DefaultHead, default_head_path
+    from scopeguard.detection.read import verdict_scorer
     from scopeguard.errors import ConfigurationError
     from scopeguard.generation.corpus import LengthRule, load_generation_corpus
-    from scopeguard.verdicts import verdict_scorer
 
     if detector not in ("default", "logprob"):
         raise ConfigurationError(

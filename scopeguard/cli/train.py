@@ -1,8 +1,8 @@
 """``scopeguard train-detector``: fit a detector's head on labelled data.
 
 ``fast``, ``logprob`` and ``default`` (the reading head) are fitted by
-:func:`scopeguard.fitting.fit_detector` on one or more datasets; ``nli`` and ``probe`` train the
-paper's MLP head (:func:`scopeguard.training.train_detector`, one dataset).
+:func:`scopeguard.detection.head.fitting.fit_detector` on one or more datasets; ``nli`` and
+``probe`` train the paper's MLP head (:func:`scopeguard.detection.head.training.train_detector`, one dataset).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from scopeguard.cli._app import app, handle_errors
-from scopeguard.fitting import DEFAULT_L2, DEFAULT_LAYER, DEFAULT_SIGNALS
+from scopeguard.detection.head.fitting import DEFAULT_L2, DEFAULT_LAYER, DEFAULT_SIGNALS
 
 _TRAINABLE = "default, fast, logprob, nli or probe"
 
@@ -129,10 +129,10 @@ def train_detector_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
     """Fit a detector's head on DATASETS and save it to --out (load it with model=OUT)."""
-    from scopeguard.detectors.head import TrainSettings
+    from scopeguard.detection.head.fitting import SCORING_DETECTORS, fit_detector
+    from scopeguard.detection.head.mlp import TrainSettings
+    from scopeguard.detection.head.training import LEARNED_DETECTORS, train_detector
     from scopeguard.errors import ConfigurationError
-    from scopeguard.fitting import SCORING_DETECTORS, fit_detector
-    from scopeguard.training import LEARNED_DETECTORS, train_detector
 
     if detector not in (*SCORING_DETECTORS, *LEARNED_DETECTORS):
         raise ConfigurationError(f"--detector must be one of: {_TRAINABLE}")

@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from scopeguard import _progress, calibration
+from scopeguard import _progress
+from scopeguard.detection.head import calibration
 from scopeguard.errors import DetectionError, InputError, LLMError
 from scopeguard.types import Verdict
 
 if TYPE_CHECKING:
     from scopeguard.data import Dataset
-    from scopeguard.detectors.base import Detector
+    from scopeguard.detection.detectors.base import Detector
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,8 @@ def _check_labels(y_true: Sequence[str]) -> None:
 def auroc(y_true: Sequence[str], scores: Sequence[float]) -> float:
     """Area under the ROC curve of ``scores`` (higher = more out of scope); ties count 1/2.
 
-    The labelled form of :func:`scopeguard.calibration.auroc`: ``y_true`` holds ``"in_scope"`` /
-    ``"out_of_scope"``. Returns ``nan`` when ``y_true`` lacks one of the two classes.
+    The labelled form of :func:`scopeguard.detection.head.calibration.auroc`: ``y_true`` holds
+    ``"in_scope"`` / ``"out_of_scope"``. Returns ``nan`` when ``y_true`` lacks one of the two classes.
     """
     if len(y_true) != len(scores):
         raise InputError(f"auroc: {len(y_true)} labels but {len(scores)} scores")

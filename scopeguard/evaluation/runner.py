@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from scopeguard._progress import show_progress
 from scopeguard.batch import BatchSettings
 from scopeguard.data import Dataset, LabeledQuestion, load_dataset
-from scopeguard.detectors.base import Detector
+from scopeguard.detection.detectors.base import Detector
 from scopeguard.errors import ConfigurationError, LLMConnectionError, ScopeGuardError
 from scopeguard.evaluation._batch import check_batchable, respond_in_batches
 from scopeguard.evaluation.answering import Answerer, PromptAnswerer, as_answerer, available_rag_prompts
@@ -292,7 +292,7 @@ def evaluate(
     answers and judge votes as Batch API jobs (see the module docstring; ``batch`` sets polling
     and the price factor).
     """
-    from scopeguard.detectors.registry import get_detector
+    from scopeguard.detection.detectors.registry import get_detector
     from scopeguard.evaluation.report import write_evaluation_report
     from scopeguard.llm.registry import from_spec
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from scopeguard._progress import show_progress
-from scopeguard.detectors.base import Detector
+from scopeguard.detection.detectors.base import Detector
 from scopeguard.errors import ConfigurationError, LLMError, ScopeGuardError
 from scopeguard.generation.accounting import PRICES_DATE, Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
@@ -152,7 +152,7 @@ def _weak_judge(llm: ChatModel) -> bool:
 
 def _default_judge(config: GenerationConfig) -> Callable[[ChatModel], Detector]:
     def factory(llm: ChatModel) -> Detector:
-        from scopeguard.detectors.judge import JudgeDetector
+        from scopeguard.detection.detectors.judge import JudgeDetector
 
         return JudgeDetector(
             llm,
@@ -175,7 +175,7 @@ class Generator:
     models, whose out-of-scope judgement is near chance on the ELOQ dev split (accuracy 0.30-0.51,
     see ``benchmarks/judge_voting.py``): then the offline ``fast`` detector (0.90) filters instead.
     ``"judge"`` (or ``"default"``, the paper's filter) is
-    :class:`~scopeguard.detectors.judge.JudgeDetector` on ``judge_llm`` (default: ``llm``); another
+    :class:`~scopeguard.detection.detectors.judge.JudgeDetector` on ``judge_llm`` (default: ``llm``); another
     string names a registered detector (``"fast"``, ``"lexical"``, ...: offline and free); a
     callable ``ChatModel -> Detector`` gets the recording judge LLM, so its replies are cached and
     booked; a :class:`Detector` is used as is; ``None`` disables the filter.
@@ -226,7 +226,7 @@ class Generator:
         if judge == "judge":
             judge = _default_judge(self.config)
         elif isinstance(judge, str):
-            from scopeguard.detectors.registry import get_detector
+            from scopeguard.detection.detectors.registry import get_detector
 
             judge = get_detector(judge)
         self.judge: JudgeSpec = judge if self.config.filter else None

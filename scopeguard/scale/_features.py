@@ -4,16 +4,17 @@
 ``batch_features(pairs)`` returns; :func:`extract_fast_features` returns the fast detector's raw
 features (``FastFeaturizer.features``) for many items. Every path runs on :func:`map_texts`.
 
-- nli (:class:`~scopeguard.features.embeddings.EmbeddingFeatures`): each distinct text is
+- nli (:class:`~scopeguard.detection.read.embeddings.EmbeddingFeatures`): each distinct text is
   embedded once on the actors; the driver combines ``[u; v; |u-v|]``.
-- probe (:class:`~scopeguard.features.hidden_states.HiddenStateFeatures`) and fast: the items are
+- probe (:class:`~scopeguard.detection.read.hidden_states.HiddenStateFeatures`) and fast: the items are
   grouped by document, one Ray row per document with all its questions, so one actor reads a
   document once (llama.cpp keeps its KV prefix, the fast featurizer its token vectors).
 
 The probe and fast caches stay with the driver (workers may not share its disk): the driver
 looks every item up in its cache first, sends only the misses to Ray and writes the returned rows
 into its cache. A resumed or repeated extraction is therefore free, and the single-process
-training paths (``train-detector``, :func:`scopeguard.fitting.fit_detector`) read the same cache.
+training paths (``train-detector``,
+:func:`scopeguard.detection.head.fitting.fit_detector`) read the same cache.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from scopeguard.detection.read.features import FeatureCache, stable_hash
 from scopeguard.errors import ConfigurationError, InputError, ModelError
-from scopeguard.features._base import FeatureCache, stable_hash
 from scopeguard.scale._ray import DEFAULT_BATCH_SIZE, map_texts
 from scopeguard.types import Document
 
@@ -44,7 +45,7 @@ class FeatureEmbedder:
     """Ray Data UDF: the ``u`` / ``v`` embeddings of :class:`EmbeddingFeatures` (the ``nli`` features)."""
 
     def __init__(self, identity: dict[str, Any], batch_size: int) -> None:
-        from scopeguard.features.embeddings import EmbeddingFeatures
+        from scopeguard.detection.read.embeddings import EmbeddingFeatures
 
         self.features = EmbeddingFeatures.from_identity(identity, batch_size=batch_size)
 
@@ -79,7 +80,7 @@ class HiddenStateWorker(_GroupWorker):
     """The probe's hidden states, the extractor rebuilt from its identity (model opened once)."""
 
     def __init__(self, identity: dict[str, Any], n_threads: int, strict: bool) -> None:
-        from scopeguard.features.hidden_states import HiddenStateFeatures
+        from scopeguard.detection.read.hidden_states import HiddenStateFeatures
 
         try:
             features = HiddenStateFeatures.from_identity(identity, n_threads=n_threads, strict=strict)
@@ -107,7 +108,7 @@ class FastFeatureWorker(_GroupWorker):
     """The fast detector's raw features (``coverage``, ``alignment``) from a :class:`FastFeaturizer`."""
 
     def __init__(self, encoder: str) -> None:
-        from scopeguard.detectors.fast import FEATURES, FastFeaturizer
+        from scopeguard.detection.read.fast import FEATURES, FastFeaturizer
 
         self.featurizer = FastFeaturizer(encoder)
         self.names = FEATURES
@@ -162,17 +163,17 @@ def extract_features(
 ) -> npt.NDArray[np.float32]:
     """``extractor.batch_features(pairs)`` computed on Ray actors (rows in input order).
 
-    ``extractor`` is an :class:`~scopeguard.features.embeddings.EmbeddingFeatures` (the ``nli``
+    ``extractor`` is an :class:`~scopeguard.detection.read.embeddings.EmbeddingFeatures` (the ``nli``
     detector's ``[u; v; |u-v|]``; each distinct text embedded once; ``batch_size`` texts per UDF
-    call, default 256) or a :class:`~scopeguard.features.hidden_states.HiddenStateFeatures` (the
+    call, default 256) or a :class:`~scopeguard.detection.read.hidden_states.HiddenStateFeatures` (the
     probe's; ``batch_size`` documents per call, default 8). For the probe, the driver opens the
     model once (the identity needs its tokens), reads and fills the extractor's cache, and each
     actor reopens the model from ``extractor.identity`` with ``num_cpus_per_actor`` threads: on a
     cluster ``extractor.llm`` must be a path present on every node or a packaged model installed
     there, else a :class:`~scopeguard.errors.ModelError` says which node could not open it.
     """
-    from scopeguard.features.embeddings import EmbeddingFeatures
-    from scopeguard.features.hidden_states import HiddenStateFeatures
+    from scopeguard.detection.read.embeddings import EmbeddingFeatures
+    from scopeguard.detection.read.hidden_states import HiddenStateFeatures
 
     if not isinstance(extractor, (EmbeddingFeatures, HiddenStateFeatures)):
         raise ConfigurationError(
@@ -236,15 +237,15 @@ def extract_fast_features(
 ) -> npt.NDArray[np.float32]:
     """The fast detector's raw features of many ``(question, document or documents)`` items, on Ray.
 
-    Returns ``(n, 2)`` float32, columns in :data:`scopeguard.detectors.fast.FEATURES` order
+    Returns ``(n, 2)`` float32, columns in :data:`scopeguard.detection.detectors.fast.FEATURES` order
     (``coverage``, ``alignment``), each row equal to ``FastFeaturizer(encoder).features(question,
     documents)``. Items are grouped by their documents, so each is embedded once (``batch_size``
     documents per UDF call). The values are cached with the driver in
-    :func:`scopeguard.signals.fast_feature_cache` (``cache_root``: default
+    :func:`scopeguard.detection.signals.fast_feature_cache` (``cache_root``: default
     ``$SCOPEGUARD_CACHE/features``), the cache that ``scopeguard train-detector --detector fast``
     reads: extracting a corpus here first makes training pay nothing for features.
     """
-    from scopeguard.signals import fast_feature_cache, fast_feature_key
+    from scopeguard.detection.signals import fast_feature_cache, fast_feature_key
 
     if not items:
         raise InputError("nothing to extract: no (question, documents) items given")

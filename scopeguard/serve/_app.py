@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from scopeguard._optional import require
-from scopeguard.detectors.base import Detector
-from scopeguard.detectors.registry import available_detectors
+from scopeguard.detection.detectors.base import Detector
+from scopeguard.detection.detectors.registry import available_detectors
 from scopeguard.errors import ConfigurationError, InputError, LLMError, LLMTimeoutError, ScopeGuardError
 from scopeguard.serve._config import ServeConfig
 from scopeguard.serve._middleware import GuardrailsMiddleware, error_body

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from scopeguard.detectors.base import Detector
-from scopeguard.detectors.registry import get_detector
+from scopeguard.detection.detectors.base import Detector
+from scopeguard.detection.detectors.registry import get_detector
 from scopeguard.errors import LLMTimeoutError
 from scopeguard.guard import Guard
 from scopeguard.llm.deadline import current as current_budget
@@ -41,10 +41,10 @@ _READING_OPTION = {"default": "reader_llm", "logprob": "llm"}
 def _reading_scorer(detector: str) -> Any:
     """The reading model ``detector`` builds for itself: default's reads its head's layers too."""
     if detector == "default":
-        from scopeguard.detectors.default import DefaultHead, default_head_path
+        from scopeguard.detection.head.default import DefaultHead, default_head_path
 
         return DefaultHead.load(default_head_path()).scorer()
-    from scopeguard.verdicts import verdict_scorer
+    from scopeguard.detection.read import verdict_scorer
 
     return verdict_scorer()
 
@@ -94,7 +94,7 @@ def _traced_read(fn: Callable[..., T], queued_at: float, *args: Any, **kwargs: A
 
 
 class SerialScorer:
-    """A :class:`~scopeguard.verdicts.VerdictScorer` whose every call goes through a
+    """A :class:`~scopeguard.detection.read.VerdictScorer` whose every call goes through a
     :class:`ReadingLane` (``prime`` and ``load`` too, when the wrapped scorer has them)."""
 
     def __init__(self, scorer: Any, lane: ReadingLane) -> None:

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from scopeguard import BaseDetector, Document, Verdict
 from scopeguard.cli import app
-from scopeguard.detectors import register_detector
-from scopeguard.detectors import registry as detector_registry
-from scopeguard.detectors.cascade import CascadeDetector
+from scopeguard.detection.detectors import register_detector
+from scopeguard.detection.detectors import registry as detector_registry
+from scopeguard.detection.detectors.cascade import CascadeDetector
 from scopeguard.llm.deadline import check_deadline, current
 from scopeguard.testing import ScriptedDetector
 

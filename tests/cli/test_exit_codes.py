@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from scopeguard import BaseDetector, Document, Verdict
 from scopeguard.cli import app
-from scopeguard.detectors import registry as detector_registry
+from scopeguard.detection.detectors import registry as detector_registry
 from scopeguard.errors import DetectionError, LLMError
 from scopeguard.llm import registry as llm_registry
 from scopeguard.testing import ScriptedChatModel

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import pytest
 
 from scopeguard import Action, Document, Guard, InputError, LLMConnectionError, Verdict
-from scopeguard.detectors import BaseDetector
+from scopeguard.detection.detectors import BaseDetector
 from scopeguard.testing import ScriptedChatModel
 
 DOC = Document(id="d1", text="The Kestrel ferry carries 180 passengers and crosses in 35 minutes.")
@@ -172,7 +172,7 @@ def test_unknown_detector_option_is_a_clear_error() -> None:
 
 
 def test_a_detector_built_by_name_gets_the_guards_llm() -> None:
-    from scopeguard.detectors.judge import JudgeDetector
+    from scopeguard.detection.detectors.judge import JudgeDetector
 
     llm = ScriptedChatModel(["The answer is: No."] * 2 + ["35 minutes."])
     guard = Guard(detector="judge", llm=llm, policy="refuse")
@@ -197,7 +197,7 @@ def test_a_failing_answer_llm_fails_closed() -> None:
 
 def test_the_guards_llm_goes_only_to_detectors_that_declare_one(monkeypatch: pytest.MonkeyPatch) -> None:
     from scopeguard import ConfigurationError
-    from scopeguard.detectors import detector_takes, registry
+    from scopeguard.detection.detectors import detector_takes, registry
 
     def picky(**options: object) -> KeywordDetector:  # like `default`: a catch-all that rejects llm
         if options:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scopeguard.detectors import get_detector
-from scopeguard.detectors.cascade import CascadeDetector
-from scopeguard.detectors.lexical import LexicalDetector
+from scopeguard.detection.detectors import get_detector
+from scopeguard.detection.detectors.cascade import CascadeDetector
+from scopeguard.detection.detectors.lexical import LexicalDetector
 from scopeguard.errors import ConfigurationError, LLMConnectionError
 from scopeguard.testing import ScriptedDetector
 
@@ -90,8 +90,8 @@ def test_stages_by_registry_name_with_real_lexical() -> None:
 @pytest.mark.integration
 def test_real_fast_cascade() -> None:
     pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
-    from scopeguard.detectors.cascade import default_cascade
-    from scopeguard.detectors.fast import FastDetector
+    from scopeguard.detection.detectors.cascade import default_cascade
+    from scopeguard.detection.detectors.fast import FastDetector
 
     ins_q = "How much did the new Brindlewick library building cost?"
     oos_q = "Which architecture firm designed the Brindlewick library's solar roof panels?"

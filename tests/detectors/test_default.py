@@ -7,16 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from scopeguard.calibration import LogisticHead
-from scopeguard.detectors.default import (
-    INFERENCE_TEMPLATE,
-    DefaultDetector,
-    DefaultHead,
-    default_head_path,
-    fit_default_head,
-)
+from scopeguard.detection.detectors.default import DefaultDetector
+from scopeguard.detection.head.calibration import LogisticHead
+from scopeguard.detection.head.default import DefaultHead, default_head_path, fit_default_head
+from scopeguard.detection.signals import INFERENCE_TEMPLATE, Signals
 from scopeguard.errors import ConfigurationError, LLMError, ModelError
-from scopeguard.signals import Signals
 from scopeguard.testing import ScriptedVerdictScorer
 
 DOC = "The Brindlewick library opened in 2019 and cost 4 million pounds."

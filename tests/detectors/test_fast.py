@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scopeguard.detectors.fast import FEATURES, FastHead, default_head_path
+from scopeguard.detection.head.fast import FastHead, default_head_path
+from scopeguard.detection.read.fast import FEATURES
 from scopeguard.errors import ModelError
 from scopeguard.types import Document
 
@@ -78,7 +79,7 @@ def test_missing_head_is_a_model_error(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def fast():  # type: ignore[no-untyped-def]
     pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
-    from scopeguard.detectors.fast import FastDetector
+    from scopeguard.detection.detectors.fast import FastDetector
 
     return FastDetector()
 
@@ -135,7 +136,7 @@ def test_several_documents_and_registry(fast, tmp_path: Path) -> None:  # type: 
     assert values["coverage"] == 0.25 and values["alignment"] == pytest.approx(0.5894086360931396, abs=1e-4)
     assert uncovered == ("architecture firm designed", "solar roof panels")
 
-    from scopeguard.detectors import get_detector
+    from scopeguard.detection.detectors import get_detector
 
     head = FastHead.load(default_head_path())
     strict = FastHead(**{**head.__dict__, "threshold": 0.999})

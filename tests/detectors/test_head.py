@@ -11,7 +11,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs scopeguard[probe]")
 pytest.importorskip("safetensors", reason="needs scopeguard[probe]")
 
-from scopeguard.detectors.head import (  # noqa: E402
+from scopeguard.detection.detectors.registry import get_detector  # noqa: E402
+from scopeguard.detection.head.mlp import (  # noqa: E402
     CONFIG_FILE,
     WEIGHTS_FILE,
     Standardizer,
@@ -19,7 +20,6 @@ from scopeguard.detectors.head import (  # noqa: E402
     TrainSettings,
     train_head,
 )
-from scopeguard.detectors.registry import get_detector  # noqa: E402
 from scopeguard.errors import ConfigurationError, ModelError  # noqa: E402
 
 IDENTITY = {"kind": "embeddings", "model": "minilm", "pooling": "cls"}
@@ -149,7 +149,7 @@ def test_standardizer_keeps_constant_features_finite() -> None:
 
 @pytest.mark.parametrize("name", ["nli", "probe"])
 def test_untrained_detector_explains_how_to_train(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import scopeguard.detectors.probe as probe
+    import scopeguard.detection.detectors.probe as probe
 
     monkeypatch.setattr(probe, "PACKAGED_HEAD", "no-such-head")
     with pytest.raises(ConfigurationError, match="scopeguard train-detector"):

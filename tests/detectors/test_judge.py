@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scopeguard import Guard, get_detector
-from scopeguard.detectors.judge import JudgeDetector
+from scopeguard.detection.detectors.judge import JudgeDetector
 from scopeguard.errors import ConfigurationError, LLMConnectionError
 from scopeguard.testing import ScriptedChatModel
 from scopeguard.types import Document

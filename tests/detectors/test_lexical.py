@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from scopeguard.data import load_dataset
-from scopeguard.detectors import get_detector
-from scopeguard.detectors._text import chunk_question, content_stems, coverage, split_sentences, stem
-from scopeguard.detectors.lexical import LexicalDetector, coverage_to_score
+from scopeguard.detection.detectors import get_detector
+from scopeguard.detection.detectors.lexical import LexicalDetector, coverage_to_score
+from scopeguard.detection.read.text import chunk_question, content_stems, coverage, split_sentences, stem
 from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.evaluation.detection import detection_metrics, run_detector
 

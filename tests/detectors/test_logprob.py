@@ -7,12 +7,14 @@ import math
 import pytest
 
 from scopeguard import get_detector
-from scopeguard.calibration import LogisticHead
-from scopeguard.detectors.logprob import LogProbDetector, LogProbHead, verdict_messages
+from scopeguard.detection.detectors.logprob import LogProbDetector
+from scopeguard.detection.head.calibration import LogisticHead
+from scopeguard.detection.head.logprob import LogProbHead
+from scopeguard.detection.read import score_from_top_logprobs
+from scopeguard.detection.read.reader import verdict_messages
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
 from scopeguard.testing import ScriptedVerdictScorer
 from scopeguard.types import as_documents
-from scopeguard.verdicts import score_from_top_logprobs
 
 DOC = "The Brindlewick library opened in 2019. It cost 4 million pounds and has a solar roof."
 
@@ -121,7 +123,7 @@ def test_preread_primes_each_passage_up_to_the_question_and_read_looks_them_up()
     scorer = PrimingScorer()
     det = LogProbDetector(llm=scorer, chunk_tokens=64)
     long_doc = " ".join(f"Sentence {i} says the Brindlewick pier is {i} metres long." for i in range(20))
-    assert det.preread([DOC, long_doc], progress=False) == 1 + len(det.passages(as_documents(long_doc)))
+    assert det.preread([DOC, long_doc], progress=False) == 1 + len(det.reader.passages(as_documents(long_doc)))
     instruction, *passages = scorer.primed
     assert instruction[2] is True and DOC not in instruction[0]  # the instruction, before any document
     assert all(create for _, _, create in passages) and DOC in passages[0][0]

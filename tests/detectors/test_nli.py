@@ -10,11 +10,11 @@ import pytest
 pytest.importorskip("torch", reason="needs scopeguard[embeddings]")
 pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
 
-from scopeguard.detectors.head import TrainSettings, train_head
-from scopeguard.detectors.nli import NLIDetector
-from scopeguard.detectors.registry import get_detector
+from scopeguard.detection.detectors.nli import NLIDetector
+from scopeguard.detection.detectors.registry import get_detector
+from scopeguard.detection.head.mlp import TrainSettings, train_head
+from scopeguard.detection.read.embeddings import EmbeddingFeatures
 from scopeguard.errors import ConfigurationError
-from scopeguard.features.embeddings import EmbeddingFeatures
 from scopeguard.types import Document
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("torch", reason="needs scopeguard[probe]")
 
-from scopeguard.detectors.head import TrainSettings, train_head
-from scopeguard.detectors.probe import ProbeDetector
+from scopeguard.detection.detectors.probe import ProbeDetector
+from scopeguard.detection.head.mlp import TrainSettings, train_head
+from scopeguard.detection.read.hidden_states import HiddenStateFeatures, resolve_llm
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
-from scopeguard.features.hidden_states import HiddenStateFeatures, resolve_llm
 from scopeguard.types import Document
 
 DOC = "The Falcons beat the Herons 3-1 at home on Saturday. Their striker scored twice."
@@ -168,7 +168,7 @@ def test_llama_cpp_only_reads_the_last_layer(tmp_path: Path, caplog: pytest.LogC
     with pytest.raises(ConfigurationError, match=r"last layer.*backend='transformers'"):
         HiddenStateFeatures(llm=str(gguf), backend="llama_cpp", layer=-4)
     assert HiddenStateFeatures(llm=str(gguf)).backend_name == "llama_cpp"
-    with caplog.at_level("INFO", logger="scopeguard.features.hidden_states"):
+    with caplog.at_level("INFO", logger="scopeguard.detection.read.hidden_states"):
         feats = HiddenStateFeatures(llm=str(gguf), layer=-4)
     assert feats.backend_name == "transformers" and "transformers backend" in caplog.text
 

@@ -283,7 +283,7 @@ def test_a_document_longer_than_the_filters_limit_is_skipped_with_the_reason(tmp
 
 
 def test_a_rewrite_that_copies_the_prompts_example_is_dropped(tmp_path: Path) -> None:
-    from scopeguard.detectors._text import content_stems
+    from scopeguard.detection.read.text import content_stems
     from scopeguard.generation.config import EDIT_KINDS
     from scopeguard.generation.steps._offline import EXAMPLE_WORDS
     from scopeguard.prompts import render

@@ -21,7 +21,7 @@ from scopeguard.generation.checkpoint import CheckpointStore
 def test_smollm2_offline_mode_parses_every_reply_and_keeps_by_the_rule(
     smollm2: Path, dev_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from scopeguard.detectors import get_detector
+    from scopeguard.detection.detectors import get_detector
     from scopeguard.llm.local import LlamaCppChatModel
 
     monkeypatch.setenv("SCOPEGUARD_N_THREADS", "1")  # the detector's 1.5B model too

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scopeguard.data import load_dataset
-from scopeguard.detectors.judge import JudgeDetector
+from scopeguard.detection.detectors.judge import JudgeDetector
 from scopeguard.errors import ConfigurationError, LLMConnectionError
 from scopeguard.generation import GenerationConfig, Generator
 from scopeguard.generation.checkpoint import CheckpointStore

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scopeguard.detectors.logprob import verdict_messages
+from scopeguard.detection.read.reader import verdict_messages
 from scopeguard.errors import ConfigurationError
 from scopeguard.llamacpp import resolve_layers
 
@@ -31,8 +31,7 @@ def test_layers_are_numbered_like_transformers_hidden_states() -> None:
 @pytest.mark.slow
 @pytest.mark.integration
 def test_the_verdict_read_returns_hidden_states_without_changing_the_verdict(smollm2: Path) -> None:
-    from scopeguard.features._llamacpp import LlamaCppBackend
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp import LlamaCppHiddenStates, LlamaCppVerdicts
 
     tapped = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, layers=(-1, -3, 2), persist_states=False)
     plain = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, persist_states=False)
@@ -53,7 +52,7 @@ def test_the_verdict_read_returns_hidden_states_without_changing_the_verdict(smo
         assert np.corrcoef(a, b)[0, 1] > 0.999  # up to llama.cpp's batch-size rounding
     # the final state is what llama.cpp's own embeddings API returns for the last token
     ids = tapped._ids(verdict_messages(QUESTIONS[0], DOC))
-    backend = LlamaCppBackend(str(smollm2), n_ctx=1024, n_threads=1)
+    backend = LlamaCppHiddenStates(str(smollm2), n_ctx=1024, n_threads=1)
     reference = backend.last_hidden(ids, prefix_len=len(ids) - 1)
     assert np.corrcoef(reference, scores[0].hidden[0])[0, 1] > 0.999
 
@@ -61,7 +60,7 @@ def test_the_verdict_read_returns_hidden_states_without_changing_the_verdict(smo
 @pytest.mark.slow
 @pytest.mark.integration
 def test_a_prompt_longer_than_a_micro_batch_keeps_the_last_tokens_state(smollm2: Path) -> None:
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 
     long_doc = " ".join([DOC] * 25)  # about 900 tokens: two micro-batches of 512
     scorer = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=2048, layers=(-1, 4), persist_states=False)

@@ -199,9 +199,8 @@ def test_every_llama_cpp_entry_point_takes_its_parameters_from_the_loader(
     model: Path, monkeypatch: pytest.MonkeyPatch, state: str
 ) -> None:
     llama_cpp = pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
-    from scopeguard.features._llamacpp import LlamaCppBackend
+    from scopeguard.detection.read.llamacpp import LlamaCppHiddenStates, LlamaCppVerdicts
     from scopeguard.llm.local import LlamaCppChatModel, clear_model_cache
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
 
     monkeypatch.setenv(_canary.ENV_VAR, state)
     monkeypatch.setattr(_Recorder, "calls", [], raising=False)
@@ -210,7 +209,7 @@ def test_every_llama_cpp_entry_point_takes_its_parameters_from_the_loader(
     entry_points = {
         "verdicts": lambda: LlamaCppVerdicts(model).load(),
         "chat": lambda: LlamaCppChatModel(model).count_tokens("hi"),
-        "hidden states": lambda: LlamaCppBackend(str(model)),
+        "hidden states": lambda: LlamaCppHiddenStates(str(model)),
     }
     for name, load in entry_points.items():
         with pytest.raises(ModelError, match="recorded"):

@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 
 from scopeguard import Action, Guard, GuardResult, Verdict
 from scopeguard.cli._app import app
-from scopeguard.detectors.judge import JudgeDetector
+from scopeguard.detection.detectors.judge import JudgeDetector
 from scopeguard.errors import (
     ConfigurationError,
     LLMError,

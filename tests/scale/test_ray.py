@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from scopeguard.data import Dataset, LabeledQuestion
+from scopeguard.detection.read.embeddings import EmbeddingFeatures
+from scopeguard.detection.read.hidden_states import HiddenStateFeatures
+from scopeguard.detection.signals import extract_signals
 from scopeguard.errors import ConfigurationError, InputError, MissingDependencyError, ModelError
-from scopeguard.features.embeddings import EmbeddingFeatures
-from scopeguard.features.hidden_states import HiddenStateFeatures
 from scopeguard.generation import Generator
 from scopeguard.retrieval.dense import DenseRetriever
 from scopeguard.scale import _features, extract_fast_features, extract_features, generate_sharded, index_dense
 from scopeguard.scale._ray import require_ray
-from scopeguard.signals import extract_signals
 from scopeguard.testing import EloqChatModel, invented_document
 from scopeguard.types import Document
 
@@ -135,7 +135,7 @@ def test_fast_features_on_ray_equal_the_featurizer_and_feed_training(
     ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
-    from scopeguard.detectors import fast
+    from scopeguard.detection.detectors import fast
 
     monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path))  # the driver's cache, read by training
     single = [(f"What did the council decide about the {TOPICS[k]}?", DOCS[k % 3]) for k in range(6)]

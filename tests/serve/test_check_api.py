@@ -14,7 +14,7 @@ pytest.importorskip("httpx", reason="needs scopeguard[serve]")
 
 import httpx
 
-from scopeguard.detectors import get_detector
+from scopeguard.detection.detectors import get_detector
 from scopeguard.serve import ServeConfig
 from scopeguard.testing import running_guard_server
 from tests.serve.conftest import ANSWER, IN_SCOPE, OUT_OF_SCOPE, PARIS

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scopeguard.detectors.logprob import LogProbDetector, verdict_messages
+from scopeguard.detection.detectors.logprob import LogProbDetector
+from scopeguard.detection.read.reader import verdict_messages
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -19,7 +20,7 @@ QUESTIONS = ("How much did the Brindlewick library cost?", "Who was the first he
 
 
 def test_llamacpp_prefix_cache_gives_the_same_scores_as_a_fresh_read(smollm2: Path) -> None:
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 
     warm = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024)
     scores = [warm.score(verdict_messages(q, DOC)) for q in QUESTIONS]  # the second reuses the document
@@ -40,7 +41,7 @@ OTHER_DOC = (
 
 
 def test_llamacpp_saved_states_reuse_a_document_read_before_another(smollm2: Path) -> None:
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 
     cached = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024)
     order = [(QUESTIONS[0], DOC), (QUESTIONS[0], OTHER_DOC), (QUESTIONS[1], DOC), (QUESTIONS[1], OTHER_DOC)]
@@ -60,8 +61,8 @@ def test_llamacpp_saved_states_reuse_a_document_read_before_another(smollm2: Pat
 def test_llamacpp_primed_instruction_is_read_from_disk_by_the_next_process(
     smollm2: Path, tmp_path: Path
 ) -> None:
-    from scopeguard.detectors.logprob import _DOCUMENT_SLOT
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.reader import _DOCUMENT_SLOT
 
     def primed(scorer: LlamaCppVerdicts) -> int:
         return scorer.prime(verdict_messages("?", _DOCUMENT_SLOT), upto=_DOCUMENT_SLOT)
@@ -96,13 +97,13 @@ def test_llamacpp_primed_instruction_is_read_from_disk_by_the_next_process(
 
 
 def test_preread_documents_cost_later_questions_only_their_own_tokens(smollm2: Path, tmp_path: Path) -> None:
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 
     def detector(**kw: object) -> LogProbDetector:
         return LogProbDetector(llm=LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, **kw))  # type: ignore[arg-type]
 
     fresh = detector(state_cache_mb=0, persist_states=False)
-    expected = [fresh.read(q, [DOC])[0].margin for q in QUESTIONS]
+    expected = [fresh.reader.read(q, [DOC])[0].margin for q in QUESTIONS]
     assert detector(state_dir=tmp_path).preread([DOC, OTHER_DOC], progress=False) == 2
     assert len(list(tmp_path.iterdir())) == 3  # the instruction's state and one per document
     # a new detector (as in a new process) reads only each question's tokens after the document
@@ -117,19 +118,19 @@ def test_preread_documents_cost_later_questions_only_their_own_tokens(smollm2: P
         return int(real_decode(ids, n_past))
 
     scorer._decode = counting  # type: ignore[attr-defined]
-    got = [later.read(q, [DOC])[0].margin for q in QUESTIONS]
+    got = [later.reader.read(q, [DOC])[0].margin for q in QUESTIONS]
     assert got == pytest.approx(expected, abs=1e-3)
     n_doc = scorer.count_tokens(DOC)
     assert decoded and all(past > n_doc and n < 40 for n, past in decoded), decoded
     # answering about a document nobody pre-read writes no state file
-    later.read(QUESTIONS[0], ["A third document about the Kessling harbour and its two cranes."])
+    later.reader.read(QUESTIONS[0], ["A third document about the Kessling harbour and its two cranes."])
     assert len(list(tmp_path.iterdir())) == 3
 
 
 def test_llamacpp_server_logprobs_match_the_in_process_model(llama_server: str, local_gguf: Path) -> None:
+    from scopeguard.detection.read import verdict_scorer
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
     from scopeguard.llm.openai_compat import OpenAIChatModel
-    from scopeguard.verdicts import verdict_scorer
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
 
     remote = verdict_scorer(OpenAIChatModel("local", base_url=llama_server))
     local = LlamaCppVerdicts(local_gguf, n_threads=1)
@@ -143,7 +144,7 @@ def test_llamacpp_server_logprobs_match_the_in_process_model(llama_server: str, 
 def test_transformers_backend_batches_like_single_prompts(smollm2: Path) -> None:
     pytest.importorskip("transformers", reason="needs scopeguard[probe]")
     pytest.importorskip("gguf", reason="needs scopeguard[probe]")
-    from scopeguard.verdicts._transformers import TransformersVerdicts
+    from scopeguard.detection.read.transformers import TransformersVerdicts
 
     scorer = TransformersVerdicts(str(smollm2), device="cpu", batch_size=2)
     prompts = [verdict_messages(q, DOC) for q in QUESTIONS]
@@ -159,8 +160,8 @@ def test_transformers_backend_returns_the_hidden_states_llama_cpp_does(smollm2: 
     pytest.importorskip("gguf", reason="needs scopeguard[probe]")
     import numpy as np
 
-    from scopeguard.verdicts._llamacpp import LlamaCppVerdicts
-    from scopeguard.verdicts._transformers import TransformersVerdicts
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.transformers import TransformersVerdicts
 
     scorer = TransformersVerdicts(str(smollm2), device="cpu", batch_size=2, layers=(-1, 2))
     prompts = [verdict_messages(q, DOC) for q in QUESTIONS]

@@ -10,7 +10,7 @@ from langchain_scopeguard import LangChainLLM
 from lc_testkit import CORPUS, OUT_OF_SCOPE
 
 from scopeguard import Action, Guard, from_spec
-from scopeguard.detectors.judge import JudgeDetector
+from scopeguard.detection.detectors.judge import JudgeDetector
 
 langchain_openai = pytest.importorskip("langchain_openai", reason="pip install langchain-openai")
 

@@ -10,7 +10,7 @@ from li_testkit import CORPUS, OUT_OF_SCOPE
 from llama_index_scopeguard import LlamaIndexLLM
 
 from scopeguard import Action, Guard, from_spec
-from scopeguard.detectors.judge import JudgeDetector
+from scopeguard.detection.detectors.judge import JudgeDetector
 
 openai_like = pytest.importorskip(
     "llama_index.llms.openai_like", reason="pip install llama-index-llms-openai-like"

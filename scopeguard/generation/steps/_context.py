@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
-from scopeguard.detectors.base import Detector
+from scopeguard.detection.detectors.base import Detector
 from scopeguard.generation.cache import CachedReply, RecordingChatModel
 from scopeguard.generation.checkpoint import DocumentRecord, StepIssue
 from scopeguard.generation.config import GenerationConfig

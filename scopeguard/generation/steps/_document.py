@@ -3,7 +3,7 @@ offline mode (:mod:`._offline`)."""
 
 from __future__ import annotations
 
-from scopeguard.detectors.base import Detector
+from scopeguard.detection.detectors.base import Detector
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation.cache import RecordingChatModel
 from scopeguard.generation.checkpoint import ClaimVersion, DocumentRecord

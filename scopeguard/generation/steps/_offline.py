@@ -30,7 +30,7 @@ import re
 from typing import Literal
 
 from scopeguard._sentences import split_sentences
-from scopeguard.detectors._text import content_stem_set, content_stems
+from scopeguard.detection.read.text import content_stem_set, content_stems
 from scopeguard.errors import DocumentTooLongError
 from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, FilterRecord, GeneratedQuestion
 from scopeguard.generation.steps._context import DocumentContext, Sampling, words

@@ -10,7 +10,7 @@ so (:class:`~scopeguard.errors.DocumentTooLongError`, caught by the caller).
 from __future__ import annotations
 
 from scopeguard._sentences import split_sentences
-from scopeguard.detectors._text import STOPWORDS, tokenize
+from scopeguard.detection.read.text import STOPWORDS, tokenize
 
 __all__ = ["MIN_SENTENCES", "unusable_reason"]
 

@@ -1,0 +1,18 @@
+"""Out-of-scope detectors: protocol, registry and the shipped methods."""
+
+from scopeguard.detection.detectors.base import BaseDetector, Detector
+from scopeguard.detection.detectors.registry import (
+    available_detectors,
+    detector_takes,
+    get_detector,
+    register_detector,
+)
+
+__all__ = [
+    "BaseDetector",
+    "Detector",
+    "available_detectors",
+    "detector_takes",
+    "get_detector",
+    "register_detector",
+]

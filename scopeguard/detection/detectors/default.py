@@ -1,0 +1,162 @@
+"""The shipped ``default`` detector: one read of each document, signals from it, one learned head.
+
+1. **Read.** The packaged Qwen2.5-Coder-1.5B (llama.cpp) reads the instruction, the document and
+   the question, and is asked "Does the document contain the answer?" (``answerability_verdict``).
+   From that one decode come the Yes/No log-probabilities (``margin`` = log P(No) - log P(Yes))
+   and the hidden state at the verdict position of one layer (the paper's probe, ELOQ section
+   4.2.1, read from the same pass through llama.cpp's eval callback: no second read).
+2. **Optionally, a second question against the same document state.** ``answerability_inference``
+   asks whether a careful reader could answer from what the document states or clearly implies; it
+   shares everything with the first prompt but its last line, so it costs only those tokens
+   (``inference_margin``). A head may use it; the packaged one does not (it did not help any
+   left-out dataset).
+3. **Head.** A logistic regression over the chosen signals gives P(out of scope); a threshold
+   gives the label. Which signals, which layer and how much regularisation were chosen by the
+   worst leave-one-dataset-out score over the shared datasets, not by their mean
+   (``benchmarks/reader_generalisation.py``); the packaged head's card
+   (``scopeguard/_assets/default_head.md``) lists the data and the figures, and
+   ``scopeguard train-detector --detector default`` reproduces it.
+
+There is no word-overlap stage any more: the cascade it fed read 99.9% of the questions anyway,
+and the overlap features lower the left-out SQuAD score (0.743 with the margin alone, 0.726 with
+them). ``Verdict.uncovered`` still lists the question's content words the documents lack, from
+plain stems, only when the label is out of scope.
+
+Each retrieved document (or passage of a long one) is read on its own; the question counts as
+answered when any passage answers it (the lowest P(out of scope) wins), and reading stops at a
+passage that answers it clearly.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from scopeguard.detection.detectors.base import BaseDetector
+from scopeguard.detection.head.default import DefaultHead, default_head_path
+from scopeguard.detection.read.reader import Reader
+from scopeguard.detection.read.text import STOPWORDS, content_stem_set, stem, tokenize
+from scopeguard.errors import ConfigurationError
+from scopeguard.types import Document, Label, Verdict
+
+__all__ = ["STOP_BELOW_P", "DefaultDetector"]
+
+logger = logging.getLogger(__name__)
+
+#: P(out of scope) at or below which a passage answers the question clearly: stop reading
+STOP_BELOW_P = 0.05
+
+
+class DefaultDetector(BaseDetector):
+    """One read, several signals, one head (see the module docstring).
+
+    Args:
+        model: a head file or folder from ``train-detector --detector default`` (default: the
+            packaged head).
+        reader_llm: the reading model (an LLM spec, a chat model or a verdict scorer; default: the
+            model the head was fitted on, the packaged Qwen2.5-Coder-1.5B through llama.cpp). A
+            head with a hidden state needs a scorer that returns it (llama.cpp's, built here
+            with the head's layer); a head fitted on another model warns.
+        reader_kwargs: options for the :class:`~scopeguard.detection.read.reader.Reader`
+            (``chunk_tokens``, ``max_chunks``).
+        threshold: overrides the head's threshold on P(out of scope).
+    """
+
+    name = "default"
+    stages = ("read",)
+
+    def __init__(
+        self,
+        *,
+        model: str | Path | None = None,
+        reader_llm: Any = None,
+        reader_kwargs: dict[str, Any] | None = None,
+        threshold: float | None = None,
+    ) -> None:
+        self.head = DefaultHead.load(model if model is not None else default_head_path())
+        if reader_llm is None:  # the packaged reading model: fail now, with the pip line, if it cannot run
+            from scopeguard._optional import require
+
+            require(
+                "llama_cpp",
+                extra="local",
+                feature="the default detector's reading stage",
+                package="llama-cpp-python",
+            )
+        self.threshold = self.head.threshold if threshold is None else float(threshold)
+        if not 0.0 < self.threshold < 1.0:
+            raise ConfigurationError(f"threshold must be in (0, 1), got {self.threshold}")
+        self._llm = reader_llm
+        self._reader_kwargs = dict(reader_kwargs or {})
+        self._reader: Reader | None = None
+
+    @property
+    def reader(self) -> Reader:
+        """The read (a :class:`~scopeguard.detection.read.Reader` with the head's prompt), built lazily."""
+        if self._reader is None:
+            llm = self._llm  # a spec (or None: the packaged model) gets the head's layers
+            scorer = self.head.scorer(llm) if llm is None or isinstance(llm, str) else llm
+            self._reader = Reader(scorer, template=self.head.template, **self._reader_kwargs)
+            if self._reader.scorer.name != self.head.verdict_model:
+                logger.warning(
+                    "default head was fitted on %s; reading with %s",
+                    self.head.verdict_model,
+                    self._reader.scorer.name,
+                )
+        return self._reader
+
+    def load(self) -> None:
+        """Load the reading model now (otherwise on the first question)."""
+        self.reader.load()
+
+    def preread(self, documents: Sequence[Document | str], *, progress: bool | None = None) -> int:
+        """Read ``documents`` ahead of the questions and keep the model's state after each (on disk
+        with llama.cpp), so that a later question costs only its own tokens; see
+        :meth:`Reader.preread`. Returns the passages read."""
+        return int(self.reader.preread(documents, progress=progress))
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        reader = self.reader
+        best: tuple[float, float, float | None] | None = None
+        n = 0
+        for scores in reader.read_passages(question, documents, self.head.probes):
+            main, inference = scores[0], (scores[1].margin if len(scores) > 1 else None)
+            p = float(self.head.head.predict(self.head.row(main.margin, inference, main.hidden))[0])
+            n += 1
+            if best is None or p < best[0]:
+                best = (p, main.margin, inference)
+            if p <= STOP_BELOW_P:  # clearly answered here: the rest cannot change that
+                break
+        assert best is not None  # as_documents guarantees at least one document
+        p, margin, inference = best
+        label: Label = "out_of_scope" if p >= self.threshold else "in_scope"
+        p_no = 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, margin))))
+        where = f" (best of {n} passages read)" if n > 1 else ""
+        rationale = (
+            f"{reader.scorer.name} answers 'does the document contain the answer?' with P(No)={p_no:.2f}"
+        )
+        if inference is not None:
+            p_inf = 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, inference))))
+            rationale += f", 'could a careful reader answer it?' with P(No)={p_inf:.2f}"
+        rationale += f"{where}; P(out of scope) {p:.2f}"
+        uncovered = _uncovered_words(question, documents) if label == "out_of_scope" else ()
+        if uncovered:
+            rationale += "; not in the documents: " + ", ".join(repr(u) for u in uncovered)
+        return Verdict(
+            label=label,
+            score=p,
+            rationale=rationale,
+            uncovered=uncovered,
+            stage="read",
+            llm_calls=n * (1 + len(self.head.probes)),
+        )
+
+
+def _uncovered_words(question: str, documents: Sequence[Document]) -> tuple[str, ...]:
+    """The question's content words whose stems no document has (shown next to a refusal)."""
+    doc_stems: set[str] = set().union(*(content_stem_set(d.text) for d in documents))
+    words = (t for t in tokenize(question) if t not in STOPWORDS and stem(t) not in doc_stems)
+    return tuple(dict.fromkeys(words))

@@ -1,0 +1,514 @@
+"""The llama.cpp read: log-prob verdicts and hidden states from a GGUF model run in-process.
+
+:class:`LlamaCppVerdicts` is what the reading detectors use; :class:`LlamaCppHiddenStates` reads
+the paper's probe input (raw tokens and an appended unused token, last layer) for the ``probe``
+baseline. Both load through the one llama.cpp loader (:func:`scopeguard.llamacpp.load_llama`).
+
+The prompt goes through the model's own chat template (read from the GGUF), is tokenised, and
+only the tokens after the longest prefix already read are decoded: the instruction always comes
+first and the documents next, so questions about a document read it once. The model's state
+after each recent prompt is kept in memory (``state_cache_mb``, least recently used first out),
+so a document read for one question is reused even when other documents were read in between,
+as when a retriever returns the same passages for several questions. Only the last position's
+logits are computed.
+
+The instruction every verdict prompt starts with is read once per model, not once per process:
+:meth:`LlamaCppVerdicts.prime` keeps the state after it on disk (``$SCOPEGUARD_CACHE/llama-states``,
+a few MB, keyed by the model file, the llama.cpp version and the exact tokens), so a new process
+starts reading at the first document.
+
+``layers=(...)`` also returns the hidden states of those layers at the verdict position (the last
+prompt token, where the model's Yes/No is read) from the same decode, through llama.cpp's eval
+callback (:class:`~scopeguard.llamacpp.LayerTap`): the hidden-state probe costs no second read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import math
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scopeguard._optional import require
+from scopeguard._paths import cache_dir
+from scopeguard.data import atomic_open
+from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp, variant_strings
+from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
+from scopeguard.llamacpp import load_llama
+from scopeguard.llm.base import ChatMessage
+
+__all__ = ["LlamaCppHiddenStates", "LlamaCppVerdicts", "check_layer"]
+
+logger = logging.getLogger(__name__)
+
+
+def _env_threads() -> int | None:
+    raw = os.environ.get("SCOPEGUARD_N_THREADS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+class LlamaCppVerdicts:
+    """Verdict log-probs from a local GGUF (``"qwen2.5-coder-1.5b"``, a path, or a hub file).
+
+    Args:
+        model: a packaged short name, a ``.gguf`` path or a Hugging Face ``repo_id/file.gguf``
+            (see :func:`scopeguard.models.local_gguf`).
+        n_ctx: the context window in tokens (prompts longer than this raise
+            :class:`~scopeguard.errors.DocumentTooLongError`; the detector chunks documents first).
+        n_threads: CPU threads (default ``$SCOPEGUARD_N_THREADS``, else all cores).
+        n_gpu_layers: layers to offload where llama.cpp was built with a GPU backend.
+        state_cache_mb: memory for the saved states of recent prompts (about 30 KB per token
+            for the 1.5B model); 0 keeps only the last prompt's.
+        state_dir: where :meth:`prime` keeps the instruction's state across processes (default
+            ``$SCOPEGUARD_CACHE/llama-states``; ``None`` with ``persist_states=False``: memory only).
+        layers: hidden-state layers to return with each score (``VerdictScore.hidden``), numbered
+            like transformers' ``hidden_states`` (``-1`` the final normed state, ``-4`` the output
+            of the fourth block from the top); empty: log-probs only.
+    """
+
+    #: a saved state is restored only when it shares this many more tokens than the live one
+    MIN_STATE_GAIN = 16
+
+    def __init__(
+        self,
+        model: str | Path = "qwen2.5-coder-1.5b",
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        state_cache_mb: float = 256.0,
+        state_dir: str | Path | None = None,
+        persist_states: bool = True,
+        layers: Sequence[int] = (),
+    ) -> None:
+        from scopeguard.models import available_ggufs, local_gguf
+
+        self._lib = require(
+            "llama_cpp", extra="local", feature="log-prob verdicts with llama.cpp", package="llama-cpp-python"
+        )
+        self.path = local_gguf(str(model))
+        self._name = str(model) if str(model) in available_ggufs() else self.path.stem
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1
+        self.n_gpu_layers = n_gpu_layers
+        if state_cache_mb < 0:
+            raise ValueError(f"state_cache_mb must be >= 0, got {state_cache_mb}")
+        self.state_cache_bytes = int(state_cache_mb * 2**20)
+        self.state_dir: Path | None = None
+        if persist_states:
+            self.state_dir = Path(state_dir) if state_dir is not None else cache_dir("llama-states")
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self._state_files: dict[tuple[int, ...], Path] = {}
+        self._state_bytes = 0
+        self._llm: Any = None
+        self._lock = threading.Lock()
+        self._past: list[int] = []
+        self._yes: list[int] = []
+        self._no: list[int] = []
+        self._formatter: Any = None
+        self._tap: Any = None
+        if layers:
+            from scopeguard.llamacpp import LayerTap
+
+            self._tap = LayerTap(self._lib, layers)
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        """The hidden-state layers returned with each score (resolved once the model is loaded)."""
+        if self._tap is None:
+            return ()
+        self._load()
+        return tuple(self._tap.layers)
+
+    @property
+    def name(self) -> str:
+        """The packaged short name (``qwen2.5-coder-1.5b``) or the file's stem."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"LlamaCppVerdicts(path={str(self.path)!r}, n_ctx={self.n_ctx})"
+
+    # -- loading ----------------------------------------------------------------------------
+    def load(self) -> None:
+        """Load the model now (otherwise on the first prompt)."""
+        self._load()
+
+    def _load(self) -> Any:
+        if self._llm is not None:
+            return self._llm
+        llm = load_llama(
+            self.path,
+            purpose="log-prob verdicts",
+            n_ctx=self.n_ctx,
+            n_batch=min(self.n_ctx, 2048),
+            n_ubatch=min(self.n_ctx, 512),
+            n_threads=self.n_threads,
+            n_gpu_layers=self.n_gpu_layers,
+            eval_callback=None if self._tap is None else self._tap.callback,
+        )
+        if self._tap is not None:
+            try:
+                self._tap.bind(int(self._lib.llama_model_n_layer(llm.model)), int(llm.n_embd()))
+            except Exception:
+                llm.close()
+                raise
+        meta: dict[str, str] = dict(llm.metadata or {})
+        template = meta.get("tokenizer.chat_template")
+        if template:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            def piece(token_id: int) -> str:
+                if token_id < 0:
+                    return ""
+                return str(llm.detokenize([token_id], special=True).decode("utf-8", errors="replace"))
+
+            self._formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=piece(int(llm.token_eos())),
+                bos_token=piece(int(llm.token_bos())),
+                add_generation_prompt=True,
+            )
+        self._yes = self._token_ids(llm, YES_WORDS)
+        self._no = self._token_ids(llm, NO_WORDS)
+        if not self._yes or not self._no:
+            raise ModelError(f"{self.path.name}: the tokenizer has no single token for Yes or No")
+        self._llm = llm
+        return llm
+
+    @staticmethod
+    def _token_ids(llm: Any, words: Sequence[str]) -> list[int]:
+        ids: list[int] = []
+        for text in variant_strings(words):
+            toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+            if len(toks) == 1 and int(toks[0]) not in ids:
+                ids.append(int(toks[0]))
+        return ids
+
+    # -- prompts ----------------------------------------------------------------------------
+    def render(self, messages: Sequence[ChatMessage]) -> str:
+        """The prompt text the model reads (its chat template, generation prompt appended)."""
+        self._load()
+        if self._formatter is None:  # a base model without a chat template: plain text
+            return "\n\n".join(m.content for m in messages) + "\n"
+        out = self._formatter(messages=[m.model_dump() for m in messages])
+        return str(out.prompt)
+
+    def _ids(self, messages: Sequence[ChatMessage]) -> list[int]:
+        return self._tokens(self.render(messages))
+
+    def _tokens(self, text: str) -> list[int]:
+        """The prompt text's token ids (special tokens parsed), with BOS where the model wants one."""
+        llm = self._load()
+        ids = list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        bos = int(llm.token_bos())
+        adds_bos = str((llm.metadata or {}).get("tokenizer.ggml.add_bos_token", "false")).lower() == "true"
+        if adds_bos and bos >= 0 and (not ids or ids[0] != bos):
+            ids.insert(0, bos)
+        return ids
+
+    def count_tokens(self, text: str) -> int:
+        llm = self._load()
+        return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    # -- scoring ----------------------------------------------------------------------------
+    def _decode(self, ids: list[int], n_past: int) -> int:
+        """Decode ``ids`` after ``n_past`` cached tokens in n_batch pieces; index of the last logits row."""
+        llm = self._llm
+        step = int(llm.n_batch)
+        last = 0
+        for start in range(0, len(ids), step):
+            piece = ids[start : start + step]
+            batch = llm._batch
+            batch.reset()
+            batch.set_batch(piece, n_past + start, False)
+            llm._ctx.decode(batch)
+            last = len(piece) - 1
+        return last
+
+    def _read(self, ids: list[int], *, logits: bool) -> int:
+        """Bring the context to ``ids``, from the longest prefix already read (the live context or a
+        saved state), decoding only the rest; the index of the last logits row. ``logits``: decode
+        at least the last token, whose logits the caller reads. Call with the lock held. On a
+        failure the context counts as empty (the next read starts afresh)."""
+        ctx = self._llm._ctx
+        try:
+            shared = _common_prefix(self._past, ids)
+            shared = self._restore_best(ids, shared) or shared
+            if logits:
+                shared = min(shared, len(ids) - 1)
+            if shared == 0 or not ctx.kv_cache_seq_rm(-1, shared, -1):
+                ctx.kv_cache_clear()
+                shared = 0
+            self._past = []
+            row = self._decode(ids[shared:], shared)
+        except Exception:
+            self._past = []
+            raise
+        self._past = list(ids)
+        return row
+
+    def score(self, messages: Sequence[ChatMessage]) -> VerdictScore:
+        ids = self._ids(messages)
+        if len(ids) >= self.n_ctx:
+            raise DocumentTooLongError(
+                f"the verdict prompt ({len(ids)} tokens) does not fit the context window of "
+                f"{self.name} ({self.n_ctx} tokens): split the documents or raise n_ctx",
+                n_tokens=len(ids),
+                limit=self.n_ctx,
+            )
+        with self._lock:
+            llm = self._llm
+            ctx = llm._ctx
+            hidden: np.ndarray | None = None
+            if self._tap is not None:
+                self._tap.start()
+            try:
+                row = self._read(ids, logits=True)
+                ptr = self._lib.llama_get_logits_ith(ctx.ctx, row)
+            except Exception as exc:
+                if self._tap is not None:
+                    self._tap.abort()
+                raise LLMError(f"llama.cpp failed to read the verdict prompt: {exc}") from None
+            if self._tap is not None:
+                hidden = self._tap.stop()  # a ModelError if the graph had no such layer
+            self._save_state(ids)
+            if not ptr:
+                raise LLMError("llama.cpp returned no logits for the verdict prompt")
+            logits = np.ctypeslib.as_array(ptr, shape=(int(llm.n_vocab()),)).astype(np.float64, copy=True)
+        top = float(logits.max())
+        log_z = top + math.log(float(np.exp(logits - top).sum()))
+        return VerdictScore(
+            logp_yes=logsumexp([float(logits[i]) - log_z for i in self._yes]),
+            logp_no=logsumexp([float(logits[i]) - log_z for i in self._no]),
+            n_tokens=len(ids),
+            hidden=hidden,
+        )
+
+    # -- the shared instruction -----------------------------------------------------------------
+    def prime(self, messages: Sequence[ChatMessage], *, upto: str, create: bool = True) -> int:
+        """Read the start of ``messages``' prompt, up to the text ``upto`` (a placeholder, e.g.
+        where the first document or the question goes), and keep the state after it for every
+        later prompt that starts the same way; returns the number of tokens primed (0 if ``upto``
+        is not in the prompt, or if ``create`` is false and no saved state exists).
+
+        The state is written to ``state_dir`` and read back by the next process instead of decoding
+        that text again (a state that llama.cpp refuses is read afresh). ``create=False`` only looks
+        for a saved state (memory, then ``state_dir``) and reads nothing. Scores are a fresh read's
+        up to llama.cpp's rounding, which depends on how many tokens it decodes at once (margins of
+        the 1.5B model moved by 0.05, median over 8 questions, at most 0.14).
+        """
+        text = self.render(messages)
+        if upto not in text:
+            return 0
+        # the last token may merge with the text after it: leave it to the prompt
+        ids = self._tokens(text.split(upto, 1)[0])[:-1]
+        if len(ids) < self.MIN_STATE_GAIN or self.state_cache_bytes <= 0:
+            return 0
+        key = tuple(ids)
+        file = self._state_file(ids)
+        with self._lock:
+            if key in self._states:
+                return len(ids)
+            if file is not None and file.is_file():
+                try:
+                    saved = file.read_bytes()
+                except OSError as exc:
+                    logger.warning("could not read the saved state %s: %s", file, exc)
+                else:
+                    self._keep_state(key, saved)
+                    self._state_files[key] = file
+                    logger.debug("primed %d tokens from %s", len(ids), file)
+                    return len(ids)
+            if not create:
+                return 0
+            try:
+                self._read(ids, logits=False)  # from the instruction's state, for a document
+            except Exception as exc:
+                raise LLMError(f"llama.cpp failed to read the start of the verdict prompt: {exc}") from None
+            self._save_state(ids)
+            data = self._states.get(key)
+        if data is not None and file is not None:
+            try:
+                with atomic_open(file, "wb") as fh:
+                    fh.write(data)
+            except OSError as exc:  # a read-only cache only costs the next process the read
+                logger.warning("could not keep the prompt's state in %s: %s", file, exc)
+        return len(ids)
+
+    def _state_file(self, ids: list[int]) -> Path | None:
+        if self.state_dir is None:
+            return None
+        digest = hashlib.sha256()
+        stat = self.path.stat()
+        digest.update(f"{self.path.name}:{stat.st_size}:{self._lib.__version__}:".encode())
+        digest.update(np.asarray(ids, dtype=np.int32).tobytes())
+        return self.state_dir / f"{self.path.stem}-{digest.hexdigest()[:24]}.state"
+
+    # -- saved states ------------------------------------------------------------------------
+    def _restore_best(self, ids: list[int], live: int) -> int:
+        """Load the saved state sharing the longest prefix with ``ids`` if it beats the live one.
+
+        Returns the number of tokens the restored state shares with ``ids``, 0 if none was loaded.
+        """
+        best_key: tuple[int, ...] | None = None
+        best = live + self.MIN_STATE_GAIN
+        for key in self._states:
+            n = _common_prefix(key, ids)
+            if n > best:
+                best_key, best = key, n
+        if best_key is None:
+            return 0
+        data = self._states[best_key]
+        self._states.move_to_end(best_key)
+        ctx = self._llm._ctx
+        ctx.kv_cache_clear()
+        self._past = []
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if not self._lib.llama_state_seq_set_data(ctx.ctx, buf, len(data), 0):
+            logger.debug("llama.cpp refused a saved state; reading the prompt afresh")
+            self._state_bytes -= len(self._states.pop(best_key))
+            stale = self._state_files.pop(best_key, None)
+            if stale is not None:  # not this build's state after all: the next process reads afresh
+                stale.unlink(missing_ok=True)
+            ctx.kv_cache_clear()
+            return 0
+        self._past = list(best_key)
+        return best
+
+    def _save_state(self, ids: list[int]) -> None:
+        if self.state_cache_bytes <= 0:
+            return
+        key = tuple(ids)
+        if key in self._states:
+            self._states.move_to_end(key)
+            return
+        ctx = self._llm._ctx.ctx
+        size = int(self._lib.llama_state_seq_get_size(ctx, 0))
+        if size <= 0 or size > self.state_cache_bytes:
+            return
+        buf = (ctypes.c_uint8 * size)()
+        written = int(self._lib.llama_state_seq_get_data(ctx, buf, size, 0))
+        if written > 0:
+            self._keep_state(key, bytes(buf)[:written])
+
+    def _keep_state(self, key: tuple[int, ...], data: bytes) -> None:
+        self._states[key] = data
+        self._state_bytes += len(data)
+        while self._state_bytes > self.state_cache_bytes and self._states:
+            _, dropped = self._states.popitem(last=False)
+            self._state_bytes -= len(dropped)
+
+    def score_many(
+        self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None
+    ) -> list[VerdictScore]:
+        from scopeguard._progress import progress_bar
+
+        return [self.score(p) for p in progress_bar(prompts, desc="verdicts", enabled=progress)]
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def check_layer(layer: int) -> None:
+    """Raise :class:`ConfigurationError` unless ``layer`` is -1, the only layer llama.cpp exposes."""
+    if layer != -1:
+        raise ConfigurationError(
+            f"the llama_cpp backend only exposes the last layer's hidden state (layer=-1), not "
+            f"layer={layer}; use backend='transformers' for other layers (it converts a GGUF file once)"
+        )
+
+
+class LlamaCppHiddenStates:
+    """The probe's input read by llama.cpp: the last layer's state of the last token (the nli /
+    probe baselines of ELOQ, :mod:`scopeguard.detection.read.hidden_states`).
+
+    A context made with ``embedding=True`` and pooling NONE (llama.cpp then returns the normed last
+    layer of every token); the input is decoded in two steps, the prefix (BOS, instruction,
+    document) and the rest (question, token). When the prefix equals the previous input's its KV
+    state is kept and only the rest is computed; the split is the same either way, so the
+    features are identical whether or not the prefix was reused. Only the last layer: any other
+    ``layer`` is a :class:`~scopeguard.errors.ConfigurationError` naming the transformers backend.
+    """
+
+    name = "llama_cpp"
+
+    def __init__(
+        self, model_path: str, *, n_ctx: int = 2048, n_threads: int | None = None, layer: int = -1
+    ) -> None:
+        check_layer(layer)
+        self.layer = -1
+        llama_cpp = require("llama_cpp", extra="local", feature="the probe's llama.cpp backend")
+        self._lib = llama_cpp
+        self._lock = threading.Lock()
+        self.llm: Any = load_llama(
+            model_path,
+            purpose="hidden states",
+            embedding=True,
+            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE,
+            n_ctx=n_ctx,
+            n_batch=n_ctx,
+            n_ubatch=n_ctx,
+            n_threads=n_threads or min(4, os.cpu_count() or 1),
+        )
+        meta: dict[str, str] = dict(self.llm.metadata or {})
+        self.architecture = meta.get("general.architecture", "")
+        self.vocab_size = int(self.llm.n_vocab())
+        self.context_length = int(self.llm.n_ctx())
+        self.n_embd = int(self.llm.n_embd())
+        bos = int(self.llm.token_bos())
+        adds_bos = meta.get("tokenizer.ggml.add_bos_token", "false").lower() == "true"
+        self.bos_id: int | None = bos if adds_bos and bos >= 0 else None
+        eos = int(self.llm.token_eos())
+        self.eos_id: int | None = eos if eos >= 0 else None
+        self._past: list[int] = []
+
+    def tokenize(self, text: str) -> list[int]:
+        if not text:
+            return []
+        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def single_token_id(self, token: str) -> int | None:
+        ids = self.llm.tokenize(token.encode("utf-8"), add_bos=False, special=True)
+        if len(ids) != 1:
+            return None
+        text = self.llm.detokenize(ids, special=True).decode("utf-8", errors="replace")
+        return int(ids[0]) if text == token else None
+
+    def last_hidden(self, ids: list[int], prefix_len: int = 0) -> np.ndarray:
+        if len(ids) > self.context_length:
+            raise ModelError(f"{len(ids)} tokens exceed the llama.cpp context of {self.context_length}")
+        split = max(0, min(prefix_len, len(ids) - 1))
+        with self._lock:
+            ctx = self.llm._ctx
+            reuse = split > 0 and self._past[:split] == ids[:split] and len(self._past) >= split
+            if not (reuse and ctx.kv_cache_seq_rm(-1, split, -1)):
+                ctx.kv_cache_clear()
+                self._past = []
+                if split:
+                    self._decode(ids[:split], 0)
+            self._past = list(ids[:split])
+            self._decode(ids[split:], split)
+            ptr = self._lib.llama_get_embeddings_ith(ctx.ctx, len(ids) - split - 1)
+            if not ptr:
+                raise ModelError("llama.cpp returned no hidden state for the appended token")
+            return np.ctypeslib.as_array(ptr, shape=(self.n_embd,)).astype(np.float32, copy=True)
+
+    def _decode(self, ids: list[int], n_past: int) -> None:
+        batch = self.llm._batch
+        batch.reset()
+        batch.set_batch(ids, n_past, True)
+        self.llm._ctx.decode(batch)

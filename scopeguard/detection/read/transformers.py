@@ -1,0 +1,247 @@
+"""The transformers read: log-prob verdicts (batched, CPU or CUDA) and the probe's hidden states.
+
+``TransformersVerdicts("Qwen/Qwen2.5-1.5B-Instruct")`` (a hub name or a local folder; a
+packaged GGUF name or a ``.gguf`` path is converted to safetensors once, see
+:func:`scopeguard.models.converted_gguf_dir`). Prompts go through the
+tokenizer's chat template; batches are left-padded so the last position is every prompt's own
+next token. On CUDA the model runs in bfloat16, on the CPU in float32. ``layers=(...)`` returns
+those layers' hidden states at the verdict position with each score (``hidden_states[layer]``,
+from the same forward pass).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scopeguard._optional import require
+from scopeguard._progress import progress_bar
+from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, variant_strings
+from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
+from scopeguard.llamacpp import resolve_layers
+from scopeguard.llm.base import ChatMessage
+from scopeguard.models import converted_gguf_dir
+
+__all__ = ["TransformersHiddenStates", "TransformersVerdicts", "check_state_layer", "load_causal_lm"]
+
+logger = logging.getLogger(__name__)
+
+
+def _location(model: str) -> str:
+    from scopeguard.models import available_ggufs, local_gguf
+
+    if model in available_ggufs() or model.endswith(".gguf"):
+        from scopeguard.models import converted_gguf_dir
+
+        return str(converted_gguf_dir(local_gguf(model)))
+    return model
+
+
+def load_causal_lm(
+    location: str, *, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False
+) -> tuple[Any, Any]:
+    """The tokenizer and ``AutoModelForCausalLM`` (eval mode, on ``device``) at ``location``: the
+    one transformers loader of the read, so the verdicts and the probe's hidden states of one model
+    on one device share its weights (the last two loaded are kept)."""
+    return _load(location, device, dtype, trust_remote_code)
+
+
+@lru_cache(maxsize=2)
+def _load(location: str, device: str, dtype: str, trust_remote_code: bool) -> tuple[Any, Any]:
+    torch = require("torch", extra="probe", feature="reading with transformers")
+    tf = require("transformers", extra="probe", feature="reading with transformers")
+    try:
+        tok = tf.AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
+        model = tf.AutoModelForCausalLM.from_pretrained(
+            location, torch_dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
+        )
+    except Exception as exc:
+        raise ModelError(f"could not load causal LM {location!r} with transformers: {exc}") from None
+    return tok, model.to(device).eval()
+
+
+class TransformersVerdicts:
+    """Verdict log-probs from ``AutoModelForCausalLM`` (see the module docstring).
+
+    Args:
+        model: a hub name, a local folder, a packaged GGUF name or a ``.gguf`` path.
+        device: ``"cuda"``, ``"cpu"``, ``"cuda:1"``...; default: CUDA when available.
+        batch_size: prompts per forward pass in :meth:`score_many`.
+        max_tokens: the longest prompt accepted (default: the model's position limit).
+        trust_remote_code: passed to transformers for models that need it.
+        layers: hidden-state layers to return with each score (``VerdictScore.hidden``), numbered
+            like ``hidden_states`` (``-1`` the final normed state); empty: log-probs only.
+    """
+
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        device: str | None = None,
+        batch_size: int = 8,
+        max_tokens: int | None = None,
+        trust_remote_code: bool = False,
+        layers: Sequence[int] = (),
+    ) -> None:
+        self._torch = require("torch", extra="probe", feature="log-prob verdicts with transformers")
+        require("transformers", extra="probe", feature="log-prob verdicts with transformers")
+        if batch_size < 1:
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        torch = self._torch
+        self.model_name = str(model)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.batch_size = batch_size
+        dtype = "bfloat16" if self.device.startswith("cuda") else "float32"
+        self.tokenizer: Any
+        self.model: Any
+        self.tokenizer, self.model = load_causal_lm(
+            _location(self.model_name), device=self.device, dtype=dtype, trust_remote_code=trust_remote_code
+        )
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        limit = int(getattr(self.model.config, "max_position_embeddings", 0) or 2048)
+        self.max_tokens = min(max_tokens or limit, limit)
+        n_layer = int(getattr(self.model.config, "num_hidden_layers", 0) or 0)
+        self.layers = resolve_layers(layers, n_layer) if layers else ()
+        self._yes = self._ids(YES_WORDS)
+        self._no = self._ids(NO_WORDS)
+        if not self._yes or not self._no:
+            raise ModelError(f"{self.model_name}: the tokenizer has no single token for Yes or No")
+
+    @property
+    def name(self) -> str:
+        return Path(self.model_name).stem if self.model_name.endswith(".gguf") else self.model_name
+
+    def _ids(self, words: Sequence[str]) -> list[int]:
+        ids: list[int] = []
+        for text in variant_strings(words):
+            toks = self.tokenizer(text, add_special_tokens=False).input_ids
+            if len(toks) == 1 and int(toks[0]) not in ids:
+                ids.append(int(toks[0]))
+        return ids
+
+    def render(self, messages: Sequence[ChatMessage]) -> str:
+        payload = [m.model_dump() for m in messages]
+        if getattr(self.tokenizer, "chat_template", None):
+            return str(
+                self.tokenizer.apply_chat_template(payload, tokenize=False, add_generation_prompt=True)
+            )
+        return "\n\n".join(m["content"] for m in payload) + "\n"
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def score(self, messages: Sequence[ChatMessage]) -> VerdictScore:
+        return self.score_many([messages], progress=False)[0]
+
+    def score_many(
+        self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None
+    ) -> list[VerdictScore]:
+        torch = self._torch
+        texts = [self.render(p) for p in prompts]
+        encoded = [self.tokenizer(t, add_special_tokens=False).input_ids for t in texts]
+        for ids in encoded:
+            if len(ids) > self.max_tokens:
+                raise DocumentTooLongError(
+                    f"the verdict prompt ({len(ids)} tokens) does not fit {self.name} "
+                    f"({self.max_tokens} tokens)",
+                    n_tokens=len(ids),
+                    limit=self.max_tokens,
+                )
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
+        out: list[VerdictScore | None] = [None] * len(texts)
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        yes = torch.tensor(self._yes)
+        no = torch.tensor(self._no)
+        for batch in progress_bar(batches, desc="verdicts", enabled=progress):
+            enc = self.tokenizer(
+                [texts[i] for i in batch], add_special_tokens=False, return_tensors="pt", padding=True
+            )
+            enc = {k: v.to(self.device) for k, v in enc.items()}
+            with torch.inference_mode():
+                result = self.model(**enc, use_cache=False, output_hidden_states=bool(self.layers))
+                logits = result.logits[:, -1, :].float()
+                hidden = (
+                    torch.stack([result.hidden_states[i][:, -1, :] for i in self.layers], 1).float().cpu()
+                    if self.layers
+                    else None
+                )
+            logp = torch.log_softmax(logits, dim=-1).cpu()
+            lp_yes = torch.logsumexp(logp[:, yes], dim=-1)
+            lp_no = torch.logsumexp(logp[:, no], dim=-1)
+            for row, i in enumerate(batch):
+                out[i] = VerdictScore(
+                    float(lp_yes[row]),
+                    float(lp_no[row]),
+                    n_tokens=len(encoded[i]),
+                    hidden=None if hidden is None else hidden[row].numpy(),
+                )
+        return [s for s in out if s is not None]
+
+
+def _n_layers(config: Any) -> int | None:
+    """Number of transformer blocks (text part of a multimodal config), or None if not stated."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    n = getattr(text, "num_hidden_layers", None)
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def check_state_layer(layer: int, n_layers: int, model: str) -> None:
+    if not -(n_layers + 1) <= layer <= n_layers:
+        raise ConfigurationError(
+            f"layer {layer} is out of range for {model}, which has {n_layers} layers: valid layers are "
+            f"{-(n_layers + 1)} to {n_layers} (-1 = last layer, 0 = embeddings output)"
+        )
+
+
+class TransformersHiddenStates:
+    """The probe's input read by transformers: one layer's state of the last token
+    (``output_hidden_states=True``; any layer, see :func:`check_state_layer`)."""
+
+    name = "transformers"
+
+    def __init__(
+        self, location: str, *, gguf: bool = False, n_threads: int | None = None, layer: int = -1
+    ) -> None:
+        torch = require("torch", extra="probe", feature="the probe's transformers backend")
+        if n_threads:
+            torch.set_num_threads(n_threads)
+        self.location = str(converted_gguf_dir(location)) if gguf else location
+        self.tokenizer, self.model = load_causal_lm(self.location)
+        cfg = self.model.config
+        self.n_layers = _n_layers(cfg)
+        if self.n_layers is not None:
+            check_state_layer(layer, self.n_layers, self.location)
+        self.layer = layer
+        self.architecture = str(getattr(cfg, "model_type", "") or "")
+        self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
+        self.context_length = int(getattr(cfg, "max_position_embeddings", 0) or 2048)
+        tok = self.tokenizer
+        adds_bos = tok.bos_token_id is not None and tok("x").input_ids[:1] == [tok.bos_token_id]
+        self.bos_id: int | None = int(tok.bos_token_id) if adds_bos else None
+        self.eos_id: int | None = int(tok.eos_token_id) if tok.eos_token_id is not None else None
+
+    def tokenize(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def single_token_id(self, token: str) -> int | None:
+        tid = self.tokenizer.convert_tokens_to_ids(token)
+        if tid is None or tid == self.tokenizer.unk_token_id or not 0 <= tid < self.vocab_size:
+            return None
+        return int(tid)
+
+    def last_hidden(self, ids: list[int], prefix_len: int = 0) -> np.ndarray:
+        """The last token's state at ``layer`` (one forward pass; ``prefix_len`` is not needed here)."""
+        torch = require("torch", extra="probe", feature="the probe's transformers backend")
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor([ids]), output_hidden_states=True, use_cache=False)
+        states = out.hidden_states
+        if self.n_layers is None:  # the config did not say; the output does
+            check_state_layer(self.layer, len(states) - 1, self.location)
+        return np.asarray(states[self.layer][0, -1].float().numpy(), dtype=np.float32)
