@@ -19,7 +19,11 @@ or ``logprob`` (a Platt calibration of one margin: both heads rank alike, only t
 move). ``--no-filter`` (with ``--mode perturb``) labels each question by how it was made; with
 the filter, the packaged logprob detector keeps only the candidates it agrees with, so the set
 separates perfectly on its own margin and a head fitted on it can only move the threshold. Both
-heads' verdicts are paired per question (McNemar's exact test). Writes
+heads' verdicts are paired per question (McNemar's exact test).
+
+``--with-shared`` adds a third head: the shipped head's own recipe (the same shared sets and
+document samples, ``SHIPPED_RECIPE``) with the generated set as one more dataset, the way a user
+adapts the packaged detector to a corpus, scored and paired against the shipped head the same way. Writes
 ``benchmarks/results/generation_loop.json`` (or ``--out``): counts and metrics only, never text.
 """
 
@@ -58,6 +62,15 @@ def _cli(*args: str) -> str:
 
 
 SHIPPED_MAX_DOCS = 80  # squad2-train documents the shipped heads saw (train-detector --max-docs, seed 0)
+#: the packaged default head's train-detector datasets and --max-docs (scopeguard/_assets/default_head.md)
+SHIPPED_RECIPE = (
+    ("eloq-gold-dev", 0),
+    ("squad2-train", SHIPPED_MAX_DOCS),
+    ("squad2-train-extra", 30),
+    ("subjqa", 400),
+    ("near-miss", 0),
+)
+OWN_DATA = Path(__file__).resolve().parent / "data"  # sets written here (near-miss)
 
 
 def _eval(
@@ -107,6 +120,11 @@ def main() -> None:
     ap.add_argument(
         "--note", default="", help="recorded with the figures (e.g. whether the machine was shared)"
     )
+    ap.add_argument(
+        "--with-shared",
+        action="store_true",
+        help="also fit the shipped head's recipe plus the generated set, and score it",
+    )
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
 
@@ -148,9 +166,35 @@ def main() -> None:
     )
     shipped, shipped_right = _eval(heldout, None, args.detector, args.work / "shipped.jsonl")
     trained, trained_right = _eval(heldout, head, args.detector, args.work / "corpus.jsonl")
+    heads = [("shipped", shipped), ("generated corpus", trained)]
+    paired = {"generated corpus": _paired(shipped_right, trained_right)}
+    if args.with_shared:
+        shared = [
+            OWN_DATA / n if (OWN_DATA / n).is_dir() else args.data.parent / n for n, _ in SHIPPED_RECIPE
+        ]
+        limits = ",".join(str(m) for _, m in SHIPPED_RECIPE) + ",0"
+        both = args.work / "head-shared"
+        fit_log += _cli(
+            "train-detector",
+            *map(str, shared),
+            str(generated),
+            "--detector",
+            args.detector,
+            "--max-docs",
+            limits,
+            "--same-source",
+            "squad2-train-extra=squad2-train",
+            "--out",
+            str(both),
+            "--seed",
+            str(args.seed),
+        )
+        result, right = _eval(heldout, both, args.detector, args.work / "shared-and-corpus.jsonl")
+        heads.append(("shipped recipe + generated corpus", result))
+        paired["shipped recipe + generated corpus"] = _paired(shipped_right, right)
     rows = [
         {"head": name, **{m: (round(v, 3) if isinstance(v := result.get(m), float) else v) for m in METRICS}}
-        for name, result in (("shipped", shipped), ("generated corpus", trained))
+        for name, result in heads
     ]
     report(
         rows,
@@ -168,7 +212,7 @@ def main() -> None:
                 "in_scope": summary.in_scope,
                 "unusable": summary.docs_unusable,
             },
-            "paired": _paired(shipped_right, trained_right),
+            "paired": paired,
             "train_detector_output": fit_log.splitlines()[-12:],
             "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": threads, "note": args.note},
         },
