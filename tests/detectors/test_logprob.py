@@ -123,7 +123,8 @@ def test_preread_primes_each_passage_up_to_the_question_and_read_looks_them_up()
     scorer = PrimingScorer()
     det = LogProbDetector(llm=scorer, chunk_tokens=64)
     long_doc = " ".join(f"Sentence {i} says the Brindlewick pier is {i} metres long." for i in range(20))
-    assert det.preread([DOC, long_doc], progress=False) == 1 + len(det.reader.passages(as_documents(long_doc)))
+    n_long = len(det.reader.passages(as_documents(long_doc)))
+    assert det.preread([DOC, long_doc], progress=False) == 1 + n_long
     instruction, *passages = scorer.primed
     assert instruction[2] is True and DOC not in instruction[0]  # the instruction, before any document
     assert all(create for _, _, create in passages) and DOC in passages[0][0]

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from scopeguard.detection.read import fast as fast_module
 from scopeguard.detection.detectors.fast import FastDetector
 from scopeguard.detection.detectors.lexical import LexicalDetector
+from scopeguard.detection.read import fast as fast_module
 from scopeguard.detection.read.fast import FastFeaturizer
 from scopeguard.detection.read.text import content_stem_set, content_stems, split_sentences
 from scopeguard.detection.read.token_encoder import TokenEmbeddings

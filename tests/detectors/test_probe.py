@@ -63,7 +63,7 @@ def test_reused_document_prefix_gives_identical_features(gemma: HiddenStateFeatu
     b, pb, _ = gemma.build_input("Why was the coach fined?", DOC)
     gemma.backend.last_hidden(a, pa)
     reused = gemma.backend.last_hidden(b, pb)  # document prefix kept from the call before
-    gemma.backend._past = []  # type: ignore[attr-defined]
+    gemma.backend.forget()  # type: ignore[attr-defined]
     fresh = gemma.backend.last_hidden(b, pb)
     np.testing.assert_array_equal(reused, fresh)
     assert reused.shape == (640,) and np.isfinite(reused).all()
@@ -162,14 +162,16 @@ def test_layer_is_part_of_the_identity_and_the_cache_namespace(tmp_path: Path) -
         HiddenStateFeatures(llm=str(tmp_path / "model"), layer="-4")  # type: ignore[arg-type]
 
 
-def test_llama_cpp_only_reads_the_last_layer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_gguf_models_read_any_block_with_llama_cpp(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"")  # never loaded: the backend is chosen before the model is opened
-    with pytest.raises(ConfigurationError, match=r"last layer.*backend='transformers'"):
-        HiddenStateFeatures(llm=str(gguf), backend="llama_cpp", layer=-4)
     assert HiddenStateFeatures(llm=str(gguf)).backend_name == "llama_cpp"
+    assert HiddenStateFeatures(llm=str(gguf), layer=-4).backend_name == "llama_cpp"
+    assert HiddenStateFeatures(llm=str(gguf), backend="llama_cpp", layer=12).backend_name == "llama_cpp"
+    with pytest.raises(ConfigurationError, match=r"layer 0.*backend='transformers'"):
+        HiddenStateFeatures(llm=str(gguf), backend="llama_cpp", layer=0)
     with caplog.at_level("INFO", logger="scopeguard.detection.read.hidden_states"):
-        feats = HiddenStateFeatures(llm=str(gguf), layer=-4)
+        feats = HiddenStateFeatures(llm=str(gguf), layer=0)
     assert feats.backend_name == "transformers" and "transformers backend" in caplog.text
 
 
@@ -203,8 +205,9 @@ def test_transformers_backend_reads_the_requested_layer(tmp_path: Path) -> None:
         pytest.skip(str(exc))
     cache = str(tmp_path / "c")
     last = HiddenStateFeatures(llm="smollm2", backend="transformers", cache_root=cache, n_threads=1)
-    fourth = HiddenStateFeatures(llm="smollm2", layer=-4, cache_root=cache, n_threads=1)
-    assert fourth.backend_name == "transformers"
+    fourth = HiddenStateFeatures(
+        llm="smollm2", backend="transformers", layer=-4, cache_root=cache, n_threads=1
+    )
     a, _ = last.pair_features("Who won?", [Document(text=DOC)])
     b, _ = fourth.pair_features("Who won?", [Document(text=DOC)])
     hidden = last.backend.model.config.hidden_size  # type: ignore[attr-defined]
@@ -212,7 +215,9 @@ def test_transformers_backend_reads_the_requested_layer(tmp_path: Path) -> None:
     assert not np.allclose(a, b)
     assert last.cache.directory != fourth.cache.directory
     n = last.backend.n_layers  # type: ignore[attr-defined]
-    first = HiddenStateFeatures(llm="smollm2", layer=n - 3, cache_root=cache, n_threads=1)
+    first = HiddenStateFeatures(
+        llm="smollm2", backend="transformers", layer=n - 3, cache_root=cache, n_threads=1
+    )
     np.testing.assert_allclose(first.pair_features("Who won?", [Document(text=DOC)])[0], b, rtol=1e-5)
     with pytest.raises(ConfigurationError, match=rf"valid layers are {-(n + 1)} to {n}"):
-        _ = HiddenStateFeatures(llm="smollm2", layer=n + 1, cache_root=cache).backend
+        _ = HiddenStateFeatures(llm="smollm2", backend="transformers", layer=n + 1, cache_root=cache).backend

@@ -52,9 +52,39 @@ def test_the_verdict_read_returns_hidden_states_without_changing_the_verdict(smo
         assert np.corrcoef(a, b)[0, 1] > 0.999  # up to llama.cpp's batch-size rounding
     # the final state is what llama.cpp's own embeddings API returns for the last token
     ids = tapped._ids(verdict_messages(QUESTIONS[0], DOC))
-    backend = LlamaCppHiddenStates(str(smollm2), n_ctx=1024, n_threads=1)
-    reference = backend.last_hidden(ids, prefix_len=len(ids) - 1)
+    reference = _embeddings_api_last_state(smollm2, ids)
     assert np.corrcoef(reference, scores[0].hidden[0])[0, 1] > 0.999
+    # the paper probe's llama.cpp backend reads through the same wrapper and tap, at any layer
+    probe = LlamaCppHiddenStates(str(smollm2), n_ctx=1024, n_threads=1)
+    assert np.corrcoef(probe.last_hidden(ids), reference)[0, 1] > 0.999
+    block = LlamaCppHiddenStates(str(smollm2), n_ctx=1024, n_threads=1, layer=2).last_hidden(ids)
+    assert np.corrcoef(block, scores[0].hidden[2])[0, 1] > 0.999
+
+
+def _embeddings_api_last_state(model: Path, ids: list[int]) -> np.ndarray:
+    """The last token's final state from a context made with embedding=True and pooling NONE."""
+    import llama_cpp
+
+    from scopeguard.llamacpp import load_llama
+
+    llm = load_llama(
+        model,
+        purpose="a reference",
+        embedding=True,
+        pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE,
+        n_ctx=1024,
+        n_batch=1024,
+        n_ubatch=1024,
+        n_threads=1,
+    )
+    try:
+        llm._batch.reset()
+        llm._batch.set_batch(ids, 0, True)
+        llm._ctx.decode(llm._batch)
+        ptr = llama_cpp.llama_get_embeddings_ith(llm._ctx.ctx, len(ids) - 1)
+        return np.ctypeslib.as_array(ptr, shape=(int(llm.n_embd()),)).astype(np.float32, copy=True)
+    finally:
+        llm.close()
 
 
 @pytest.mark.slow

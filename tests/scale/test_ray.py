@@ -135,7 +135,7 @@ def test_fast_features_on_ray_equal_the_featurizer_and_feed_training(
     ray_local: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("sentence_transformers", reason="needs scopeguard[embeddings]")
-    from scopeguard.detection.detectors import fast
+    from scopeguard.detection.read import fast
 
     monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path))  # the driver's cache, read by training
     single = [(f"What did the council decide about the {TOPICS[k]}?", DOCS[k % 3]) for k in range(6)]

@@ -7,8 +7,8 @@ Train a head with ``scopeguard train-detector DATASET_DIR --detector probe --out
 :func:`scopeguard.detection.head.training.train_detector`), then ``get_detector("probe", model=DIR)``. The
 head folder names the LLM, backend, layer, token and template, so the same features are rebuilt
 (heads saved before the layer was recorded read the last layer). Train on another layer with
-``train_detector(..., layer=-4)`` or ``--layer -4``; llama.cpp only exposes the last layer, so
-such a head reads a GGUF model through transformers.
+``train_detector(..., layer=-4)`` or ``--layer -4`` (llama.cpp and transformers read any layer;
+layer 0, the token embeddings, only transformers).
 Pass ``strict=True`` to raise :class:`~scopeguard.errors.DocumentTooLongError` instead of
 truncating a document that does not fit the window (the verdict's rationale says when it was
 truncated).

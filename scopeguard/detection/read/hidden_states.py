@@ -8,10 +8,10 @@ per tokenizer family: Llama 3 ``<|reserved_special_token_0|>``, Mistral ``[contr
 ``<unused0>``, Qwen2.5 the untrained padding id 151665; otherwise the EOS token, with a warning.
 A BOS token is prepended when the tokenizer adds one by default.
 
-Two backends compute the states: ``llama_cpp`` (GGUF files, ``embedding=True`` and pooling
-NONE; the last layer only) and ``transformers`` (hub names, local folders, and GGUF files
-converted once to safetensors in the cache; any layer). A GGUF model goes to llama_cpp unless
-a ``layer`` other than -1 is asked for without naming a backend; then it goes to transformers.
+Two backends compute the states: ``llama_cpp`` (GGUF files, any layer but 0, read by the
+verdicts' own llama.cpp wrapper and layer tap: :class:`.llamacpp.LlamaCppHiddenStates`)
+and ``transformers`` (hub names, local folders, and GGUF files converted once to safetensors in
+the cache; any layer). A GGUF model goes to llama_cpp unless ``backend="transformers"``.
 A document that does not fit ``max_tokens`` is truncated (never the question or the token) and
 the verdict says so, or :class:`DocumentTooLongError` is raised when ``strict=True``. Features
 are cached on disk by model, backend, layer, token, template and the content hash of
@@ -98,25 +98,22 @@ def _make_backend(
 
 
 def _pick_backend(kind: str, backend: str | None, layer: int, llm: str) -> str:
-    """The backend name: as given, else llama_cpp for GGUF (transformers when ``layer`` is not -1)."""
+    """The backend name: as given, else llama_cpp for GGUF (transformers for layer 0, the embeddings)."""
     if backend is not None:
         if backend not in BACKENDS:
             raise ConfigurationError(
                 f"unknown hidden-state backend {backend!r}; valid: {', '.join(BACKENDS)}"
             )
-        if backend == "llama_cpp":
-            from scopeguard.detection.read.llamacpp import check_layer
-
-            check_layer(layer)
+        if backend == "llama_cpp" and layer == 0:
+            raise ConfigurationError(
+                "the llama_cpp backend reads the blocks' outputs, not layer 0 (the token embeddings); "
+                "use backend='transformers' for it"
+            )
         return backend
     if kind != "gguf":
         return "transformers"
-    if layer != -1:
-        logger.info(
-            "layer=%d: reading %s with the transformers backend (llama.cpp only exposes the last layer)",
-            layer,
-            llm,
-        )
+    if layer == 0:
+        logger.info("layer=0: reading %s with the transformers backend (llama.cpp has no layer 0)", llm)
         return "transformers"
     return GGUF_DEFAULT_BACKEND
 
@@ -240,6 +237,8 @@ class HiddenStateFeatures:
     def cache(self) -> FeatureCache:
         if self._cache is None:
             ident = dict(self.identity, model_file=self._model_fingerprint())
+            if self.backend_name == "llama_cpp":
+                ident["read"] = "layer_tap"  # not the embeddings API of versions before 2026-11-25
             self._cache = FeatureCache(ident, root=self._cache_root)
         return self._cache
 

@@ -1,8 +1,8 @@
 """The llama.cpp read: log-prob verdicts and hidden states from a GGUF model run in-process.
 
 :class:`LlamaCppVerdicts` is what the reading detectors use; :class:`LlamaCppHiddenStates` reads
-the paper's probe input (raw tokens and an appended unused token, last layer) for the ``probe``
-baseline. Both load through the one llama.cpp loader (:func:`scopeguard.llamacpp.load_llama`).
+the paper's probe input (raw tokens and an appended unused token, any layer) for the ``probe``
+baseline through it: one wrapper, one loader (:func:`scopeguard.llamacpp.load_llama`), one tap.
 
 The prompt goes through the model's own chat template (read from the GGUF), is tokenised, and
 only the tokens after the longest prefix already read are decoded: the instruction always comes
@@ -45,7 +45,7 @@ from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError
 from scopeguard.llamacpp import load_llama
 from scopeguard.llm.base import ChatMessage
 
-__all__ = ["LlamaCppHiddenStates", "LlamaCppVerdicts", "check_layer"]
+__all__ = ["LlamaCppHiddenStates", "LlamaCppVerdicts"]
 
 logger = logging.getLogger(__name__)
 
@@ -233,15 +233,17 @@ class LlamaCppVerdicts:
             last = len(piece) - 1
         return last
 
-    def _read(self, ids: list[int], *, logits: bool) -> int:
+    def _read(self, ids: list[int], *, logits: bool, keep: int | None = None) -> int:
         """Bring the context to ``ids``, from the longest prefix already read (the live context or a
         saved state), decoding only the rest; the index of the last logits row. ``logits``: decode
-        at least the last token, whose logits the caller reads. Call with the lock held. On a
-        failure the context counts as empty (the next read starts afresh)."""
+        at least the last token, whose logits the caller reads. ``keep``: reuse at most this many
+        tokens (a fixed split, for reads that must not depend on what was read before). Call with
+        the lock held. On a failure the context counts as empty (the next read starts afresh)."""
         ctx = self._llm._ctx
         try:
-            shared = _common_prefix(self._past, ids)
-            shared = self._restore_best(ids, shared) or shared
+            shared = min(_common_prefix(self._past, ids), len(ids) if keep is None else keep)
+            if keep is None:  # a saved state may share more
+                shared = self._restore_best(ids, shared) or shared
             if logits:
                 shared = min(shared, len(ids) - 1)
             if shared == 0 or not ctx.kv_cache_seq_rm(-1, shared, -1):
@@ -291,6 +293,38 @@ class LlamaCppVerdicts:
             n_tokens=len(ids),
             hidden=hidden,
         )
+
+    def hidden(self, ids: Sequence[int], *, prefix_len: int = 0) -> np.ndarray:
+        """The states of :attr:`layers` at the last of ``ids``, shape ``(len(layers), n_embd)``.
+
+        ``ids`` are read as they are (no chat template, no BOS added) through the same tap and
+        decode as :meth:`score`: what the paper's probe reads (:class:`LlamaCppHiddenStates`).
+        The read is always split at ``prefix_len``: ``ids[:prefix_len]`` (e.g. instruction and
+        document) is reused when the context holds it and otherwise read on its own first, and the
+        rest is decoded after it, so the states are the same bits whether or not the prefix was
+        kept from an earlier call."""
+        if self._tap is None:
+            raise ConfigurationError("hidden() needs a scorer built with layers=(...)")
+        ids = [int(i) for i in ids]
+        self._load()
+        if not ids or len(ids) >= self.n_ctx:
+            raise DocumentTooLongError(
+                f"the input ({len(ids)} tokens) does not fit the context window of {self.name} "
+                f"({self.n_ctx} tokens)",
+                n_tokens=len(ids),
+                limit=self.n_ctx,
+            )
+        split = max(0, min(prefix_len, len(ids) - 1))
+        with self._lock:
+            try:
+                if split and _common_prefix(self._past, ids) < split:
+                    self._read(ids[:split], logits=False, keep=0)
+                self._tap.start()
+                self._read(ids, logits=True, keep=split)
+            except Exception as exc:
+                self._tap.abort()
+                raise LLMError(f"llama.cpp failed to read the probe input: {exc}") from None
+            return np.asarray(self._tap.stop(), dtype=np.float32)
 
     # -- the shared instruction -----------------------------------------------------------------
     def prime(self, messages: Sequence[ChatMessage], *, upto: str, create: bool = True) -> int:
@@ -423,25 +457,16 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def check_layer(layer: int) -> None:
-    """Raise :class:`ConfigurationError` unless ``layer`` is -1, the only layer llama.cpp exposes."""
-    if layer != -1:
-        raise ConfigurationError(
-            f"the llama_cpp backend only exposes the last layer's hidden state (layer=-1), not "
-            f"layer={layer}; use backend='transformers' for other layers (it converts a GGUF file once)"
-        )
-
-
 class LlamaCppHiddenStates:
-    """The probe's input read by llama.cpp: the last layer's state of the last token (the nli /
-    probe baselines of ELOQ, :mod:`scopeguard.detection.read.hidden_states`).
+    """The paper's probe input read by llama.cpp: one layer's state at the last token.
 
-    A context made with ``embedding=True`` and pooling NONE (llama.cpp then returns the normed last
-    layer of every token); the input is decoded in two steps, the prefix (BOS, instruction,
-    document) and the rest (question, token). When the prefix equals the previous input's its KV
-    state is kept and only the rest is computed; the split is the same either way, so the
-    features are identical whether or not the prefix was reused. Only the last layer: any other
-    ``layer`` is a :class:`~scopeguard.errors.ConfigurationError` naming the transformers backend.
+    For the ``probe`` baseline (ELOQ section 4.2.1; :mod:`scopeguard.detection.read.hidden_states`):
+    token ids (instruction, document, question, an appended unused token) read by a
+    :class:`LlamaCppVerdicts` with ``layers=(layer,)``, so the probe's hidden states and the
+    verdicts come from one llama.cpp wrapper, one loader and one layer tap, and any layer can be
+    read (numbered like transformers' ``hidden_states``; ``-1`` the final normed state). Questions
+    about the same document reuse its state (the live context is kept), with the same result as a
+    fresh read.
     """
 
     name = "llama_cpp"
@@ -449,32 +474,27 @@ class LlamaCppHiddenStates:
     def __init__(
         self, model_path: str, *, n_ctx: int = 2048, n_threads: int | None = None, layer: int = -1
     ) -> None:
-        check_layer(layer)
-        self.layer = -1
-        llama_cpp = require("llama_cpp", extra="local", feature="the probe's llama.cpp backend")
-        self._lib = llama_cpp
-        self._lock = threading.Lock()
-        self.llm: Any = load_llama(
+        self.layer = layer
+        self._verdicts = LlamaCppVerdicts(
             model_path,
-            purpose="hidden states",
-            embedding=True,
-            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE,
             n_ctx=n_ctx,
-            n_batch=n_ctx,
-            n_ubatch=n_ctx,
             n_threads=n_threads or min(4, os.cpu_count() or 1),
+            state_cache_mb=0,
+            persist_states=False,
+            layers=(layer,),
         )
-        meta: dict[str, str] = dict(self.llm.metadata or {})
+        llm = self._verdicts._load()
+        meta: dict[str, str] = dict(llm.metadata or {})
+        self.llm: Any = llm
         self.architecture = meta.get("general.architecture", "")
-        self.vocab_size = int(self.llm.n_vocab())
-        self.context_length = int(self.llm.n_ctx())
-        self.n_embd = int(self.llm.n_embd())
-        bos = int(self.llm.token_bos())
+        self.vocab_size = int(llm.n_vocab())
+        self.context_length = int(llm.n_ctx())
+        self.n_embd = int(llm.n_embd())
+        bos = int(llm.token_bos())
         adds_bos = meta.get("tokenizer.ggml.add_bos_token", "false").lower() == "true"
         self.bos_id: int | None = bos if adds_bos and bos >= 0 else None
-        eos = int(self.llm.token_eos())
+        eos = int(llm.token_eos())
         self.eos_id: int | None = eos if eos >= 0 else None
-        self._past: list[int] = []
 
     def tokenize(self, text: str) -> list[int]:
         if not text:
@@ -489,26 +509,13 @@ class LlamaCppHiddenStates:
         return int(ids[0]) if text == token else None
 
     def last_hidden(self, ids: list[int], prefix_len: int = 0) -> np.ndarray:
-        if len(ids) > self.context_length:
+        """The state of ``layer`` at the last of ``ids``, read split at ``prefix_len`` (see
+        :meth:`LlamaCppVerdicts.hidden`: the same bits whether or not the prefix was kept)."""
+        if len(ids) >= self.context_length:
             raise ModelError(f"{len(ids)} tokens exceed the llama.cpp context of {self.context_length}")
-        split = max(0, min(prefix_len, len(ids) - 1))
-        with self._lock:
-            ctx = self.llm._ctx
-            reuse = split > 0 and self._past[:split] == ids[:split] and len(self._past) >= split
-            if not (reuse and ctx.kv_cache_seq_rm(-1, split, -1)):
-                ctx.kv_cache_clear()
-                self._past = []
-                if split:
-                    self._decode(ids[:split], 0)
-            self._past = list(ids[:split])
-            self._decode(ids[split:], split)
-            ptr = self._lib.llama_get_embeddings_ith(ctx.ctx, len(ids) - split - 1)
-            if not ptr:
-                raise ModelError("llama.cpp returned no hidden state for the appended token")
-            return np.ctypeslib.as_array(ptr, shape=(self.n_embd,)).astype(np.float32, copy=True)
+        return self._verdicts.hidden(ids, prefix_len=prefix_len)[0]
 
-    def _decode(self, ids: list[int], n_past: int) -> None:
-        batch = self.llm._batch
-        batch.reset()
-        batch.set_batch(ids, n_past, True)
-        self.llm._ctx.decode(batch)
+    def forget(self) -> None:
+        """Drop the kept context (the next read starts from nothing)."""
+        with self._verdicts._lock:
+            self._verdicts._past = []
