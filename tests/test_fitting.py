@@ -115,3 +115,25 @@ def test_default_fit_reads_margins_probe_and_hidden_states_once(
     with pytest.raises(ConfigurationError, match="signals must be among"):
         fit_detector([a, b], "default", tmp_path / "h3", llm=s, signals=("margin", "vibes"))
     assert np.isfinite(report.oof.p).all() if report.oof else False
+
+
+def test_signals_are_read_through_a_reader_or_a_reading_detectors_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scopeguard.data import load_dataset
+    from scopeguard.detection.read import Reader
+    from scopeguard.detection.signals import extract_signals
+
+    monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path / "cache"))
+    data = load_dataset(invented(tmp_path, "a", n_docs=3))
+    s = scorer()
+    by_reader = extract_signals(data, fast=False, reader=Reader(s), progress=False)
+    unsaid = [("unsaid" in q.question) for q in sorted(data.questions, key=lambda q: q.doc_id)]
+    assert by_reader.margin.tolist() == pytest.approx([2.5 if u else -1.5 for u in unsaid], abs=1e-5)
+    assert len(s.prompts) == len(data.questions)  # each question read once
+    # a detector's own reader reads the same prompt: the cache answers, nothing is read again
+    by_detector = extract_signals(data, fast=False, reader=LogProbDetector(llm=s), progress=False)
+    assert by_detector.margin.tolist() == by_reader.margin.tolist()
+    assert len(s.prompts) == len(data.questions)
+    with pytest.raises(TypeError, match="a Reader or a reading detector, not str"):
+        extract_signals(data, fast=False, reader="local", progress=False)
