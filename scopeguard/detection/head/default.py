@@ -275,10 +275,16 @@ def _points(p: np.ndarray, y: np.ndarray, datasets: Sequence[str], threshold: fl
     return {"overall": operating_point(p, y, threshold).to_dict(), "per_dataset": per}
 
 
-def _limits(max_docs: Any) -> str:
-    if isinstance(max_docs, list):
-        return ", ".join("all" if m is None else str(m) for m in max_docs)
-    return "all" if max_docs is None else str(max_docs)
+def _data_line(datasets: Sequence[str], max_docs: Any) -> str:
+    """Each dataset with the documents drawn from it (``max_docs``: one value, or one per dataset
+    in the order the datasets were given)."""
+    if not datasets:
+        return "?"
+    limits = max_docs if isinstance(max_docs, list) else [max_docs] * len(datasets)
+    if len(limits) != len(datasets):
+        return ", ".join(datasets)
+    pairs = zip(datasets, limits, strict=True)
+    return ", ".join(f"{d} ({'all' if m in (None, 0) else m} documents)" for d, m in pairs)
 
 
 def model_card(head: DefaultHead) -> str:
@@ -293,8 +299,8 @@ def model_card(head: DefaultHead) -> str:
         f"- Signals: {', '.join(head.signals)}"
         + (f"; hidden state of layer {head.layer} at the verdict position" if head.layer else ""),
         f"- Logistic head, L2 {info.get('l2', '?')}, threshold {head.threshold:.3f} on P(out of scope)",
-        f"- Data: {', '.join(info.get('datasets', [])) or '?'} ({info.get('n', '?')} questions; "
-        f"documents per dataset: {_limits(info.get('max_docs'))})",
+        f"- Data: {_data_line(info.get('datasets', []), info.get('max_docs'))}; "
+        f"{info.get('n', '?')} questions",
         "- Each dataset, and each class within it, weighs the same in the fit.",
     ]
     if info.get("selection"):

@@ -195,7 +195,7 @@ def fit_detector(
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
     info: dict[str, Any] = {
-        "datasets": sorted(set(loaded.datasets)),
+        "datasets": list(dict.fromkeys(loaded.datasets)),  # in the order given, as max_docs
         "n": len(loaded),
         "max_docs": max_docs if not isinstance(max_docs, Sequence) else list(max_docs),
         "seed": seed,

@@ -9,7 +9,7 @@ import pytest
 
 from scopeguard.detection.detectors.default import DefaultDetector
 from scopeguard.detection.head.calibration import LogisticHead
-from scopeguard.detection.head.default import DefaultHead, default_head_path, fit_default_head
+from scopeguard.detection.head.default import DefaultHead, default_head_path, fit_default_head, model_card
 from scopeguard.detection.signals import INFERENCE_TEMPLATE, Signals
 from scopeguard.errors import ConfigurationError, LLMError, ModelError
 from scopeguard.testing import ScriptedVerdictScorer
@@ -177,7 +177,20 @@ def test_packaged_head_is_valid() -> None:
     assert h.verdict_model == "qwen2.5-coder-1.5b" and "margin" in h.signals
     assert set(h.info["datasets"]) >= {"eloq-gold-dev", "squad2-train", "subjqa"}
     assert set(h.info["lodo"]) >= {"eloq-gold-dev", "subjqa"}
-    assert default_head_path().with_suffix(".md").is_file()
+    card = default_head_path().with_suffix(".md").read_text(encoding="utf-8")
+    assert card == model_card(h)  # the shipped card is what its head writes
+    # each dataset beside the documents drawn from it, in the order they were given
+    assert "squad2-train (80 documents), squad2-train-extra (30 documents), subjqa (400 documents)" in card
+    assert "near-miss (all documents)" in card
+
+
+def test_the_card_pairs_each_dataset_with_its_document_limit() -> None:
+    fitted, _ = fit_default_head(signals(40), verdict_model="m", names=("margin",))
+    info = {**fitted.info, "datasets": ["b", "a"], "max_docs": [None, 3], "n": 80}
+    card = model_card(DefaultHead(**{**fitted.__dict__, "info": info}))
+    assert "Data: b (all documents), a (3 documents); 80 questions" in card
+    info = {**info, "max_docs": 5}
+    assert "b (5 documents), a (5 documents)" in model_card(DefaultHead(**{**fitted.__dict__, "info": info}))
 
 
 @pytest.mark.slow

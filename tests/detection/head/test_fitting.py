@@ -108,10 +108,12 @@ def test_default_fit_reads_margins_probe_and_hidden_states_once(
     assert det.detect("What is said here?", "text").label == "in_scope"
     # everything is cached: a second fit with a subset of the signals reads nothing
     calls = len(s.prompts)
-    fit_detector(
-        [a, b], "default", tmp_path / "h2", llm=s, signals=("margin", "hidden"), layer=5, progress=False
+    reordered = fit_detector(
+        [b, a], "default", tmp_path / "h2", llm=s, signals=("margin", "hidden"), layer=5, progress=False
     )
     assert len(s.prompts) == calls
+    assert head.info["datasets"] == ["a", "b"]  # in the order given, as --max-docs pairs with them
+    assert DefaultHead.load(reordered.path).info["datasets"] == ["b", "a"]
     with pytest.raises(ConfigurationError, match="signals must be among"):
         fit_detector([a, b], "default", tmp_path / "h3", llm=s, signals=("margin", "vibes"))
     assert np.isfinite(report.oof.p).all() if report.oof else False
