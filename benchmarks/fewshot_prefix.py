@@ -17,7 +17,6 @@ Writes benchmarks/results/fewshot_prefix.json (or ``--out``).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import sys
@@ -54,7 +53,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     from scopeguard.data import load_dataset
-    from scopeguard.detection.detectors.logprob import LogProbDetector
+    from scopeguard.detection.read import Reader
     from scopeguard.detection.signals import Signals, extract_signals, sample_documents
 
     base: Any = reader(args.model, (LAYER,), args.threads)
@@ -64,8 +63,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     seconds: dict[str, float] = {}
     for template in TEMPLATES:
-        rd = LogProbDetector(llm=base.scorer)  # one model, read with each prompt in turn
-        rd.head = dataclasses.replace(rd.head, template=template)
+        rd = Reader(base.scorer, template=template)  # one model, read with each prompt in turn
         parts = []
         t0 = time.perf_counter()
         for name, ds in sets:
