@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import cpu_model, report
 from reader_extract import dataset_path, parse_sets, reader
-from reader_generalisation import GROUP, evaluate
+from reader_generalisation import GROUP, evaluate, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "fewshot_prefix.json"
@@ -73,14 +73,8 @@ def main() -> None:
         sig = Signals.concat(parts)
         datasets = np.array([GROUP.get(d, d) for d in sig.datasets])
         for spec, l2 in (("margin", 0.01), (f"margin+h{LAYER}", L2)):
-            per = evaluate(sig, datasets, spec, l2)
             row: dict[str, Any] = {"template": template, "config": spec, "l2": l2}
-            row["worst_lodo"] = round(min(v["lodo_accuracy"] for v in per.values()), 3)
-            for name, v in per.items():
-                row[f"{name}_cv"] = round(v["cv_accuracy"], 3)
-                row[f"{name}_lodo"] = round(v["lodo_accuracy"], 3)
-                row[f"{name}_lodo_auroc"] = round(v["lodo_auroc"], 3)
-                row[f"{name}_lodo_fr"] = round(v["lodo_false_refusal"], 3)
+            row.update(summarise(evaluate(sig, datasets, spec, l2)))
             rows.append(row)
             print(row, flush=True)
         counts = {name: int((datasets == name).sum()) for name in sorted(set(datasets.tolist()))}

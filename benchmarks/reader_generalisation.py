@@ -123,6 +123,21 @@ def evaluate(sig: Any, datasets: np.ndarray, spec: str, l2: float) -> dict[str, 
     return out
 
 
+def summarise(per: dict[str, Any]) -> dict[str, Any]:
+    """One result row of :func:`evaluate`'s figures: the worst left-out accuracy, the largest gap
+    between a set's CV and left-out accuracy, and per set CV / left-out accuracy, AUROC, FR."""
+    row: dict[str, Any] = {
+        "worst_lodo": round(min(v["lodo_accuracy"] for v in per.values()), 3),
+        "max_gap": round(max(v["cv_accuracy"] - v["lodo_accuracy"] for v in per.values()), 3),
+    }
+    for name, v in per.items():
+        row[f"{name}_cv"] = round(v["cv_accuracy"], 3)
+        row[f"{name}_lodo"] = round(v["lodo_accuracy"], 3)
+        row[f"{name}_lodo_auroc"] = round(v["lodo_auroc"], 3)
+        row[f"{name}_lodo_fr"] = round(v["lodo_false_refusal"], 3)
+    return row
+
+
 #: worst left-out accuracies this close count as tied (about one question of the smallest set's 48 / 2)
 TIE = 0.005
 
@@ -180,20 +195,7 @@ def main() -> None:
     for spec in specs:
         for l2 in grid if "+h" in spec or spec.startswith("h") else [0.01]:
             t0 = time.perf_counter()
-            per = evaluate(sig, datasets, spec, l2)
-            worst = min(v["lodo_accuracy"] for v in per.values())
-            gap = max(v["cv_accuracy"] - v["lodo_accuracy"] for v in per.values())
-            row: dict[str, Any] = {
-                "config": spec,
-                "l2": l2,
-                "worst_lodo": round(worst, 3),
-                "max_gap": round(gap, 3),
-            }
-            for name, v in per.items():
-                row[f"{name}_cv"] = round(v["cv_accuracy"], 3)
-                row[f"{name}_lodo"] = round(v["lodo_accuracy"], 3)
-                row[f"{name}_lodo_auroc"] = round(v["lodo_auroc"], 3)
-                row[f"{name}_lodo_fr"] = round(v["lodo_false_refusal"], 3)
+            row: dict[str, Any] = {"config": spec, "l2": l2, **summarise(evaluate(sig, datasets, spec, l2))}
             row["seconds"] = round(time.perf_counter() - t0, 1)
             rows.append(row)
             print(row, flush=True)

@@ -7,13 +7,13 @@ P(out of scope) = sigmoid(w . (x - mean) / scale + b) on standardised ``coverage
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from scopeguard.detection.head.calibration import head_file, read_head_file, write_head_file
 from scopeguard.detection.read.fast import FEATURES
 from scopeguard.errors import ModelError
 
@@ -60,13 +60,9 @@ class FastHead:
     @classmethod
     def load(cls, path: str | Path) -> FastHead:
         """Read a head from a JSON file, or from ``fast_head.json`` inside a folder."""
-        p = Path(path)
-        if p.is_dir():
-            p = p / HEAD_FILE
-        if not p.is_file():
-            raise ModelError(f"fast head not found: {p}")
+        raw = read_head_file(path, HEAD_FILE, "fast head")
+        p = head_file(path, HEAD_FILE)
         try:
-            raw = json.loads(p.read_text(encoding="utf-8"))
             return cls(
                 features=tuple(raw["features"]),
                 mean=tuple(float(v) for v in raw["mean"]),
@@ -83,9 +79,6 @@ class FastHead:
             raise ModelError(f"{p}: not a valid fast head ({type(exc).__name__}: {exc})") from None
 
     def save(self, path: str | Path) -> Path:
-        p = Path(path)
-        if p.is_dir():
-            p = p / HEAD_FILE
         body = {
             "features": list(self.features),
             "mean": list(self.mean),
@@ -96,5 +89,4 @@ class FastHead:
             "encoder": self.encoder,
             "info": self.info,
         }
-        p.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
-        return p
+        return write_head_file(path, HEAD_FILE, body)

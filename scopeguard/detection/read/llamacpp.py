@@ -114,6 +114,7 @@ class LlamaCppVerdicts:
         self._yes: list[int] = []
         self._no: list[int] = []
         self._formatter: Any = None
+        self._bos: int | None = None  # prepended to every prompt, where the model wants one
         self._tap: Any = None
         if layers:
             from scopeguard.llamacpp import LayerTap
@@ -176,6 +177,9 @@ class LlamaCppVerdicts:
                 bos_token=piece(int(llm.token_bos())),
                 add_generation_prompt=True,
             )
+        bos = int(llm.token_bos())
+        adds_bos = str(meta.get("tokenizer.ggml.add_bos_token", "false")).lower() == "true"
+        self._bos = bos if adds_bos and bos >= 0 else None
         self._yes = self._token_ids(llm, YES_WORDS)
         self._no = self._token_ids(llm, NO_WORDS)
         if not self._yes or not self._no:
@@ -208,10 +212,8 @@ class LlamaCppVerdicts:
         """The prompt text's token ids (special tokens parsed), with BOS where the model wants one."""
         llm = self._load()
         ids = list(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-        bos = int(llm.token_bos())
-        adds_bos = str((llm.metadata or {}).get("tokenizer.ggml.add_bos_token", "false")).lower() == "true"
-        if adds_bos and bos >= 0 and (not ids or ids[0] != bos):
-            ids.insert(0, bos)
+        if self._bos is not None and (not ids or ids[0] != self._bos):
+            ids.insert(0, self._bos)
         return ids
 
     def count_tokens(self, text: str) -> int:
@@ -293,6 +295,11 @@ class LlamaCppVerdicts:
             n_tokens=len(ids),
             hidden=hidden,
         )
+
+    def forget(self) -> None:
+        """Drop the live context: the next read starts from nothing (or from a saved state)."""
+        with self._lock:
+            self._past = []
 
     def hidden(self, ids: Sequence[int], *, prefix_len: int = 0) -> np.ndarray:
         """The states of :attr:`layers` at the last of ``ids``, shape ``(len(layers), n_embd)``.
@@ -490,9 +497,7 @@ class LlamaCppHiddenStates:
         self.vocab_size = int(llm.n_vocab())
         self.context_length = int(llm.n_ctx())
         self.n_embd = int(llm.n_embd())
-        bos = int(llm.token_bos())
-        adds_bos = meta.get("tokenizer.ggml.add_bos_token", "false").lower() == "true"
-        self.bos_id: int | None = bos if adds_bos and bos >= 0 else None
+        self.bos_id: int | None = self._verdicts._bos
         eos = int(llm.token_eos())
         self.eos_id: int | None = eos if eos >= 0 else None
 
@@ -517,5 +522,4 @@ class LlamaCppHiddenStates:
 
     def forget(self) -> None:
         """Drop the kept context (the next read starts from nothing)."""
-        with self._verdicts._lock:
-            self._verdicts._past = []
+        self._verdicts.forget()

@@ -27,7 +27,7 @@ from scopeguard.llamacpp import resolve_layers
 from scopeguard.llm.base import ChatMessage
 from scopeguard.models import converted_gguf_dir
 
-__all__ = ["TransformersHiddenStates", "TransformersVerdicts", "check_state_layer", "load_causal_lm"]
+__all__ = ["TransformersHiddenStates", "TransformersVerdicts", "load_causal_lm"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +36,6 @@ def _location(model: str) -> str:
     from scopeguard.models import available_ggufs, local_gguf
 
     if model in available_ggufs() or model.endswith(".gguf"):
-        from scopeguard.models import converted_gguf_dir
-
         return str(converted_gguf_dir(local_gguf(model)))
     return model
 
@@ -192,7 +190,7 @@ def _n_layers(config: Any) -> int | None:
     return int(n) if isinstance(n, int) and n > 0 else None
 
 
-def check_state_layer(layer: int, n_layers: int, model: str) -> None:
+def _check_layer(layer: int, n_layers: int, model: str) -> None:
     if not -(n_layers + 1) <= layer <= n_layers:
         raise ConfigurationError(
             f"layer {layer} is out of range for {model}, which has {n_layers} layers: valid layers are "
@@ -202,7 +200,7 @@ def check_state_layer(layer: int, n_layers: int, model: str) -> None:
 
 class TransformersHiddenStates:
     """The probe's input read by transformers: one layer's state of the last token
-    (``output_hidden_states=True``; any layer, see :func:`check_state_layer`)."""
+    (``output_hidden_states=True``; any layer, see :func:`_check_layer`)."""
 
     name = "transformers"
 
@@ -217,7 +215,7 @@ class TransformersHiddenStates:
         cfg = self.model.config
         self.n_layers = _n_layers(cfg)
         if self.n_layers is not None:
-            check_state_layer(layer, self.n_layers, self.location)
+            _check_layer(layer, self.n_layers, self.location)
         self.layer = layer
         self.architecture = str(getattr(cfg, "model_type", "") or "")
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
@@ -243,5 +241,5 @@ class TransformersHiddenStates:
             out = self.model(input_ids=torch.tensor([ids]), output_hidden_states=True, use_cache=False)
         states = out.hidden_states
         if self.n_layers is None:  # the config did not say; the output does
-            check_state_layer(self.layer, len(states) - 1, self.location)
+            _check_layer(self.layer, len(states) - 1, self.location)
         return np.asarray(states[self.layer][0, -1].float().numpy(), dtype=np.float32)
