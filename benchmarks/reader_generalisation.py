@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -37,7 +36,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import report
+from _report import cpu_model, report
 from reader_extract import DEFAULT_LAYERS, DEFAULT_SETS, PROBES, dataset_path, parse_sets, reader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,6 +165,32 @@ def select(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def grid(sig: Any, datasets: np.ndarray, specs: list[str], l2s: list[float]) -> list[dict[str, Any]]:
+    """One summarised row per configuration and L2 (a configuration without a hidden state is fitted
+    once, nearly unregularised), best worst left-out accuracy first; each row printed as it comes."""
+    rows: list[dict[str, Any]] = []
+    for spec in specs:
+        for l2 in l2s if "+h" in spec or spec.startswith("h") else [0.01]:
+            t0 = time.perf_counter()
+            row: dict[str, Any] = {"config": spec, "l2": l2, **summarise(evaluate(sig, datasets, spec, l2))}
+            row["seconds"] = round(time.perf_counter() - t0, 1)
+            rows.append(row)
+            print(row, flush=True)
+    rows.sort(key=lambda r: -r["worst_lodo"])
+    return rows
+
+
+def header(model: str, sets: str, datasets: np.ndarray) -> dict[str, Any]:
+    """The result file's first fields: machine, date, model, sets and questions per set."""
+    return {
+        "machine": cpu_model(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "model": model,
+        "sets": sets,
+        "questions": {name: int((datasets == name).sum()) for name in sorted(set(datasets.tolist()))},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
@@ -190,24 +215,10 @@ def main() -> None:
     plain = ["margin", "margin+inference", "margin+coverage+alignment", "margin+inference+coverage"]
     probe = [f"{pre}h{layer}" for pre in ("", "margin+", "margin+inference+") for layer in layers]
     specs = args.configs.split(",") if args.configs else plain + probe
-    grid = [float(v) for v in args.l2.split(",")]
-    rows: list[dict[str, Any]] = []
-    for spec in specs:
-        for l2 in grid if "+h" in spec or spec.startswith("h") else [0.01]:
-            t0 = time.perf_counter()
-            row: dict[str, Any] = {"config": spec, "l2": l2, **summarise(evaluate(sig, datasets, spec, l2))}
-            row["seconds"] = round(time.perf_counter() - t0, 1)
-            rows.append(row)
-            print(row, flush=True)
-    rows.sort(key=lambda r: -r["worst_lodo"])
-    counts = {name: int((datasets == name).sum()) for name in sorted(set(datasets.tolist()))}
+    rows = grid(sig, datasets, specs, [float(v) for v in args.l2.split(",")])
     result = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "model": args.model,
-        "sets": args.sets,
+        **header(args.model, args.sets, datasets),
         "layers": list(layers),
-        "questions": counts,
         "scoring": "accuracy at P = 0.5, each dataset and class weighing the same in every fit",
         "selected": select(rows),
     }
