@@ -107,18 +107,24 @@ def answer_features(text: str, lps: list[float], document: str) -> np.ndarray:
     )
 
 
-def extract(sets: str, model: str, threads: int | None) -> None:
-    from scopeguard.data import load_dataset
-    from scopeguard.detection.read.features import FeatureCache, stable_hash
-    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
-    from scopeguard.detection.read.reader import Reader, verdict_messages
-    from scopeguard.detection.signals import _read_identity, sample_documents
+def caches(rd: Any) -> tuple[Any, Any]:
+    """The feature caches of the quoted answer's features and of the premise check's log-probs."""
+    from scopeguard.detection.read.features import FeatureCache
+    from scopeguard.detection.signals import _read_identity
 
-    rd = Reader(LlamaCppVerdicts(model, n_threads=threads))
-    rd.prime()
     ident = _read_identity(rd, rd.template) | {"kind": "quoted_answer", "forced": FORCED, "max_new": MAX_NEW}
-    answers = FeatureCache(ident)
-    premise = FeatureCache(_read_identity(rd, PREMISE))
+    return FeatureCache(ident), FeatureCache(_read_identity(rd, PREMISE))
+
+
+def extract(rd: Any, sets: str) -> None:
+    """Read the quoted answer and the premise check of every question not cached yet."""
+    from scopeguard.data import load_dataset
+    from scopeguard.detection.read.features import stable_hash
+    from scopeguard.detection.read.reader import verdict_messages
+    from scopeguard.detection.signals import sample_documents
+
+    rd.prime()
+    answers, premise = caches(rd)
     for name, max_docs in parse_sets(sets):
         ds = sample_documents(load_dataset(dataset_path(name)), max_docs)
         t0, done = time.perf_counter(), 0
@@ -142,63 +148,34 @@ def extract(sets: str, model: str, threads: int | None) -> None:
         logging.info("%s: %d read in %.0f s", name, done, time.perf_counter() - t0)
 
 
-def load(sets: str, layers: tuple[int, ...], model: str) -> Any:
-    """The shipped recipe's signals (cached by reader_extract.py) with the two new ones as probes."""
+def load(rd: Any, sets: str) -> Any:
+    """The shipped recipe's signals (cached by reader_extract.py) with the new ones as probes:
+    ``answer`` (a block of the :data:`ANSWER_FEATURES`) and ``premise`` (a margin)."""
     from scopeguard.data import load_dataset
-    from scopeguard.detection.read.features import FeatureCache, stable_hash
-    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
-    from scopeguard.detection.read.reader import Reader
-    from scopeguard.detection.signals import Signals, _read_identity, extract_signals, sample_documents
+    from scopeguard.detection.read.features import stable_hash
+    from scopeguard.detection.signals import Signals, extract_signals, sample_documents
 
-    rd = Reader(LlamaCppVerdicts(model, layers=layers))
-    ident = _read_identity(rd, rd.template) | {"kind": "quoted_answer", "forced": FORCED, "max_new": MAX_NEW}
-    answers = FeatureCache(ident)
-    premise = FeatureCache(_read_identity(rd, PREMISE))
+    answers, premise = caches(rd)
     parts = []
     for name, max_docs in parse_sets(sets):
         ds = sample_documents(load_dataset(dataset_path(name)), max_docs)
         sig = extract_signals(ds, name=name, reader=rd, fast=False, progress=False)
         by_id = {q.id: q for q in ds.questions}
-        extra = {f: np.full(len(sig), np.nan) for f in (*ANSWER_FEATURES, "premise")}
+        extra = {
+            "answer": np.full((len(sig), len(ANSWER_FEATURES)), np.nan),
+            "premise": np.full(len(sig), np.nan),
+        }
         for i, qid in enumerate(sig.ids):
             q = by_id[qid]
             key = stable_hash(q.question, ds.documents[q.doc_id].content_hash)
             a, p = answers.get(key), premise.get(key)
             if a is not None and p is not None:
-                for f, v in zip(ANSWER_FEATURES, a, strict=True):
-                    extra[f][i] = float(v)
+                extra["answer"][i] = a
                 extra["premise"][i] = float(p[1] - p[0])
         keep = np.flatnonzero(~np.isnan(extra["premise"]))
         logging.info("%s: %d of %d questions have the new signals", name, len(keep), len(sig))
-        sig = Signals(**{**sig.__dict__, "probes": extra}).take(keep)
-        parts.append(sig)
+        parts.append(Signals(**{**sig.__dict__, "probes": extra}).take(keep))
     return Signals.concat(parts)
-
-
-def install_features() -> None:
-    """Teach reader_generalisation's feature specs the new names (taken from ``Signals.probes``)."""
-    import reader_generalisation as rg
-
-    plain = rg.features
-
-    def features(sig: Any, spec: str) -> tuple[np.ndarray, list[str]]:
-        cols, names, rest = [], [], []
-        for part in spec.split("+"):
-            if part == "answer":
-                cols += [sig.probes[f][:, None] for f in ANSWER_FEATURES]
-                names += list(ANSWER_FEATURES)
-            elif part == "premise":
-                cols.append(sig.probes["premise"][:, None])
-                names.append("premise_margin")
-            else:
-                rest.append(part)
-        if rest:
-            x, n = plain(sig, "+".join(rest))
-            cols.append(x)
-            names += n
-        return np.hstack(cols), names
-
-    rg.features = features
 
 
 def main() -> None:
@@ -214,12 +191,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    extract(args.sets, args.model, args.threads)
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.reader import Reader
+
+    # one model for both steps: the layers' states are only read (from the cache) by load()
+    layers = tuple(int(v) for v in args.layers.split(","))
+    rd = Reader(LlamaCppVerdicts(args.model, layers=layers, n_threads=args.threads))
+    extract(rd, args.sets)
     if args.extract_only:
         return
-    install_features()
-    layers = tuple(int(v) for v in args.layers.split(","))
-    sig = load(args.sets, layers, args.model)
+    sig = load(rd, args.sets)
     datasets = np.array([GROUP.get(d, d) for d in sig.datasets])
     specs = [
         "margin",
@@ -234,7 +215,8 @@ def main() -> None:
     from scopeguard.detection.head.calibration import auroc
 
     sets = sorted(set(datasets.tolist()))
-    columns = {f: sig.probes[f] for f in (*ANSWER_FEATURES, "premise")} | {"margin": sig.margin}
+    columns = dict(zip(ANSWER_FEATURES, sig.probes["answer"].T, strict=True))
+    columns |= {"premise": sig.probes["premise"], "margin": sig.margin}
     univariate = {
         f: {d: round(auroc(v[datasets == d], sig.labels[datasets == d]), 3) for d in sets}
         for f, v in columns.items()

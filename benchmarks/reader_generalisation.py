@@ -57,7 +57,8 @@ def load(sets: str, layers: tuple[int, ...], model: str) -> Any:
 
 
 def features(sig: Any, spec: str) -> tuple[np.ndarray, list[str]]:
-    """The matrix of a configuration: '+'-joined names (margin, inference, coverage, alignment, hL).
+    """The matrix of a configuration: '+'-joined names (margin, inference, coverage, alignment, hL,
+    or any key of ``sig.probes``: a column, or a block of columns, measured by another benchmark).
 
     The reading signals come from the library's own :func:`signal_matrix` (what a shipped head
     reads); coverage and alignment, the old fast stage's features, are only compared here.
@@ -67,6 +68,12 @@ def features(sig: Any, spec: str) -> tuple[np.ndarray, list[str]]:
     cols: list[np.ndarray] = []
     names: list[str] = []
     for part in spec.split("+"):
+        if part in sig.probes:
+            block = np.asarray(sig.probes[part], dtype=np.float64)
+            block = block[:, None] if block.ndim == 1 else block
+            cols.append(block)
+            names.extend([part] if block.shape[1] == 1 else [f"{part}_{i}" for i in range(block.shape[1])])
+            continue
         if part in ("coverage", "alignment"):
             cols.append(sig.column(part)[:, None])
             names.append(part)
