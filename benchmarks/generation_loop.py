@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 
 from _report import cpu_model, report
+from reader_extract import DEFAULT_SETS, OWN, parse_sets
 
 from scopeguard.data import load_dataset, read_jsonl
 from scopeguard.detection.signals import sample_documents
@@ -61,16 +62,10 @@ def _cli(*args: str) -> str:
     return done.stdout
 
 
-SHIPPED_MAX_DOCS = 80  # squad2-train documents the shipped heads saw (train-detector --max-docs, seed 0)
-#: the packaged default head's train-detector datasets and --max-docs (scopeguard/_assets/default_head.md)
-SHIPPED_RECIPE = (
-    ("eloq-gold-dev", 0),
-    ("squad2-train", SHIPPED_MAX_DOCS),
-    ("squad2-train-extra", 30),
-    ("subjqa", 400),
-    ("near-miss", 0),
-)
-OWN_DATA = Path(__file__).resolve().parent / "data"  # sets written here (near-miss)
+#: the packaged default head's train-detector datasets and --max-docs (scopeguard/_assets/default_head.md):
+#: the samples reader_extract.py reads (None: every document)
+SHIPPED_RECIPE = parse_sets(DEFAULT_SETS)
+SHIPPED_MAX_DOCS = dict(SHIPPED_RECIPE)["squad2-train"]  # the squad2-train documents the shipped heads saw
 
 
 def _eval(
@@ -169,10 +164,8 @@ def main() -> None:
     heads = [("shipped", shipped), ("generated corpus", trained)]
     paired = {"generated corpus": _paired(shipped_right, trained_right)}
     if args.with_shared:
-        shared = [
-            OWN_DATA / n if (OWN_DATA / n).is_dir() else args.data.parent / n for n, _ in SHIPPED_RECIPE
-        ]
-        limits = ",".join(str(m) for _, m in SHIPPED_RECIPE) + ",0"
+        shared = [OWN / n if (OWN / n).is_dir() else args.data.parent / n for n, _ in SHIPPED_RECIPE]
+        limits = ",".join(str(m or 0) for _, m in SHIPPED_RECIPE) + ",0"
         both = args.work / "head-shared"
         fit_log += _cli(
             "train-detector",
