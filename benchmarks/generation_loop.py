@@ -23,7 +23,12 @@ heads' verdicts are paired per question (McNemar's exact test).
 
 ``--with-shared`` adds a third head: the shipped head's own recipe (the same shared sets and
 document samples, ``SHIPPED_RECIPE``) with the generated set as one more dataset, the way a user
-adapts the packaged detector to a corpus, scored and paired against the shipped head the same way. Writes
+adapts the packaged detector to a corpus, scored and paired against the shipped head the same way.
+``--oracle`` adds the ceiling of that loop: the same recipe with the generation documents' own human
+questions (SQuAD's labels) in place of the generated set, so that what a perfect generator on those
+documents could add is measured too. ``--same-docs`` also scores the heads on the generation
+documents' own human questions (never used in a fit, except by ``--oracle``'s head, which is not
+scored there): the user's case, where the corpus generated on is the one asked about. Writes
 ``benchmarks/results/generation_loop.json`` (or ``--out``): counts and metrics only, never text.
 """
 
@@ -81,6 +86,18 @@ def _eval(
     return json.loads(line), right
 
 
+def _human_set(folder: Path, docs: list[dict[str, object]], questions: list[dict[str, object]]) -> Path:
+    """A dataset folder with these documents and their human questions."""
+    ids = {d["doc_id"] for d in docs}
+    _write_jsonl(folder / "documents.jsonl", docs)
+    _write_jsonl(folder / "questions.jsonl", [q for q in questions if q["doc_id"] in ids])
+    return folder
+
+
+def _round(value: object) -> object:
+    return round(value, 3) if isinstance(value, float) else value
+
+
 def _paired(a: dict[str, bool], b: dict[str, bool]) -> dict[str, object]:
     """Questions only one head gets right, and McNemar's exact two-sided p-value for the difference."""
     only_a = sum(a[k] and not b[k] for k in a)
@@ -120,6 +137,18 @@ def main() -> None:
         action="store_true",
         help="also fit the shipped head's recipe plus the generated set, and score it",
     )
+    ap.add_argument(
+        "--oracle",
+        action="store_true",
+        help="also fit the shipped recipe plus the generation documents' own human questions (the "
+        "ceiling a generated set on those documents could reach), and score it",
+    )
+    ap.add_argument(
+        "--same-docs",
+        action="store_true",
+        help="also score every head not fitted on them on the generation documents' own human "
+        "questions (the user's case: the corpus generated on is the corpus asked about)",
+    )
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
 
@@ -142,59 +171,58 @@ def main() -> None:
         generated,
         length_rule=LengthRule(min_words=None, max_words=300),  # SQuAD paragraphs are short
     )
-    heldout = args.work / "squad2-heldout"
-    _write_jsonl(heldout / "documents.jsonl", eval_docs)
-    _write_jsonl(
-        heldout / "questions.jsonl",
-        [q for q in read_jsonl(args.data / "questions.jsonl") if q["doc_id"] in eval_ids],
-    )
-    head = args.work / "head"
-    fit_log = _cli(
-        "train-detector",
-        str(generated),
-        "--detector",
-        args.detector,
-        "--out",
-        str(head),
-        "--seed",
-        str(args.seed),
-    )
-    shipped, shipped_right = _eval(heldout, None, args.detector, args.work / "shipped.jsonl")
-    trained, trained_right = _eval(heldout, head, args.detector, args.work / "corpus.jsonl")
-    heads = [("shipped", shipped), ("generated corpus", trained)]
-    paired = {"generated corpus": _paired(shipped_right, trained_right)}
+    questions = list(read_jsonl(args.data / "questions.jsonl"))
+    heldout = _human_set(args.work / "squad2-heldout", eval_docs, questions)
+    human = _human_set(args.work / "generation-docs-human", gen_docs, questions)
+    fit_log = ""
+    heads: list[tuple[str, Path | None, Path | None]] = [("shipped", None, None)]  # name, head, added set
+    fits: list[tuple[str, Path, bool]] = [("generated corpus", generated, False)]
     if args.with_shared:
-        shared = [OWN / n if (OWN / n).is_dir() else args.data.parent / n for n, _ in SHIPPED_RECIPE]
-        limits = ",".join(str(m or 0) for _, m in SHIPPED_RECIPE) + ",0"
-        both = args.work / "head-shared"
+        fits.append(("shipped recipe + generated corpus", generated, True))
+    if args.oracle:  # the ceiling: SQuAD's own labels on the generation documents
+        fits.append(("shipped recipe + human questions of the generation documents", human, True))
+    for i, (name, added, with_recipe) in enumerate(fits):
+        fitted = args.work / f"head-{i}"
+        recipe: list[str] = []  # the shipped head's datasets first, then the added one (--max-docs order)
+        options: list[str] = []
+        if with_recipe:
+            recipe = [str(OWN / n if (OWN / n).is_dir() else args.data.parent / n) for n, _ in SHIPPED_RECIPE]
+            limits = ",".join(str(m or 0) for _, m in SHIPPED_RECIPE) + ",0"
+            options = ["--max-docs", limits, "--same-source", "squad2-train-extra=squad2-train"]
         fit_log += _cli(
             "train-detector",
-            *map(str, shared),
-            str(generated),
+            *recipe,
+            str(added),
+            *options,
             "--detector",
             args.detector,
-            "--max-docs",
-            limits,
-            "--same-source",
-            "squad2-train-extra=squad2-train",
             "--out",
-            str(both),
+            str(fitted),
             "--seed",
             str(args.seed),
         )
-        result, right = _eval(heldout, both, args.detector, args.work / "shared-and-corpus.jsonl")
-        heads.append(("shipped recipe + generated corpus", result))
-        paired["shipped recipe + generated corpus"] = _paired(shipped_right, right)
-    rows = [
-        {"head": name, **{m: (round(v, 3) if isinstance(v := result.get(m), float) else v) for m in METRICS}}
-        for name, result in heads
-    ]
+        heads.append((name, fitted, added))
+    scored = [("other documents", heldout)]
+    if args.same_docs:
+        scored.append(("generation documents", human))
+    rows: list[dict[str, object]] = []
+    paired: dict[str, dict[str, object]] = {}
+    for where, folder in scored:
+        right: dict[str, dict[str, bool]] = {}
+        for i, (name, fitted, fitted_on) in enumerate(heads):
+            if fitted_on == folder:
+                continue  # fitted on these very questions
+            result, right[name] = _eval(folder, fitted, args.detector, args.work / f"{where[:5]}-{i}.jsonl")
+            rows.append({"head": name, "scored on": where, **{m: _round(result.get(m)) for m in METRICS}})
+            if fitted is not None:
+                paired[f"{name} ({where})"] = _paired(right["shipped"], right[name])
     report(
         rows,
         {
             "benchmark": "generation_loop",
             "data": f"{args.data.name}: {len(gen_docs)} documents for generation, {len(eval_docs)} other "
-            f"documents' human questions for scoring (seed {args.seed})",
+            f"documents' human questions for scoring (seed {args.seed})"
+            + (", and the generation documents' own human questions" if args.same_docs else ""),
             "writer": args.llm,
             "mode": args.mode,
             "filter": args.filter,
