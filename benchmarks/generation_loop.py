@@ -181,19 +181,17 @@ def main() -> None:
         fits.append(("shipped recipe + generated corpus", generated, True))
     if args.oracle:  # the ceiling: SQuAD's own labels on the generation documents
         fits.append(("shipped recipe + human questions of the generation documents", human, True))
+    # the shipped head's datasets first, then the added one (the --max-docs order)
+    recipe = [str(OWN / n if (OWN / n).is_dir() else args.data.parent / n) for n, _ in SHIPPED_RECIPE]
+    limits = ",".join(str(m or 0) for _, m in SHIPPED_RECIPE) + ",0"
+    options = ["--max-docs", limits, "--same-source", "squad2-train-extra=squad2-train"]
     for i, (name, added, with_recipe) in enumerate(fits):
         fitted = args.work / f"head-{i}"
-        recipe: list[str] = []  # the shipped head's datasets first, then the added one (--max-docs order)
-        options: list[str] = []
-        if with_recipe:
-            recipe = [str(OWN / n if (OWN / n).is_dir() else args.data.parent / n) for n, _ in SHIPPED_RECIPE]
-            limits = ",".join(str(m or 0) for _, m in SHIPPED_RECIPE) + ",0"
-            options = ["--max-docs", limits, "--same-source", "squad2-train-extra=squad2-train"]
         fit_log += _cli(
             "train-detector",
-            *recipe,
+            *(recipe if with_recipe else []),
             str(added),
-            *options,
+            *(options if with_recipe else []),
             "--detector",
             args.detector,
             "--out",
@@ -202,17 +200,17 @@ def main() -> None:
             str(args.seed),
         )
         heads.append((name, fitted, added))
-    scored = [("other documents", heldout)]
+    scored = [("other documents", "other", heldout)]
     if args.same_docs:
-        scored.append(("generation documents", human))
+        scored.append(("generation documents", "same", human))
     rows: list[dict[str, object]] = []
     paired: dict[str, dict[str, object]] = {}
-    for where, folder in scored:
+    for where, tag, folder in scored:
         right: dict[str, dict[str, bool]] = {}
         for i, (name, fitted, fitted_on) in enumerate(heads):
             if fitted_on == folder:
                 continue  # fitted on these very questions
-            result, right[name] = _eval(folder, fitted, args.detector, args.work / f"{where[:5]}-{i}.jsonl")
+            result, right[name] = _eval(folder, fitted, args.detector, args.work / f"{tag}-{i}.jsonl")
             rows.append({"head": name, "scored on": where, **{m: _round(result.get(m)) for m in METRICS}})
             if fitted is not None:
                 paired[f"{name} ({where})"] = _paired(right["shipped"], right[name])
