@@ -336,3 +336,66 @@ def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(wri
     from scopeguard.generation.steps._offline import standalone
 
     assert standalone(written) == kept
+
+
+@pytest.mark.parametrize(
+    ("question", "reason"),
+    [
+        ("What players are mentioned in the other sentence?", "refers to the sentence it was written from"),
+        ("Which numbers come from this sentence and the next?", "refers to the sentence it was written from"),
+        ("What was the length of the sentence handed to the captain?", None),  # a court's sentence
+        ("Which rivers are listed in this text?", None),  # a user may ask about "this text"
+    ],
+)
+def test_a_question_left_referring_to_its_sentence_is_unusable(question: str, reason: str | None) -> None:
+    from scopeguard.generation.steps._offline import degenerate, unmoored
+
+    assert degenerate(question) == reason
+    assert unmoored(question, "The captain was sentenced in this text and rivers are listed.") == reason
+
+
+def test_an_in_scope_candidate_about_the_prompt_not_its_sentence_is_dropped(tmp_path: Path) -> None:
+    about_the_prompt = {
+        SENTENCES[0]: "What are the people, places, and things?",  # the prompt's words, not the sentence's
+        SENTENCES[2]: "What passengers are mentioned in the sentence?",  # standalone() cannot cut it
+    }
+
+    def script(prompt: str) -> str:
+        if "Write one question that this sentence answers" in prompt:
+            sentence = prompt.split('Sentence: "', 1)[1].split('"\n', 1)[0]
+            if sentence in about_the_prompt:
+                return json.dumps({"questions": [about_the_prompt[sentence]]})
+        return _reply(prompt)
+
+    config = CONFIG.model_copy(update={"mode": "perturb"})
+    gen, _ = _generator(config, script)
+    gen.run([{"doc_id": "alderby", "text": DOC}], tmp_path, length_rule=RULE)
+    record = CheckpointStore(tmp_path).load_all()["alderby"]
+    kept = [q.question for q in record.questions if q.label == "in_scope"]
+    assert kept == [IN_SCOPE[1], IN_SCOPE[3]]
+    reasons = {d.question: d.reason for d in record.dropped if d.label == "in_scope"}
+    assert reasons["What are the people, places, and things?"] == (
+        "not a usable question: shares no word with its sentence"
+    )
+    assert reasons["What passengers are mentioned in the sentence?"] == (
+        "not a usable question: refers to the sentence it was written from"
+    )
+    # neither is rewritten into out-of-scope questions: only the kept ones are perturbed
+    sources = {q.source_question for q in (*record.questions, *record.dropped) if q.label == "out_of_scope"}
+    assert sources and sources <= {IN_SCOPE[1], IN_SCOPE[3]}
+
+
+def test_a_document_whose_writer_asks_about_no_sentence_fails_with_its_dropped_candidates(
+    tmp_path: Path,
+) -> None:
+    def script(prompt: str) -> str:  # SmolLM2-135M's reply to every sentence
+        if "Write one question that this sentence answers" in prompt:
+            return json.dumps({"questions": ["What is the answer to this question?"]})
+        raise AssertionError("nothing is rewritten when no in-scope question is usable")
+
+    gen, _ = _generator(CONFIG, script)
+    summary = gen.run([{"doc_id": "alderby", "text": DOC}], tmp_path, length_rule=RULE)
+    record = CheckpointStore(tmp_path).load_all()["alderby"]
+    assert record.status == "failed" and summary.docs_failed == 1
+    assert record.error == "in-scope questions: none usable (1 written, each dropped with its reason)"
+    assert [d.reason for d in record.dropped] == ["not a usable question: shares no word with its sentence"]

@@ -6,8 +6,9 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
 
 1. in-scope candidates: one question for each of the ``n_in_scope + 2`` sentences of the document
    with the most names and numbers (the sentence alone is shown: shown the whole document, a
-   small model asks the same generic question again and again), kept when the filter finds them
-   answerable (``edit_kind="direct"``, the sentence as ``true_claim``);
+   small model asks the same generic question again and again), kept when they are about that
+   sentence (not about "the sentence" itself, and sharing a content word with it) and the filter
+   finds them answerable (``edit_kind="direct"``, the sentence as ``true_claim``);
 2. ``perturb`` (and ``offline``): each of the first ``perturb_sources`` kept questions rewritten
    once per edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018): the rewrite keeps the
    question's words and asks for something else. The document is not shown, so the model cannot
@@ -51,6 +52,7 @@ __all__ = [
     "informative_sentences",
     "overlap",
     "standalone",
+    "unmoored",
 ]
 
 _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
@@ -68,6 +70,15 @@ _SHOWN_UNIT = re.compile(
 )
 
 
+# what standalone() leaves: "What players are mentioned in the (other) sentence?" has no sense apart
+# from the prompt ("sentence" only: a user may ask about "this text" or "the passage of a bill")
+_SHOWN_SENTENCE = re.compile(
+    r"\b(?:in|from)\s+(?:(?:the|this|that)\s+)?(?:(?:other|previous|next|following|given|above|same)\s+)?"
+    r"sentences?\b",
+    re.IGNORECASE,
+)
+
+
 def standalone(question: str) -> str:
     """``question`` without a reference to the sentence it was written from ("What are the largest
     predatory creatures mentioned in the sentence?" -> "What are the largest predatory creatures?")."""
@@ -77,11 +88,14 @@ def standalone(question: str) -> str:
 
 
 def degenerate(question: str) -> str | None:
-    """Why ``question`` is not a usable question (too short, or a run of words said twice), or ``None``.
+    """Why ``question`` is not a usable question (it refers to the sentence shown to its writer, is too
+    short, or says a run of words twice), or ``None``.
 
     Small models' edits sometimes repeat the subject ("Why was Ann Lee not Ann Lee?"): such a
     question is unanswerable but useless as a test.
     """
+    if _SHOWN_SENTENCE.search(question):
+        return "refers to the sentence it was written from"
     tokens = question.lower().rstrip("?").split()
     if len(tokens) < _MIN_WORDS:
         return f"too short ({len(tokens)} words)"
@@ -89,6 +103,17 @@ def degenerate(question: str) -> str | None:
     pairs = list(itertools.pairwise(stems))
     if len(set(pairs)) < len(pairs) or any(a == b for a, b in pairs):
         return "repeats its own words"
+    return None
+
+
+def unmoored(question: str, sentence: str) -> str | None:
+    """Why an in-scope candidate is no question about ``sentence``, the one its writer was shown, or
+    ``None``: it refers to "the sentence" ("What players are mentioned in the sentence?"), or shares
+    no content word with it ("What are the people, places, and things?": the prompt's words)."""
+    if _SHOWN_SENTENCE.search(question):
+        return "refers to the sentence it was written from"
+    if not set(content_stems(question)) & set(content_stems(sentence)):
+        return "shares no word with its sentence"
     return None
 
 
@@ -242,14 +267,22 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
         question = standalone(question)
         if not ctx.unique("offline_in_scope", [question], reply.id):
             continue
-        candidates.append(question)
-        filt = await filter_question(ctx, question)
-        if filt is not None and filt.label != "in_scope":
+        unusable = unmoored(question, sentence)
+        reason: str | None = None
+        filt = None
+        if unusable is not None:  # never filtered, never a source to rewrite
+            reason = f"not a usable question: {unusable}"
+        else:
+            candidates.append(question)
+            filt = await filter_question(ctx, question)
+            if filt is not None and filt.label != "in_scope":
+                reason = f"filter: not answerable from the document ({filt.label})"
+        if reason is not None:
             dropped.append(
                 DroppedQuestion(
                     question=question,
                     claim_index=None,
-                    reason=f"filter: not answerable from the document ({filt.label})",
+                    reason=reason,
                     filter=filt,
                     label="in_scope",
                     edit_kind="direct",
@@ -311,7 +344,15 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
     cfg = ctx.cfg
     in_scope, candidates, dropped_in_scope = await _in_scope(ctx)
     if not candidates:
-        return ctx.record("failed", error="in-scope questions: no usable reply")
+        if not dropped_in_scope:
+            return ctx.record("failed", error="in-scope questions: no usable reply")
+        # every reply was a question, none about its sentence: nothing worth rewriting
+        return ctx.record(
+            "failed",
+            error=f"in-scope questions: none usable ({len(dropped_in_scope)} written, each dropped "
+            "with its reason)",
+            dropped=tuple(dropped_in_scope),
+        )
     sources = [q.question for q in in_scope] or candidates
     keeper = _Keeper(ctx)
     if cfg.mode in ("perturb", "offline"):
