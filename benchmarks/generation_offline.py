@@ -12,7 +12,8 @@ out-of-scope questions per document, the share of documents meeting the issue's 
 3 in-scope and 2 out-of-scope questions), seconds per document (the first document includes
 loading the models), why candidates were dropped, and the machine (``lscpu`` model name, cores,
 threads used), and a summary of the hand labels in ``results/generation_offline_review.json``
-(truly unanswerable share; checked against the run's questions). Only counts and timings are
+(truly unanswerable share; a label counts only where its question's sha256 matches the run's
+question under its id). Only counts and timings are
 written, never text. ``--timing-from`` takes the
 seconds from an earlier run whose cached replies this run replays (after a change to the keep
 rule, which costs no new generation). Re-running with the same
@@ -23,7 +24,9 @@ seconds).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import logging
 import os
 import platform
 import statistics
@@ -37,6 +40,7 @@ from scopeguard.generation import GenerationConfig, Generator
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eloq-gold-dev"
+logger = logging.getLogger("generation_offline")
 RESULT = Path(__file__).resolve().parent / "results" / "generation_offline.json"
 REVIEW = Path(__file__).resolve().parent / "results" / "generation_offline_review.json"
 TARGET_IN_SCOPE, TARGET_OOS, TARGET_SECONDS = 3, 2, 180.0
@@ -83,28 +87,56 @@ def _row(
     }
 
 
+def question_sha(question: str) -> str:
+    """The first 12 hex digits of the question's sha256: ties a hand label to the text it was given for."""
+    return hashlib.sha256(question.encode("utf-8")).hexdigest()[:12]
+
+
 def _review(work: Path) -> dict[str, object]:
-    """Summary of the hand labels in REVIEW (``run`` = MODEL/MODE, ``id``, ``truly_unanswerable``,
-    ``looks_answerable``, ``reason``); every labelled id must be an out-of-scope question of that run."""
+    """Summary of the hand labels in REVIEW (``run`` = MODEL/MODE, ``id``, ``question_sha``,
+    ``truly_unanswerable``, ``looks_answerable``, ``reason``) for the runs under ``work``.
+
+    Question ids are positions (``DOC_oos_3``), so a run generated again, on another CPU or after a
+    change to the keep rules, can give an id to another question: a label counts only where its
+    ``question_sha`` matches the question now under its id. Labels without one (written before it
+    was recorded) and labels whose question changed are counted apart, never summarised.
+    """
     if not REVIEW.is_file():
         return {}
     labels = json.loads(REVIEW.read_text(encoding="utf-8"))
     summary: dict[str, object] = {}
     for run in sorted({lab["run"] for lab in labels}):
+        folder = work / run.replace("/", "-")
+        if not folder.is_dir():
+            continue
+        records = CheckpointStore(folder).load_all().values()
+        oos = {
+            q.id: question_sha(q.question) for r in records for q in r.questions if q.label == "out_of_scope"
+        }
         mine = [lab for lab in labels if lab["run"] == run]
-        records = CheckpointStore(work / run.replace("/", "-")).load_all().values()
-        oos = {q.id for r in records for q in r.questions if q.label == "out_of_scope"}
-        missing = [lab["id"] for lab in mine if lab["id"] not in oos]
-        if missing:
-            raise SystemExit(f"{REVIEW.name}: not out-of-scope questions of {run}: {missing}")
-        truly = [lab for lab in mine if lab["truly_unanswerable"]]
+        unverified = [lab for lab in mine if "question_sha" not in lab]
+        matched = [lab for lab in mine if "question_sha" in lab and oos.get(lab["id"]) == lab["question_sha"]]
+        stale = len(mine) - len(unverified) - len(matched)
+        if stale or unverified:
+            logger.warning(
+                "%s: %d label(s) of %s are for other questions than this run's (%d without a question_sha)",
+                REVIEW.name,
+                stale + len(unverified),
+                run,
+                len(unverified),
+            )
+        truly = [lab for lab in matched if lab["truly_unanswerable"]]
         summary[run] = {
-            "labelled": len(mine),
+            "labelled": len(matched),
             "of_kept": len(oos),
-            "truly_unanswerable_share": round(len(truly) / len(mine), 3),
+            "labels_for_other_questions": stale,
+            "labels_without_question_sha": len(unverified),
+            "truly_unanswerable_share": round(len(truly) / len(matched), 3) if matched else None,
             "looks_answerable_share_of_unanswerable": round(
-                sum(lab["looks_answerable"] for lab in truly) / max(1, len(truly)), 3
-            ),
+                sum(lab["looks_answerable"] for lab in truly) / len(truly), 3
+            )
+            if truly
+            else None,
         }
     return summary
 
