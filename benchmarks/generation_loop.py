@@ -42,6 +42,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from _report import cpu_model, report
 from reader_extract import DEFAULT_SETS, OWN, parse_sets
@@ -73,20 +74,33 @@ SHIPPED_RECIPE = parse_sets(DEFAULT_SETS)
 SHIPPED_MAX_DOCS = dict(SHIPPED_RECIPE)["squad2-train"]  # the squad2-train documents the shipped heads saw
 
 
-def _eval(
+def evaluate(
     heldout: Path, head: Path | None, detector: str, per_question: Path
-) -> tuple[dict[str, object], dict[str, bool]]:
-    """eval-detector's figures and, by question id, whether its verdict was right."""
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``scopeguard eval-detector``'s figures and its per-question rows (id, label, predicted, score)."""
     args = ["eval-detector", str(heldout), "--detector", detector, "--json", "--no-progress"]
     out = _cli(
         *args, "--per-question", str(per_question), *(["--model", str(head)] if head is not None else [])
     )
     line = [ln for ln in out.splitlines() if ln.startswith("{")][-1]
-    right = {r["id"]: r["label"] == r["predicted"] for r in read_jsonl(per_question)}
-    return json.loads(line), right
+    return json.loads(line), list(read_jsonl(per_question))
 
 
-def _human_set(folder: Path, docs: list[dict[str, object]], questions: list[dict[str, object]]) -> Path:
+def split_documents(
+    data: Path, n_gen: int, n_eval: int, seed: int
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """The generation and the scoring documents: drawn with ``seed`` from those the shipped heads
+    were not fitted on, no document in both."""
+    seen = set(sample_documents(load_dataset(data), SHIPPED_MAX_DOCS, seed=0).documents)
+    docs = [d for d in read_jsonl(data / "documents.jsonl") if d["doc_id"] not in seen]
+    random.Random(seed).shuffle(docs)
+    gen_docs, eval_docs = docs[:n_gen], docs[n_gen : n_gen + n_eval]
+    if {d["doc_id"] for d in eval_docs} & {d["doc_id"] for d in gen_docs}:  # grouped
+        raise SystemExit("a document id is in both groups: the corpus has duplicate ids")
+    return gen_docs, eval_docs
+
+
+def human_set(folder: Path, docs: list[dict[str, object]], questions: list[dict[str, object]]) -> Path:
     """A dataset folder with these documents and their human questions."""
     ids = {d["doc_id"] for d in docs}
     _write_jsonl(folder / "documents.jsonl", docs)
@@ -98,17 +112,18 @@ def _round(value: object) -> object:
     return round(value, 3) if isinstance(value, float) else value
 
 
-def _paired(a: dict[str, bool], b: dict[str, bool]) -> dict[str, object]:
-    """Questions only one head gets right, and McNemar's exact two-sided p-value for the difference."""
+def mcnemar(a: dict[str, bool], b: dict[str, bool]) -> tuple[int, int, float]:
+    """Questions only ``a`` gets right, only ``b`` gets right, and McNemar's exact two-sided p-value."""
     only_a = sum(a[k] and not b[k] for k in a)
     only_b = sum(b[k] and not a[k] for k in a)
     n = only_a + only_b
     tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2**n if n else 1.0
-    return {
-        "only_shipped_right": only_a,
-        "only_corpus_right": only_b,
-        "mcnemar_p": round(min(1.0, 2 * tail), 3),
-    }
+    return only_a, only_b, round(min(1.0, 2 * tail), 3)
+
+
+def _paired(a: dict[str, bool], b: dict[str, bool]) -> dict[str, object]:
+    only_a, only_b, p = mcnemar(a, b)
+    return {"only_shipped_right": only_a, "only_corpus_right": only_b, "mcnemar_p": p}
 
 
 def main() -> None:
@@ -154,14 +169,7 @@ def main() -> None:
 
     threads = args.threads or os.cpu_count() or 1
     os.environ["SCOPEGUARD_N_THREADS"] = str(threads)  # this process's models and the CLI's
-    seen = set(sample_documents(load_dataset(args.data), SHIPPED_MAX_DOCS, seed=0).documents)
-    docs = [d for d in read_jsonl(args.data / "documents.jsonl") if d["doc_id"] not in seen]
-    random.Random(args.seed).shuffle(docs)
-    gen_docs = docs[: args.gen_docs]
-    eval_docs = docs[args.gen_docs : args.gen_docs + args.eval_docs]
-    eval_ids = {d["doc_id"] for d in eval_docs}
-    if eval_ids & {d["doc_id"] for d in gen_docs}:  # grouped: no document in both
-        raise SystemExit("a document id is in both groups: the corpus has duplicate ids")
+    gen_docs, eval_docs = split_documents(args.data, args.gen_docs, args.eval_docs, args.seed)
 
     generated = args.work / "generated"
     summary = Generator(
@@ -172,8 +180,8 @@ def main() -> None:
         length_rule=LengthRule(min_words=None, max_words=300),  # SQuAD paragraphs are short
     )
     questions = list(read_jsonl(args.data / "questions.jsonl"))
-    heldout = _human_set(args.work / "squad2-heldout", eval_docs, questions)
-    human = _human_set(args.work / "generation-docs-human", gen_docs, questions)
+    heldout = human_set(args.work / "squad2-heldout", eval_docs, questions)
+    human = human_set(args.work / "generation-docs-human", gen_docs, questions)
     fit_log = ""
     heads: list[tuple[str, Path | None, Path | None]] = [("shipped", None, None)]  # name, head, added set
     fits: list[tuple[str, Path, bool]] = [("generated corpus", generated, False)]
@@ -210,7 +218,8 @@ def main() -> None:
         for i, (name, fitted, fitted_on) in enumerate(heads):
             if fitted_on == folder:
                 continue  # fitted on these very questions
-            result, right[name] = _eval(folder, fitted, args.detector, args.work / f"{tag}-{i}.jsonl")
+            result, per_q = evaluate(folder, fitted, args.detector, args.work / f"{tag}-{i}.jsonl")
+            right[name] = {str(r["id"]): r["label"] == r["predicted"] for r in per_q}
             rows.append({"head": name, "scored on": where, **{m: _round(result.get(m)) for m in METRICS}})
             if fitted is not None:
                 paired[f"{name} ({where})"] = _paired(right["shipped"], right[name])
