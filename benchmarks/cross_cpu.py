@@ -34,19 +34,23 @@ RESULTS = Path(__file__).resolve().parent / "results" / "cross_cpu"
 SETS = ("other", "generation")
 
 
-def _machine() -> dict[str, object]:
+def _machine() -> tuple[dict[str, object], str]:
+    """The machine as the loader saw it (its decision records the CPU's features), and a file name."""
     from scopeguard.llamacpp import extra_buffers_decision
-    from scopeguard.llamacpp._system import cpu_features
     from scopeguard.models import local_gguf
 
     decision = extra_buffers_decision(local_gguf("qwen2.5-coder-1.5b"))
-    return {
+    features = sorted(f for f in decision.cpu_features if f.startswith(("avx", "amx")))
+    slug = re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-")
+    slug += "-amx" if any(f.startswith("amx") for f in features) else ""
+    machine: dict[str, object] = {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
-        "features": sorted(f for f in cpu_features() if f.startswith(("avx", "amx"))),
+        "features": features,
         "extra_buffers": decision.extra_buffers,
         "extra_buffers_reason": decision.reason,
     }
+    return machine, slug
 
 
 def _score(folder: Path, per_question: Path) -> tuple[dict[str, Any], dict[str, list[Any]]]:
@@ -91,7 +95,7 @@ def main() -> None:
     os.environ["SCOPEGUARD_N_THREADS"] = str(args.threads or os.cpu_count() or 1)
     generation_docs, other_docs = split_documents(args.data, 30, 40, seed=0)
     questions = list(read_jsonl(args.data / "questions.jsonl"))
-    machine = _machine()
+    machine, slug = _machine()
     result: dict[str, object] = {"benchmark": "cross_cpu", "machine": machine, "note": args.note}
     rows: list[dict[str, object]] = []
     per_set: dict[str, dict[str, list[Any]]] = {}
@@ -107,9 +111,6 @@ def main() -> None:
             }
         )
     result["scores"] = per_set
-    slug = re.sub(r"[^a-z0-9]+", "-", str(machine["cpu"]).lower()).strip("-")
-    features: list[str] = machine["features"]  # type: ignore[assignment]
-    slug += "-amx" if any(f.startswith("amx") for f in features) else ""
     out = RESULTS / f"{slug}.json"
     paired: dict[str, object] = {}
     for other in sorted(RESULTS.glob("*.json")):

@@ -77,6 +77,7 @@ _SHOWN_SENTENCE = re.compile(
     r"sentences?\b",
     re.IGNORECASE,
 )
+_REFERS = "refers to the sentence it was written from"
 
 
 def standalone(question: str) -> str:
@@ -95,7 +96,7 @@ def degenerate(question: str) -> str | None:
     question is unanswerable but useless as a test.
     """
     if _SHOWN_SENTENCE.search(question):
-        return "refers to the sentence it was written from"
+        return _REFERS
     tokens = question.lower().rstrip("?").split()
     if len(tokens) < _MIN_WORDS:
         return f"too short ({len(tokens)} words)"
@@ -111,7 +112,7 @@ def unmoored(question: str, sentence: str) -> str | None:
     ``None``: it refers to "the sentence" ("What players are mentioned in the sentence?"), or shares
     no content word with it ("What are the people, places, and things?": the prompt's words)."""
     if _SHOWN_SENTENCE.search(question):
-        return "refers to the sentence it was written from"
+        return _REFERS
     if not set(content_stems(question)) & set(content_stems(sentence)):
         return "shares no word with its sentence"
     return None
