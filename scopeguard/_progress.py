@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["progress_bar", "show_progress"]
+__all__ = ["progress_bar", "progress_meter", "show_progress"]
 
 T = TypeVar("T")
 
@@ -26,3 +26,26 @@ def progress_bar(
     from tqdm.auto import tqdm
 
     yield from tqdm(items, desc=desc, total=total, file=sys.stderr, leave=False)
+
+
+class _Quiet:
+    """What :func:`progress_meter` returns when no bar is shown."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_meter(*, total: int, desc: str, initial: int = 0, enabled: bool | None = None) -> Any:
+    """A bar to advance by hand (``update``, ``set_postfix_str`` for a running loss, ``close``),
+    for loops that are not one iterable; a silent stand-in when no bar is shown."""
+    if not show_progress(enabled):
+        return _Quiet()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, file=sys.stderr, leave=False)

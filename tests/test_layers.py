@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"detection.read"},
     {"detection.signals"},
     {"detection.head"},
+    {"detection.tune"},
     {"detection.detectors", "detection"},
     {"guard", "policies"},
     {"generation", "evaluation", "retrieval", "review", "serve", "client"},

@@ -67,6 +67,19 @@ def option_given(ctx: typer.Context, option: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
+def same_sources(items: list[str]) -> dict[str, str]:
+    """``--same-source NAME=OTHER`` options as a mapping (a :class:`ConfigurationError` for a bad one)."""
+    from scopeguard.errors import ConfigurationError
+
+    sources: dict[str, str] = {}
+    for item in items:
+        name, sep, other = item.partition("=")
+        if not sep or not name.strip() or not other.strip():
+            raise ConfigurationError(f"--same-source takes NAME=OTHER, got {item!r}")
+        sources[name.strip()] = other.strip()
+    return sources
+
+
 def exit_if_failed(failed: int, total: int, items: str, hint: str = "") -> None:
     """End a job that wrote its outputs with exit code 1 when ``failed`` of its ``total`` ``items``
     failed, saying so in one line on stderr (``hint``: where to look, or how to retry)."""
@@ -80,6 +93,7 @@ _COMMAND_MODULES = (
     "demo",
     "detectors",
     "train",
+    "train_reader",
     "generate",
     "evaluate",
     "retrieval",

@@ -49,6 +49,11 @@ def eval_detector_command(
     model: Path | None = typer.Option(
         None, "--model", help="Trained head (file or folder) passed to the detector as model=."
     ),
+    llm: str | None = typer.Option(
+        None,
+        "--llm",
+        help="logprob, judge: the reading LLM spec, e.g. local:READER_DIR (a tuned reader: train-reader).",
+    ),
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON object per dataset (one line each) instead of tables."
     ),
@@ -84,7 +89,14 @@ def eval_detector_command(
 
         require("torch", extra="embeddings", feature="--threads").set_num_threads(threads)
     loaded = [(path, load_dataset(path)) for path in datasets]  # every folder checked before any model loads
-    det = get_detector(detector, **({"model": model} if model is not None else {}))
+    options: dict[str, object] = {"model": model} if model is not None else {}
+    if llm is not None:
+        from scopeguard.detection.detectors.registry import detector_takes
+
+        if not detector_takes(detector, "llm"):
+            raise InputError(f"--llm does not apply to --detector {detector} (logprob and judge take it)")
+        options["llm"] = llm
+    det = get_detector(detector, **options)
     records: list[dict[str, object]] = []
     failed = total = 0
     first_error = ""

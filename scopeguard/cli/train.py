@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import app, handle_errors, same_sources
 from scopeguard.detection.head.fitting import DEFAULT_L2, DEFAULT_LAYER, DEFAULT_SIGNALS
 
 _TRAINABLE = "default, fast, logprob, nli or probe"
@@ -153,12 +153,7 @@ def train_detector_command(
             given.append("--paper")
         if given:
             raise ConfigurationError(f"{', '.join(given)} do(es) not apply to --detector {detector}")
-        sources: dict[str, str] = {}
-        for item in same_source:
-            name, sep, other = item.partition("=")
-            if not sep or not name.strip() or not other.strip():
-                raise ConfigurationError(f"--same-source takes NAME=OTHER, got {item!r}")
-            sources[name.strip()] = other.strip()
+        sources = same_sources(same_source)
         report = fit_detector(
             datasets,
             detector,

@@ -136,3 +136,9 @@ def test_default_detector_end_to_end(tiny: Path) -> None:
     assert out["detector"] == "default" and out["n"] == 4
     assert out["accuracy"] >= 0.75
     assert 0.0 <= out["escalated_share"] <= 1.0
+
+
+def test_llm_is_refused_for_a_detector_that_reads_no_llm(tiny: Path) -> None:
+    res = runner.invoke(app, ["eval-detector", str(tiny), "--detector", "lexical", "--llm", "local:smollm2"])
+    assert res.exit_code == 2
+    assert "--llm does not apply to --detector lexical" in res.output

@@ -13,6 +13,10 @@ each passage of the documents, once, keeping the document state for the next que
 - ``"openai:MODEL"`` or an :class:`~scopeguard.llm.openai_compat.OpenAIChatModel`: an
   OpenAI-compatible endpoint that returns ``top_logprobs`` (OpenAI, vLLM, llama.cpp server).
 
+A tuned reader's folder (``scopeguard train-reader``; :mod:`scopeguard.detection.read.adapter`)
+names a reading model too: ``"local:FOLDER"`` reads with its GGUF adapter, ``"transformers:FOLDER"``
+with its PEFT adapter.
+
 An endpoint without log-probs raises :class:`~scopeguard.errors.ConfigurationError` naming the
 alternative (the free-text ``judge`` detector).
 
@@ -25,6 +29,7 @@ so a killed extraction loses no finished work.
 
 from __future__ import annotations
 
+from scopeguard.detection.read.adapter import TunedReader, tuned_reader
 from scopeguard.detection.read.base import (
     NO_WORDS,
     YES_WORDS,
@@ -50,12 +55,14 @@ __all__ = [
     "FeatureCache",
     "FeatureExtractor",
     "Reader",
+    "TunedReader",
     "VerdictScore",
     "VerdictScorer",
     "extractor_from_identity",
     "get_extractor",
     "score_from_top_logprobs",
     "stable_hash",
+    "tuned_reader",
     "verdict_messages",
     "verdict_scorer",
 ]

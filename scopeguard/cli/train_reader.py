@@ -1,0 +1,118 @@
+"""``scopeguard train-reader``: LoRA-tune the reading model on the verdict (see
+:mod:`scopeguard.detection.tune`)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+
+from scopeguard.cli._app import app, config_default, handle_errors, same_sources
+from scopeguard.detection.tune.train import DEFAULT_TARGETS, TuneConfig, before_after
+
+
+def _d(name: str) -> object:
+    return config_default(TuneConfig, name)
+
+
+@app.command("train-reader")
+@handle_errors
+def train_reader_command(
+    datasets: list[Path] = typer.Argument(
+        ..., help="Dataset folders to train on (documents.jsonl + questions.jsonl)."
+    ),
+    base: str = typer.Option(
+        _d("base"),
+        "--base",
+        help="The reading model: smollm2, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, a .gguf path, a Hugging "
+        "Face causal LM, or a tuned reader's folder to train further.",
+    ),
+    out: Path = typer.Option(..., "--out", help="The run folder; when done, the tuned reader (local:OUT)."),
+    evaluate: list[Path] = typer.Option(
+        [], "--eval", help="A dataset scored at every validation point but never trained on (repeatable)."
+    ),
+    epochs: int = typer.Option(_d("epochs"), "--epochs", help="Passes over the training examples."),
+    max_questions: int | None = typer.Option(
+        None,
+        "--max-questions",
+        help="Training questions in all, shared equally by the datasets (default: all).",
+    ),
+    lr: float = typer.Option(_d("lr"), "--lr", help="Peak learning rate (AdamW; warm-up, then cosine)."),
+    rank: int = typer.Option(_d("rank"), "--rank", help="LoRA rank."),
+    alpha: float = typer.Option(_d("alpha"), "--alpha", help="LoRA alpha (scale alpha / rank)."),
+    targets: str = typer.Option(
+        ",".join(DEFAULT_TARGETS),
+        "--targets",
+        help="Modules to adapt, comma-separated (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj).",
+    ),
+    top_layers: int = typer.Option(
+        _d("top_layers"),
+        "--top-layers",
+        help="Adapt only the top N decoder blocks (0: all; fewer: cheaper updates).",
+    ),
+    batch: int = typer.Option(_d("batch"), "--batch", help="Examples per optimizer update."),
+    max_tokens: int = typer.Option(
+        _d("max_tokens"), "--max-tokens", help="Longest prompt trained on (longer: left out)."
+    ),
+    eval_every: int = typer.Option(
+        _d("eval_every"), "--eval-every", help="Updates between validation points."
+    ),
+    val_questions: int = typer.Option(
+        _d("val_questions"),
+        "--val-questions",
+        help="Most validation questions per dataset (whole documents).",
+    ),
+    same_source: list[str] = typer.Option(
+        [],
+        "--same-source",
+        help="NAME=OTHER weighs dataset NAME as part of OTHER (e.g. squad2-train-extra=squad2-train).",
+    ),
+    seed: int = typer.Option(_d("seed"), "--seed", help="Seed of the split, the draws and the order."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint."),
+    checkpoint_minutes: float = typer.Option(
+        5.0, "--checkpoint-minutes", help="Minutes between checkpoints."
+    ),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's)."),
+    device: str | None = typer.Option(
+        None, "--device", help="cpu, cuda, cuda:1 ... (default: CUDA when present)."
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+) -> None:
+    """Train a LoRA adapter of the reading model on the verdict of DATASETS; write a tuned reader to --out."""
+    from scopeguard.detection.tune.train import train_reader
+
+    sources = same_sources(same_source)
+    config = TuneConfig(
+        datasets=[str(d) for d in datasets],
+        evaluate=[str(d) for d in evaluate],
+        base=base,
+        rank=rank,
+        alpha=alpha,
+        targets=[t.strip() for t in targets.split(",") if t.strip()],
+        top_layers=top_layers,
+        lr=lr,
+        epochs=epochs,
+        batch=batch,
+        max_questions=max_questions,
+        max_tokens=max_tokens,
+        eval_every=eval_every,
+        val_questions=val_questions,
+        same_source=sources,
+        seed=seed,
+    )
+    logging.getLogger("scopeguard").setLevel(logging.INFO)
+    report = train_reader(
+        config,
+        out,
+        resume=resume,
+        checkpoint_minutes=checkpoint_minutes,
+        device=device,
+        threads=threads,
+        progress=None if progress else False,
+    )
+    assert report is not None
+    typer.echo(f"{report.updates} updates, {report.examples_seen} examples, {report.seconds / 60:.1f} min")
+    for line in before_after(report):
+        typer.echo(line)
+    typer.echo(f"tuned reader in {out}: use it as --llm local:{out} (llama.cpp) or transformers:{out}")
