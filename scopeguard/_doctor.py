@@ -2,7 +2,8 @@
 
 The versions that matter, the CPU features that select llama.cpp's kernels, the loader's decision
 on extra buffer types and why (running the one-time canary if this machine has none yet), the
-packaged models with their checksum state, and a measured reading speed of the reading model.
+packaged models with their checksum state, and a measured reading speed of the reading model. A
+tuned reader's folder as the reading model is checked and timed with its LoRA adapter, listed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from importlib import metadata
 
 from pydantic import BaseModel, ConfigDict
 
+from scopeguard.detection.read.adapter import gguf_reading
 from scopeguard.detection.read.scorer import DEFAULT_VERDICT_MODEL
 from scopeguard.errors import ScopeGuardError
 from scopeguard.llamacpp import LoaderDecision, ReadSpeed, extra_buffers_decision, measure_read_speed
@@ -47,6 +49,8 @@ class DoctorReport(BaseModel):
     avx512: bool
     amx: bool
     reading_model: str
+    adapter: str | None = None  # a tuned reader's GGUF LoRA adapter, read over its base
+    adapter_key: str | None = None
     loader: LoaderDecision | None
     loader_error: str | None = None
     models: list[PackagedModel]
@@ -64,8 +68,9 @@ def _version(package: str) -> str | None:
 def diagnose(
     *, speed: bool = True, recheck: bool = False, model: str = DEFAULT_VERDICT_MODEL
 ) -> DoctorReport:
-    """Collect the report; ``speed`` times a read of the reading ``model`` (a few seconds),
-    ``recheck`` runs the extra-buffer canary again instead of trusting its cached verdict."""
+    """Collect the report; ``speed`` times a read of the reading ``model`` (a few seconds; a
+    tuned reader's folder: its base with its adapter), ``recheck`` runs the extra-buffer canary
+    again instead of trusting its cached verdict."""
     features = cpu_features()
     llama_version, system_info = llama_cpp_build()
     models = [
@@ -76,15 +81,18 @@ def diagnose(
     decision: LoaderDecision | None = None
     loader_error = speed_error = None
     read_speed: ReadSpeed | None = None
+    adapter = key = None
     if not llama_version:
         loader_error = "llama-cpp-python is not installed: pip install 'scopeguard[local]'"
     else:
         try:
-            path = local_gguf(model)
-            decision = extra_buffers_decision(path, recheck=recheck)
+            reading = gguf_reading(model)
+            adapter, key = reading.adapter, reading.key
+            path = local_gguf(reading.base)
+            decision = extra_buffers_decision(path, adapter=adapter, recheck=recheck)
             if speed:
                 read_speed = measure_read_speed(
-                    path, extra_buffers=decision.extra_buffers, tokens=128, repeats=2
+                    path, extra_buffers=decision.extra_buffers, tokens=128, repeats=2, adapter=adapter
                 )
         except ScopeGuardError as exc:
             (loader_error, speed_error) = (str(exc), None) if decision is None else (None, str(exc))
@@ -100,6 +108,8 @@ def diagnose(
         avx512="avx512f" in features,
         amx=any(f.startswith("amx") for f in features),
         reading_model=model,
+        adapter=None if adapter is None else str(adapter),
+        adapter_key=key,
         loader=decision,
         loader_error=loader_error,
         models=models,
@@ -123,6 +133,10 @@ def render(report: DoctorReport) -> str:
         f" ({' '.join(report.cpu_features)})",
         f"llama.cpp       {report.llama_cpp_system_info or 'not installed'}",
     ]
+    if report.adapter is not None:
+        lines.append(
+            f"adapter         {report.adapter_key} ({report.adapter}), LoRA over the reading model's base"
+        )
     if report.loader is not None:
         d = report.loader
         lines.append(

@@ -15,7 +15,11 @@ def doctor(
         True, "--speed/--no-speed", help="Time a read of the reading model (a few s)."
     ),
     model: str = typer.Option(
-        "qwen2.5-coder-1.5b", "--model", help="The GGUF model to check and time (default: the reading model)."
+        "qwen2.5-coder-1.5b",
+        "--model",
+        "--reader",
+        help="The reading model to check and time: a GGUF name or path, or a tuned reader's folder "
+        "(its base with its LoRA adapter).",
     ),
     recheck: bool = typer.Option(
         False, "--recheck", help="Run the extra-buffer canary again instead of trusting its cached verdict."

@@ -8,7 +8,8 @@ short prompt, loads it again without them, reads the same prompt, and prints bot
 logits' agreement. Extra buffers are used only when the child exited cleanly and the logits
 agree; a child that crashed, failed, timed out or disagreed means the safe parameters.
 
-The verdict is cached per (CPU model and flags, llama.cpp build, model file) under
+The verdict is cached per (CPU model and flags, llama.cpp build, model file, LoRA adapter: its
+sha256, since an adapter changes what the model computes; the child reads with it) under
 ``$SCOPEGUARD_CACHE/llama-loader/``, so later processes read it without forking. Where the
 canary cannot run (the cache is not writable, no child process can be started) the safe
 parameters are used, never the risky ones. ``SCOPEGUARD_LLAMA_EXTRA_BUFFERS=on|off`` forces
@@ -18,6 +19,7 @@ canary again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -34,6 +36,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from scopeguard._gguf import _sha256
 from scopeguard._paths import cache_dir
 from scopeguard.data import atomic_write_json
 from scopeguard.errors import ConfigurationError
@@ -73,6 +76,7 @@ class LoaderDecision(BaseModel):
     source: Literal["forced", "cached", "canary", "fallback"]
     reason: str
     model: str
+    adapter: str | None = None  # the GGUF LoRA adapter read over the model, if any
     cpu: str
     cpu_features: tuple[str, ...]
     llama_cpp: str
@@ -95,7 +99,7 @@ def _forced() -> bool | None:
     raise ConfigurationError(f"{ENV_VAR} must be 'auto', 'on' or 'off', got {raw!r}")
 
 
-def _key(path: Path) -> tuple[str, dict[str, object]]:
+def _key(path: Path, adapter: Path | None = None) -> tuple[str, dict[str, object]]:
     version, system_info = llama_cpp_build()
     st = path.stat()
     material: dict[str, object] = {
@@ -107,8 +111,20 @@ def _key(path: Path) -> tuple[str, dict[str, object]]:
         "model_size": st.st_size,
         "model_mtime_ns": st.st_mtime_ns,
     }
+    if adapter is not None:  # absent for a bare model: the keys of bare models stay as they were
+        material["adapter_sha256"] = _adapter_sha256(str(adapter.resolve()), *_stamp(adapter))
     digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]
     return digest, material
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=32)
+def _adapter_sha256(path: str, size: int, mtime_ns: int) -> str:
+    return _sha256(Path(path))
 
 
 def decision_file(key: str) -> Path:
@@ -137,10 +153,14 @@ def _python_executable() -> bool:
 
 
 def run_canary(
-    model_path: Path, *, command: Sequence[str] | None = None, timeout: float = CANARY_TIMEOUT_S
+    model_path: Path,
+    *,
+    adapter: Path | None = None,
+    command: Sequence[str] | None = None,
+    timeout: float = CANARY_TIMEOUT_S,
 ) -> CanaryResult:
-    """Run the canary for ``model_path`` in a child process (``command`` replaces the child,
-    for tests); never raises."""
+    """Run the canary for ``model_path`` (with the LoRA ``adapter`` applied) in a child process
+    (``command`` replaces the child, for tests); never raises."""
     if command is None and not _python_executable():
         # embedded interpreters (uWSGI, some app servers) have no Python binary to start a child with
         return CanaryResult(
@@ -149,7 +169,8 @@ def run_canary(
             seconds=0.0,
             detail=f"could not start: no Python at {sys.executable!r}",
         )
-    argv = list(command) if command else [sys.executable, "-m", "scopeguard.llamacpp._child", str(model_path)]
+    child = [sys.executable, "-m", "scopeguard.llamacpp._child", str(model_path)]
+    argv = list(command) if command else child + ([] if adapter is None else [str(adapter)])
     env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
     start = time.monotonic()
     try:
@@ -202,21 +223,29 @@ def _read_cached(path: Path) -> LoaderDecision | None:
 
 
 def extra_buffers_decision(
-    model_path: str | Path, *, recheck: bool = False, canary: Canary | None = None
+    model_path: str | Path,
+    *,
+    adapter: str | Path | None = None,
+    recheck: bool = False,
+    canary: Canary | None = None,
 ) -> LoaderDecision:
-    """Whether to load ``model_path`` with llama.cpp's extra buffer types on this machine.
+    """Whether to load ``model_path`` (with the GGUF LoRA ``adapter``) with llama.cpp's extra
+    buffer types on this machine.
 
     In order: ``$SCOPEGUARD_LLAMA_EXTRA_BUFFERS`` (forced); this process's earlier answer; the
-    cached verdict for this CPU, llama.cpp build and model file; else the canary is run (``canary``
-    replaces :func:`run_canary`) and its verdict cached. ``recheck`` ignores what was cached.
+    cached verdict for this CPU, llama.cpp build, model file and adapter; else the canary is run
+    (``canary`` replaces :func:`run_canary`) and its verdict cached. ``recheck`` ignores what was
+    cached.
     """
     path = Path(model_path)
-    key, material = _key(path)
+    lora = None if adapter is None else Path(adapter)
+    key, material = _key(path, lora)
     safe = LoaderDecision(
         extra_buffers=False,
         source="fallback",
         reason="",
         model=str(path.resolve()),
+        adapter=None if lora is None else str(lora.resolve()),
         cpu=cpu_name(),
         cpu_features=cpu_features(),
         llama_cpp=str(material["llama_cpp"]),
@@ -239,7 +268,9 @@ def extra_buffers_decision(
             why = f"no canary: its verdict cannot be kept ({stored.parent} is not writable)"
             decision = safe.model_copy(update={"reason": why})
         else:
-            decision = _run_and_store(path, stored, canary or run_canary, safe)
+            decision = _run_and_store(
+                path, stored, canary or functools.partial(run_canary, adapter=lora), safe
+            )
         _MEMO[key] = decision
         return decision
 

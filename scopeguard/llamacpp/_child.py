@@ -1,4 +1,4 @@
-"""The canary child: ``python -m scopeguard.llamacpp._child MODEL.gguf``.
+"""The canary child: ``python -m scopeguard.llamacpp._child MODEL.gguf [ADAPTER.gguf]``.
 
 Loads the model with extra buffer types, reads a short prompt in two decodes (several tokens,
 then a few more after them, as the reading stage does), keeps the last token's logits; then the
@@ -7,7 +7,7 @@ at least :data:`MIN_CORRELATION`, next-token distributions within :data:`MAX_TOT
 Repacked weights round differently (measured with Qwen2.5-Coder 0.5B / 1.5B Q4_K_M on an AVX2 CPU:
 correlation 0.999, total variation 0.03, the same top token); a broken kernel gives garbage or
 NaN. If the fast path crashes, the process dies here, in the child, and the parent chooses the
-safe parameters.
+safe parameters. With a GGUF LoRA adapter, both loads read with it applied.
 """
 
 from __future__ import annotations
@@ -30,10 +30,17 @@ MIN_CORRELATION = 0.98
 MAX_TOTAL_VARIATION = 0.2
 
 
-def read_logits(path: str, *, extra_buffers: bool) -> tuple[np.ndarray, float]:
-    """Last-token logits after reading :data:`PROMPT` in two decodes, and the seconds it took."""
+def read_logits(path: str, *, extra_buffers: bool, adapter: str | None = None) -> tuple[np.ndarray, float]:
+    """Last-token logits after reading :data:`PROMPT` in two decodes (with the LoRA ``adapter``
+    applied), and the seconds it took."""
     llm: Any = construct(
-        path, extra_buffers=extra_buffers, n_ctx=256, n_batch=256, n_ubatch=256, n_threads=os.cpu_count() or 1
+        path,
+        extra_buffers=extra_buffers,
+        adapter=adapter,
+        n_ctx=256,
+        n_batch=256,
+        n_ubatch=256,
+        n_threads=os.cpu_count() or 1,
     )
     try:
         ids = list(llm.tokenize(PROMPT.encode("utf-8"), add_bos=True, special=False))
@@ -60,11 +67,12 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m scopeguard.llamacpp._child MODEL.gguf", file=sys.stderr)
+    if len(argv) not in (1, 2):
+        print("usage: python -m scopeguard.llamacpp._child MODEL.gguf [ADAPTER.gguf]", file=sys.stderr)
         return 2
-    fast, fast_s = read_logits(argv[0], extra_buffers=True)
-    safe, safe_s = read_logits(argv[0], extra_buffers=False)
+    adapter = argv[1] if len(argv) == 2 else None
+    fast, fast_s = read_logits(argv[0], extra_buffers=True, adapter=adapter)
+    safe, safe_s = read_logits(argv[0], extra_buffers=False, adapter=adapter)
     finite = bool(np.isfinite(fast).all())
     diff = float(np.abs(fast - safe).max()) if finite else float("inf")
     corr = float(np.corrcoef(fast, safe)[0, 1]) if finite else 0.0

@@ -13,11 +13,20 @@ takes no ``use_extra_bufts`` argument, so the flag is set by swapping that funct
 duration of one construction (under a lock) and checked on the loaded model afterwards. An eval
 callback (``cb_eval``, how :class:`~scopeguard.llamacpp.LayerTap` reads hidden states) is set the
 same way, through ``llama_context_default_params()``.
+
+A LoRA adapter (``adapter=``, a GGUF adapter such as a tuned reader's ``adapter.gguf``) is applied
+after construction through llama.cpp's adapter API (``llama_adapter_lora_init``,
+``llama_set_adapters_lora``, scale 1: llama.cpp applies alpha / rank itself), unmerged, with the
+base still memory-mapped (``Llama(lora_path=...)`` would turn mmap off). The adapter lives and is
+freed with the ``Llama``. One llama.cpp cannot apply (missing, not GGUF, another architecture,
+other shapes: its init returns NULL) is a :class:`~scopeguard.errors.ModelError` naming the
+adapter, the base and llama.cpp's reason.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
 import logging
 import threading
@@ -28,7 +37,14 @@ from typing import Any
 from scopeguard._optional import require
 from scopeguard.errors import ModelError
 
-__all__ = ["check_gguf", "construct", "default_extra_buffers", "load_llama", "supports_extra_buffers"]
+__all__ = [
+    "check_adapter",
+    "check_gguf",
+    "construct",
+    "default_extra_buffers",
+    "load_llama",
+    "supports_extra_buffers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -46,21 +62,117 @@ def _fix(path: Path) -> str:
     return reinstall_hint(path)
 
 
+def _head(path: Path, what: str) -> bytes:
+    """The first four bytes of ``path`` (``what`` names it in the error when it cannot be read)."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4)
+    except OSError as exc:
+        raise ModelError(f"cannot read the {what} {path}: {exc}") from None
+
+
 def check_gguf(model_path: str | Path) -> Path:
     """``model_path`` as a Path, or a :class:`ModelError` when it is missing or not a GGUF file."""
     path = Path(model_path)
     if not path.is_file():
         raise ModelError(f"GGUF model file not found: {path}. {_fix(path)}")
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4)
-    except OSError as exc:
-        raise ModelError(f"cannot read the model file {path}: {exc}") from None
+    head = _head(path, "model file")
     if head != _GGUF_MAGIC:
         raise ModelError(
             f"{path} is not a GGUF file (it starts with {head!r}, not {_GGUF_MAGIC!r}). {_fix(path)}"
         )
     return path
+
+
+def check_adapter(adapter: str | Path, base: str | Path) -> Path:
+    """``adapter`` as a Path, or a :class:`ModelError` naming it and ``base`` when it is missing or
+    not a GGUF file (whether it fits ``base`` only llama.cpp can tell, when it applies it)."""
+    path = Path(adapter)
+    if not path.is_file():
+        raise ModelError(f"LoRA adapter not found: {path} (for the base model {Path(base).name})")
+    head = _head(path, "LoRA adapter")
+    if head != _GGUF_MAGIC:
+        raise ModelError(
+            f"the LoRA adapter {path} is not a GGUF file (it starts with {head!r}): llama.cpp reads "
+            f"GGUF adapters (a tuned reader's adapter.gguf); PEFT adapters are read with transformers"
+        )
+    return path
+
+
+@contextlib.contextmanager
+def _llama_log(lib: Any) -> Iterator[list[str]]:
+    """What llama.cpp logs meanwhile (the bindings' own callback drops its errors where not
+    verbose: it maps their level to DEBUG), then the bindings' callback again. Nothing is
+    captured where the bindings have no callback of their own to go back to."""
+    pieces: list[str] = []
+    bindings = lib.llama_cpp
+    own = getattr(getattr(lib, "_logger", None), "llama_log_callback", None)
+    if own is None or not hasattr(bindings, "llama_log_set"):
+        yield pieces
+        return
+
+    def record(level: int, text: bytes, user_data: Any) -> None:
+        with contextlib.suppress(Exception):
+            pieces.append(text.decode("utf-8", errors="replace"))
+
+    callback = bindings.llama_log_callback(record)  # kept alive until restored below
+    bindings.llama_log_set(callback, ctypes.c_void_p(0))
+    try:
+        yield pieces
+    finally:
+        bindings.llama_log_set(own, ctypes.c_void_p(0))
+
+
+def _llama_error(captured: str) -> str:
+    """llama.cpp's last error line from its captured log (how it says why an adapter failed)."""
+    lines = [line.strip() for line in captured.splitlines() if line.strip()]
+    failed = [line for line in lines if "failed" in line or "error" in line.lower()]
+    last = (failed or lines or ["no reason given"])[-1]
+    return last.split(": ", 1)[-1] if last.startswith("llama_") else last
+
+
+def _apply_adapter(lib: Any, llm: Any, adapter: Path, base: Path) -> None:
+    """Apply the GGUF LoRA ``adapter`` to ``llm`` (scale 1), freed when ``llm`` closes; on a
+    failure ``llm`` is closed and a :class:`ModelError` raised with llama.cpp's reason."""
+    bindings = lib.llama_cpp
+    init: Any = getattr(bindings, "llama_adapter_lora_init", None)
+    many: Any = getattr(bindings, "llama_set_adapters_lora", None)  # newer bindings
+    one: Any = getattr(bindings, "llama_set_adapter_lora", None)  # older ones
+    if init is None or (many is None and one is None):
+        llm.close()
+        raise ModelError(
+            f"llama-cpp-python {lib.__version__} cannot apply LoRA adapters through llama.cpp's adapter "
+            f"API (needed for {adapter}): upgrade it (pip install -U llama-cpp-python)"
+        )
+    with _llama_log(lib) as log:
+        pointer = init(llm.model, str(adapter).encode("utf-8"))
+    if not pointer:  # a NULL pointer: llama.cpp refused the file and logged why
+        llm.close()
+        raise ModelError(
+            f"llama.cpp could not apply the LoRA adapter {adapter} to the base model {base.name}: "
+            f"{_llama_error(''.join(log))}. The adapter must be a GGUF LoRA adapter trained on this "
+            "base (same architecture and tensor shapes)"
+        )
+    ctx = llm.ctx
+    adapters = (bindings.llama_adapter_lora_p_ctypes * 1)(pointer)
+    status = many(ctx, adapters, 1, (ctypes.c_float * 1)(1.0)) if many else one(ctx, pointer, 1.0)
+    if status != 0:
+        bindings.llama_adapter_lora_free(pointer)
+        llm.close()
+        raise ModelError(
+            f"llama.cpp could not set the LoRA adapter {adapter} on {base.name} (status {status})"
+        )
+
+    def detach_and_free() -> None:  # runs before the context and the model are freed
+        with contextlib.suppress(Exception):
+            if many:
+                many(ctx, None, 0, None)
+            bindings.llama_adapter_lora_free(pointer)
+
+    llm._scopeguard_adapter = pointer  # alive as long as the Llama
+    stack = getattr(llm, "_stack", None)
+    if stack is not None:  # else the model's destructor frees it
+        stack.callback(detach_and_free)
 
 
 def supports_extra_buffers(lib: Any | None = None) -> bool:
@@ -124,17 +236,23 @@ def _eval_callback_set(lib: Any, callback: Any) -> Iterator[None]:
 
 
 def construct(
-    model_path: str | Path, *, extra_buffers: bool, eval_callback: Any = None, **params: Any
+    model_path: str | Path,
+    *,
+    extra_buffers: bool,
+    eval_callback: Any = None,
+    adapter: str | Path | None = None,
+    **params: Any,
 ) -> Any:
-    """``llama_cpp.Llama(model_path, **params)`` with extra buffer types on or off, as given, and
+    """``llama_cpp.Llama(model_path, **params)`` with extra buffer types on or off, as given,
     ``eval_callback`` (a ``ggml_backend_sched_eval_callback``, kept alive by the caller) as the
-    context's ``cb_eval``.
+    context's ``cb_eval``, and the GGUF LoRA ``adapter`` applied (see the module docstring).
 
     No decision is made here: :func:`load_llama` decides; the canary child calls this directly.
     A load that fails raises :class:`ModelError` naming the file and the fix.
     """
     lib = _llama_cpp()
     path = check_gguf(model_path)
+    lora = None if adapter is None else check_adapter(adapter, path)
     params.setdefault("verbose", False)
     with _CONSTRUCT_LOCK, _extra_buffers_set(lib, extra_buffers), _eval_callback_set(lib, eval_callback):
         try:
@@ -146,6 +264,8 @@ def construct(
                 f"llama.cpp could not load {path} ({size:,} bytes): {exc}. The file may be truncated "
                 f"or corrupt, or made for a newer llama.cpp. {_fix(path)}"
             ) from None
+        if lora is not None:
+            _apply_adapter(lib, llm, lora, path)
     got = getattr(llm.model_params, "use_extra_bufts", extra_buffers)
     if bool(got) != extra_buffers:  # the bindings changed how Llama() builds its parameters
         llm.close()
@@ -162,22 +282,34 @@ def construct(
     return llm
 
 
-def load_llama(model_path: str | Path, *, purpose: str, eval_callback: Any = None, **params: Any) -> Any:
+def load_llama(
+    model_path: str | Path,
+    *,
+    purpose: str,
+    eval_callback: Any = None,
+    adapter: str | Path | None = None,
+    **params: Any,
+) -> Any:
     """Open ``model_path`` with llama.cpp for ``purpose`` (logged), with the safe parameters.
 
     ``params`` are ``llama_cpp.Llama`` keyword arguments (``n_ctx``, ``n_threads``, ``embedding``,
-    ...). Extra buffer types are used only where :func:`extra_buffers_decision` allows them.
-    ``eval_callback``: the context's ``cb_eval`` (see :class:`~scopeguard.llamacpp.LayerTap`).
+    ...). Extra buffer types are used only where :func:`extra_buffers_decision` allows them (for
+    this base with this adapter). ``eval_callback``: the context's ``cb_eval`` (see
+    :class:`~scopeguard.llamacpp.LayerTap`). ``adapter``: a GGUF LoRA adapter applied over the base.
     """
     from scopeguard.llamacpp._canary import extra_buffers_decision
 
     path = check_gguf(model_path)
-    decision = extra_buffers_decision(path)
+    lora = None if adapter is None else check_adapter(adapter, path)
+    decision = extra_buffers_decision(path, adapter=lora)
     logger.info(
-        "loading %s for %s (extra buffers %s: %s)",
+        "loading %s%s for %s (extra buffers %s: %s)",
         path.name,
+        "" if lora is None else f" with the LoRA adapter {lora}",
         purpose,
         "on" if decision.extra_buffers else "off",
         decision.reason,
     )
-    return construct(path, extra_buffers=decision.extra_buffers, eval_callback=eval_callback, **params)
+    return construct(
+        path, extra_buffers=decision.extra_buffers, eval_callback=eval_callback, adapter=lora, **params
+    )

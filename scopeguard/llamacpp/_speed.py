@@ -42,14 +42,17 @@ def measure_read_speed(
     tokens: int = 256,
     repeats: int = 3,
     n_threads: int | None = None,
+    adapter: str | Path | None = None,
 ) -> ReadSpeed:
-    """Load ``model_path`` (extra buffers as given: decide first) and time ``repeats`` reads of
-    one ``tokens``-token prompt from an empty context, in one decode each."""
+    """Load ``model_path`` (extra buffers as given: decide first; the GGUF LoRA ``adapter``
+    applied) and time ``repeats`` reads of one ``tokens``-token prompt from an empty context, in
+    one decode each."""
     threads = n_threads or os.cpu_count() or 1
     start = time.perf_counter()
     llm: Any = construct(
         model_path,
         extra_buffers=extra_buffers,
+        adapter=adapter,
         n_ctx=tokens + 16,
         n_batch=tokens,
         n_ubatch=min(tokens, 512),

@@ -51,3 +51,30 @@ def test_doctor_without_a_model_says_why(monkeypatch: pytest.MonkeyPatch) -> Non
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert report["loader"] is None and "/no/such/model.gguf" in report["loader_error"]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_doctor_checks_and_times_a_tuned_reader_with_its_adapter(
+    smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("gguf", reason="writing GGUF adapters needs scopeguard[train]")
+    from scopeguard.detection.tune.export import gguf_base_info, write_gguf_adapter, write_reader_json
+
+    monkeypatch.setenv(_canary.ENV_VAR, "off")
+    folder = tmp_path / "tuned"
+    name = "base_model.model.model.layers.0.self_attn.q_proj"
+    lora = {f"{name}.lora_A.weight": np.zeros((8, 576)), f"{name}.lora_B.weight": np.zeros((576, 8))}
+    adapter = write_gguf_adapter(lora, folder / "adapter.gguf", alpha=16, **gguf_base_info(smollm2))
+    write_reader_json(folder, base="smollm2", rank=8, alpha=16)
+    res = runner.invoke(app, ["doctor", "--json", "--no-speed", "--reader", str(folder)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["adapter"] == str(adapter) and report["adapter_key"].startswith("lora-")
+    assert report["loader"]["adapter"] == str(adapter.resolve()) and report["loader_error"] is None
+    res = runner.invoke(app, ["doctor", "--reader", str(folder)])  # timed with the adapter applied
+    assert res.exit_code == 0, res.output
+    assert f"adapter         {report['adapter_key']} ({adapter})" in res.stdout
+    speed = [line for line in res.stdout.splitlines() if line.startswith("read speed")]
+    assert speed and float(speed[0].split()[2]) > 0

@@ -40,6 +40,7 @@ import numpy as np
 from scopeguard._optional import require
 from scopeguard._paths import cache_dir
 from scopeguard.data import atomic_open
+from scopeguard.detection.read.adapter import file_sha256, gguf_reading
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp, variant_strings
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
 from scopeguard.llamacpp import load_llama
@@ -60,7 +61,9 @@ class LlamaCppVerdicts:
 
     Args:
         model: a packaged short name, a ``.gguf`` path or a Hugging Face ``repo_id/file.gguf``
-            (see :func:`scopeguard.models.local_gguf`).
+            (see :func:`scopeguard.models.local_gguf`), or a tuned reader's folder.
+        adapter: a GGUF LoRA adapter file (or a tuned reader's folder) read over ``model``; its
+            key joins the name (``qwen2.5-coder-0.5b+lora-1a2b3c4d5e6f``) and the saved states'.
         n_ctx: the context window in tokens (prompts longer than this raise
             :class:`~scopeguard.errors.DocumentTooLongError`; the detector chunks documents first).
         n_threads: CPU threads (default ``$SCOPEGUARD_N_THREADS``, else all cores).
@@ -88,14 +91,17 @@ class LlamaCppVerdicts:
         state_dir: str | Path | None = None,
         persist_states: bool = True,
         layers: Sequence[int] = (),
+        adapter: str | Path | None = None,
     ) -> None:
         from scopeguard.models import available_ggufs, local_gguf
 
         self._lib = require(
             "llama_cpp", extra="local", feature="log-prob verdicts with llama.cpp", package="llama-cpp-python"
         )
-        self.path = local_gguf(str(model))
-        self._name = str(model) if str(model) in available_ggufs() else self.path.stem
+        self._reading = reading = gguf_reading(model, adapter)
+        self.path = local_gguf(reading.base)
+        self.adapter: Path | None = reading.adapter
+        self._name = (reading.base if reading.base in available_ggufs() else self.path.stem) + reading.suffix
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1
         self.n_gpu_layers = n_gpu_layers
@@ -131,11 +137,12 @@ class LlamaCppVerdicts:
 
     @property
     def name(self) -> str:
-        """The packaged short name (``qwen2.5-coder-1.5b``) or the file's stem."""
+        """The packaged short name (``qwen2.5-coder-1.5b``) or the file's stem, and ``+lora-...``."""
         return self._name
 
     def __repr__(self) -> str:
-        return f"LlamaCppVerdicts(path={str(self.path)!r}, n_ctx={self.n_ctx})"
+        lora = "" if self.adapter is None else f", adapter={str(self.adapter)!r}"
+        return f"LlamaCppVerdicts(path={str(self.path)!r}{lora}, n_ctx={self.n_ctx})"
 
     # -- loading ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -148,6 +155,7 @@ class LlamaCppVerdicts:
         llm = load_llama(
             self.path,
             purpose="log-prob verdicts",
+            adapter=self.adapter,
             n_ctx=self.n_ctx,
             n_batch=min(self.n_ctx, 2048),
             n_ubatch=min(self.n_ctx, 512),
@@ -390,8 +398,10 @@ class LlamaCppVerdicts:
         digest = hashlib.sha256()
         stat = self.path.stat()
         digest.update(f"{self.path.name}:{stat.st_size}:{self._lib.__version__}:".encode())
+        if self.adapter is not None:
+            digest.update(f"adapter:{file_sha256(self.adapter)}:".encode())
         digest.update(np.asarray(ids, dtype=np.int32).tobytes())
-        return self.state_dir / f"{self.path.stem}-{digest.hexdigest()[:24]}.state"
+        return self.state_dir / f"{self.path.stem}{self._reading.suffix}-{digest.hexdigest()[:24]}.state"
 
     # -- saved states ------------------------------------------------------------------------
     def _restore_best(self, ids: list[int], live: int) -> int:

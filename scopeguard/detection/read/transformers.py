@@ -7,6 +7,10 @@ tokenizer's chat template; batches are left-padded so the last position is every
 next token. On CUDA the model runs in bfloat16, on the CPU in float32. ``layers=(...)`` returns
 those layers' hidden states at the verdict position with each score (``hidden_states[layer]``,
 from the same forward pass).
+
+A tuned reader's folder (see :mod:`scopeguard.detection.read.adapter`) reads its base with the
+PEFT adapter merged in (``peft``: ``pip install 'scopeguard[train]'``), named by the base and the
+adapter's key (``qwen2.5-coder-0.5b+lora-1a2b3c4d5e6f``), as llama.cpp names it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 
 from scopeguard._optional import require
 from scopeguard._progress import progress_bar
+from scopeguard.detection.read.adapter import file_sha256, tuned_reader
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, variant_strings
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
 from scopeguard.llamacpp import resolve_layers
@@ -41,16 +46,33 @@ def _location(model: str) -> str:
 
 
 def load_causal_lm(
-    location: str, *, device: str = "cpu", dtype: str = "float32", trust_remote_code: bool = False
+    location: str,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    trust_remote_code: bool = False,
+    adapter: str | Path | None = None,
+    adapter_key: str | None = None,
 ) -> tuple[Any, Any]:
     """The tokenizer and ``AutoModelForCausalLM`` (eval mode, on ``device``) at ``location``: the
     one transformers loader of the read, so the verdicts and the probe's hidden states of one model
-    on one device share its weights (the last two loaded are kept)."""
-    return _load(location, device, dtype, trust_remote_code)
+    on one device share its weights (the last two loaded are kept). ``adapter``: a PEFT adapter
+    folder merged into the weights; ``adapter_key`` (its content's identity, e.g.
+    :attr:`~scopeguard.detection.read.adapter.TunedReader.key`) tells a retrained one apart."""
+    return _load(
+        location, device, dtype, trust_remote_code, None if adapter is None else str(adapter), adapter_key
+    )
 
 
 @lru_cache(maxsize=2)
-def _load(location: str, device: str, dtype: str, trust_remote_code: bool) -> tuple[Any, Any]:
+def _load(
+    location: str,
+    device: str,
+    dtype: str,
+    trust_remote_code: bool,
+    adapter: str | None,
+    adapter_key: str | None,
+) -> tuple[Any, Any]:
     torch = require("torch", extra="probe", feature="reading with transformers")
     tf = require("transformers", extra="probe", feature="reading with transformers")
     try:
@@ -60,14 +82,29 @@ def _load(location: str, device: str, dtype: str, trust_remote_code: bool) -> tu
         )
     except Exception as exc:
         raise ModelError(f"could not load causal LM {location!r} with transformers: {exc}") from None
+    if adapter is not None:
+        model = _merge_peft(model, adapter, location)
     return tok, model.to(device).eval()
+
+
+def _merge_peft(model: Any, adapter: str, base: str) -> Any:
+    """``model`` with the PEFT LoRA adapter in folder ``adapter`` merged into its weights."""
+    peft = require("peft", extra="train", feature="reading a tuned reader with transformers")
+    try:
+        return peft.PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    except Exception as exc:
+        raise ModelError(
+            f"could not apply the PEFT adapter {adapter} to {base} with transformers: {exc}. The adapter "
+            "must be trained on this base model"
+        ) from None
 
 
 class TransformersVerdicts:
     """Verdict log-probs from ``AutoModelForCausalLM`` (see the module docstring).
 
     Args:
-        model: a hub name, a local folder, a packaged GGUF name or a ``.gguf`` path.
+        model: a hub name, a local folder, a packaged GGUF name, a ``.gguf`` path, or a tuned
+            reader's folder (its base with its PEFT adapter merged in).
         device: ``"cuda"``, ``"cpu"``, ``"cuda:1"``...; default: CUDA when available.
         batch_size: prompts per forward pass in :meth:`score_many`.
         max_tokens: the longest prompt accepted (default: the model's position limit).
@@ -91,14 +128,23 @@ class TransformersVerdicts:
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
         torch = self._torch
-        self.model_name = str(model)
+        reader = tuned_reader(model) if Path(model).is_dir() else None
+        self.model_name = str(model) if reader is None else reader.base
+        self.adapter: Path | None = None if reader is None else reader.require_peft()
+        self._key = None if reader is None else reader.key
+        weights = None if self.adapter is None else file_sha256(self.adapter / "adapter_model.safetensors")
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.batch_size = batch_size
         dtype = "bfloat16" if self.device.startswith("cuda") else "float32"
         self.tokenizer: Any
         self.model: Any
         self.tokenizer, self.model = load_causal_lm(
-            _location(self.model_name), device=self.device, dtype=dtype, trust_remote_code=trust_remote_code
+            _location(self.model_name),
+            device=self.device,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            adapter=self.adapter,
+            adapter_key=weights,
         )
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -114,7 +160,9 @@ class TransformersVerdicts:
 
     @property
     def name(self) -> str:
-        return Path(self.model_name).stem if self.model_name.endswith(".gguf") else self.model_name
+        """The model's name (a ``.gguf`` file's stem), and ``+lora-...`` for a tuned reader."""
+        base = Path(self.model_name).stem if self.model_name.endswith(".gguf") else self.model_name
+        return base if self._key is None else f"{base}+{self._key}"
 
     def _ids(self, words: Sequence[str]) -> list[int]:
         ids: list[int] = []
