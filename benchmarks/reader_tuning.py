@@ -28,9 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import machine_info
+from _report import cpu_model, report
 
-from scopeguard.data import atomic_write_json
 from scopeguard.detection.tune import TuneConfig, train_reader
 from scopeguard.detection.tune.train import CURVE_FILE
 
@@ -66,17 +65,59 @@ def _run(name: str, config: TuneConfig, work: Path, threads: int | None) -> dict
     return {"before": report.before, "after": report.after, "curve": curve, "seconds": report.seconds}
 
 
-def _table(rows: dict[str, dict[str, Any]]) -> None:
-    print(f"{'run':<16} {'set':<34} {'n':>4} {'AUROC':>13} {'accuracy':>13} {'FR':>6}")
-    for name, row in rows.items():
+def _read_back(work: Path, name: str) -> dict[str, Any]:
+    """A finished or started run's own saved configuration (what it was trained with)."""
+    path = work / name / "config.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _llama_scores(specs: dict[str, str], datasets: list[str]) -> dict[str, Any]:
+    """Each detector spec (``logprob@local:FOLDER``, ``default``) read with llama.cpp on whole
+    ``datasets``: accuracy, false refusals, AUROC, p50 latency, and accuracy by question kind."""
+    from scopeguard.data import load_dataset
+    from scopeguard.detection.detectors import get_detector
+    from scopeguard.evaluation.detection import detection_metrics, run_detector
+
+    out: dict[str, Any] = {}
+    for label, spec in specs.items():
+        name, _, llm = spec.partition("@")
+        detector = get_detector(name, **({"llm": llm} if llm else {}))
+        for folder in datasets:
+            data = load_dataset(folder)
+            y_true, verdicts = run_detector(detector, data, progress=False)
+            metrics = detection_metrics(y_true, verdicts)
+            kinds: dict[str, list[int]] = {}
+            for q, y, v in zip(data.questions, y_true, verdicts, strict=True):
+                tally = kinds.setdefault(str(q.metadata.get("kind", "all")), [0, 0])
+                tally[0] += int(v.label == y)
+                tally[1] += 1
+            keep = ("n", "accuracy", "false_refusal_rate", "oos_recall", "auroc", "latency_ms_p50")
+            out[f"{label}:{Path(folder).name}"] = {
+                **{k: metrics[k] for k in keep if k in metrics},
+                "correct_by_kind": {k: f"{a}/{b}" for k, (a, b) in sorted(kinds.items())},
+            }
+            logging.info("%s on %s: %s", label, Path(folder).name, out[f"{label}:{Path(folder).name}"])
+    return out
+
+
+def _rows(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for name, row in runs.items():
         for key, after in row["after"].items():
             before = row["before"].get(key, {})
-            print(
-                f"{name:<16} {key:<34} {int(after['n']):>4} "
-                f"{before.get('auroc', float('nan')):>6.3f}>{after['auroc']:<6.3f} "
-                f"{before.get('accuracy', float('nan')):>6.3f}>{after['accuracy']:<6.3f} "
-                f"{after['false_refusal_rate']:>6.3f}"
+            rows.append(
+                {
+                    "run": name,
+                    "set": key,
+                    "n": int(after["n"]),
+                    "auroc_before": round(before.get("auroc", float("nan")), 3),
+                    "auroc_after": round(after["auroc"], 3),
+                    "accuracy_before": round(before.get("accuracy", float("nan")), 3),
+                    "accuracy_after": round(after["accuracy"], 3),
+                    "false_refusals_after": round(after["false_refusal_rate"], 3),
+                }
             )
+    return rows
 
 
 def main() -> None:
@@ -92,6 +133,13 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--llama-sets",
+        nargs="*",
+        default=[],
+        help="after training: read these whole datasets with llama.cpp through each tuned reader's GGUF "
+        "adapter (logprob at its own threshold), the bare base, and the shipped default",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     shared = {"base": args.base, **_settings(args.set)}
@@ -108,12 +156,15 @@ def main() -> None:
                 datasets=rest, evaluate=[left, *args.eval], **shared
             )
     rows = {name: _run(name, config, args.work, args.threads) for name, config in runs.items()}
-    _table(rows)
-    result = {
-        "machine": machine_info(),
+    result: dict[str, Any] = {
+        "machine": f"{cpu_model()}, {args.threads or 'all'} threads",
         "mode": args.mode,
-        "runs": {name: {"config": runs[name].model_dump(), **row} for name, row in rows.items()},
+        "runs": {name: {"config": _read_back(args.work, name), **row} for name, row in rows.items()},
     }
+    if args.llama_sets:
+        specs = {name: f"logprob@local:{args.work / name}" for name in runs}
+        specs.update({f"bare {args.base}": f"logprob@local:{args.base}", "shipped default": "default"})
+        result["llama_cpp"] = _llama_scores(specs, args.llama_sets)
     if args.mode == "lodo":
         left_out = {
             name: row["after"][f"evaluation:{Path(cfg.evaluate[0]).name}"]
@@ -125,9 +176,7 @@ def main() -> None:
             f"worst left-out accuracy {result['worst_left_out_accuracy']:.3f}, "
             f"AUROC {result['worst_left_out_auroc']:.3f}"
         )
-    out = args.out or RESULTS / f"reader_tuning_{args.mode}.json"
-    atomic_write_json(out, result)
-    print(f"wrote {out}")
+    report(_rows(rows), result, args.out or RESULTS / f"reader_tuning_{args.mode}.json")
 
 
 if __name__ == "__main__":
