@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import cpu_model, report
 
 from scopeguard.detection.tune import TuneConfig, train_reader
-from scopeguard.detection.tune.train import CURVE_FILE
+from scopeguard.detection.tune.card import CURVE_FILE
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

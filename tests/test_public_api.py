@@ -86,6 +86,7 @@ LISTED_MODULES = [
     "scopeguard.detection.read.text",
     "scopeguard.detection.read.token_encoder",
     "scopeguard.detection.read.transformers",
+    "scopeguard.detection.tune.card",
     "scopeguard.detection.tune.examples",
     "scopeguard.detection.tune.export",
     "scopeguard.detection.tune.model",

@@ -20,11 +20,9 @@ as one that was never stopped.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-import platform
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,18 +36,18 @@ from scopeguard.data import atomic_write_json
 from scopeguard.detection.head.calibration import auroc
 from scopeguard.detection.read.adapter import GGUF_ADAPTER, PEFT_DIR
 from scopeguard.detection.read.reader import TEMPLATE
+from scopeguard.detection.tune.card import CURVE_FILE, machine, render_card
 from scopeguard.detection.tune.examples import Example, ExampleSet, build_examples
 from scopeguard.detection.tune.model import TunableReader, _torch, load_tunable
 from scopeguard.errors import ConfigurationError
 from scopeguard.runs import RunFolder
 
-__all__ = ["DEFAULT_TARGETS", "TuneConfig", "TuneReport", "before_after", "train_reader"]
+__all__ = ["DEFAULT_TARGETS", "TuneConfig", "TuneReport", "train_reader"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 CHECKPOINT = "checkpoint"
-CURVE_FILE = "curve.json"
 
 
 class TuneConfig(BaseModel):
@@ -108,23 +106,6 @@ class TuneReport(BaseModel):
     counts: dict[str, dict[str, int]]
 
 
-def before_after(report: TuneReport) -> list[str]:
-    """The report's sets as a Markdown table: AUROC and accuracy before and after, false refusals and
-    loss after (margin threshold 0: the reader's own Yes/No)."""
-    lines = [
-        "| set | n | AUROC before | AUROC after | accuracy before | accuracy after | FR after | loss after |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for key, after in report.after.items():
-        before = report.before.get(key, {})
-        lines.append(
-            f"| {key} | {int(after['n'])} | {before.get('auroc', float('nan')):.3f} | {after['auroc']:.3f} | "
-            f"{before.get('accuracy', float('nan')):.3f} | {after['accuracy']:.3f} | "
-            f"{after['false_refusal_rate']:.3f} | {after['loss']:.3f} |"
-        )
-    return lines
-
-
 def _schedule(update: int, total: int, warmup: float) -> float:
     """The learning rate's factor at ``update`` (0-based): linear warm-up, then a cosine to zero."""
     n_warm = max(1, round(warmup * total)) if warmup > 0 else 0
@@ -152,21 +133,6 @@ def _metrics(margins: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         "false_refusal_rate": float(pred[inside].mean()) if inside.any() else float("nan"),
         "oos_recall": float(pred[~inside].mean()) if (~inside).any() else float("nan"),
     }
-
-
-def _machine(device: str) -> str:
-    torch = _torch()
-    if device.startswith("cuda"):
-        return f"{torch.cuda.get_device_name(0)} (CUDA)"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {torch.get_num_threads()} threads"
 
 
 class _Run:
@@ -313,52 +279,6 @@ class _Run:
         return row
 
 
-def _card(config: TuneConfig, run: _Run, report: TuneReport, machine: str, started: str) -> str:
-    lines = [
-        f"# Tuned reader: {config.base} + LoRA r={config.rank}",
-        "",
-        f"Trained by `scopeguard train-reader` on {started}, {machine}: {run.update} updates of "
-        f"{config.batch} examples ({report.examples_seen} seen) in {report.seconds / 60:.1f} min.",
-        "",
-        "## Settings",
-        "",
-        "| setting | value |",
-        "|---|---|",
-    ]
-    for key, value in config.model_dump().items():
-        lines.append(f"| {key} | {value} |")
-    lines += ["", "## Data", "", "| dataset | counts |", "|---|---|"]
-    for name, counts in report.counts.items():
-        lines.append(f"| {name} | {', '.join(f'{k} {v}' for k, v in counts.items())} |")
-    lines += [
-        "",
-        "## Before and after (margin threshold 0: the reader's own Yes/No)",
-        "",
-        "Validation sets are documents held out of each training dataset; evaluation sets were never "
-        "trained on (left out).",
-        "",
-        *before_after(report),
-    ]
-    lines += [
-        "",
-        "## Validation curve",
-        "",
-        "| update | validation loss | worst validation AUROC |",
-        "|---|---|---|",
-    ]
-    for row in report.curve:
-        lines.append(
-            f"| {row['update']} | {row.get('validation_loss', float('nan')):.4f} | "
-            f"{row.get('validation_worst_auroc', float('nan')):.3f} |"
-        )
-    lines += [
-        "",
-        f"The whole curve, and the training loss and gradient norm of every update: `{CURVE_FILE}`.",
-        "",
-    ]
-    return "\n".join(lines)
-
-
 def train_reader(
     config: TuneConfig,
     out: str | os.PathLike[str],
@@ -492,7 +412,7 @@ def _finish(
         curve=run.curve,
         counts=run.examples.counts(),
     )
-    machine = _machine(device)
+    where = machine(device)
     write_reader_json(
         root,
         base=base_name,
@@ -501,11 +421,10 @@ def _finish(
         targets=sorted(peft_config.target_modules),
         template=config.template,
         gguf=gguf_written,
-        machine=machine,
+        machine=where,
         trained=started,
         updates=run.update,
     )
-    (root / "card.md").write_text(_card(config, run, report, machine, started), encoding="utf-8")
+    (root / "card.md").write_text(render_card(config, report, where, started), encoding="utf-8")
     atomic_write_json(root / CURVE_FILE, {"validation": run.curve, "train": run.train_log})
-    json.dumps(report.model_dump(mode="json"))  # a report that does not serialise is a bug here
     return report
