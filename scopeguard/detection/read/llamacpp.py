@@ -101,6 +101,7 @@ class LlamaCppVerdicts:
         self._reading = reading = gguf_reading(model, adapter)
         self.path = local_gguf(reading.base)
         self.adapter: Path | None = reading.adapter
+        self._adapter_sha = None if reading.adapter is None else file_sha256(reading.adapter)
         self._name = (reading.base if reading.base in available_ggufs() else self.path.stem) + reading.suffix
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1
@@ -398,8 +399,8 @@ class LlamaCppVerdicts:
         digest = hashlib.sha256()
         stat = self.path.stat()
         digest.update(f"{self.path.name}:{stat.st_size}:{self._lib.__version__}:".encode())
-        if self.adapter is not None:
-            digest.update(f"adapter:{file_sha256(self.adapter)}:".encode())
+        if self._adapter_sha is not None:
+            digest.update(f"adapter:{self._adapter_sha}:".encode())
         digest.update(np.asarray(ids, dtype=np.int32).tobytes())
         return self.state_dir / f"{self.path.stem}{self._reading.suffix}-{digest.hexdigest()[:24]}.state"
 

@@ -32,17 +32,45 @@ from scopeguard.llamacpp import resolve_layers
 from scopeguard.llm.base import ChatMessage
 from scopeguard.models import converted_gguf_dir
 
-__all__ = ["TransformersHiddenStates", "TransformersVerdicts", "load_causal_lm"]
+__all__ = [
+    "TransformersHiddenStates",
+    "TransformersVerdicts",
+    "load_causal_lm",
+    "model_location",
+    "render_prompt",
+    "verdict_token_ids",
+]
 
 logger = logging.getLogger(__name__)
 
 
-def _location(model: str) -> str:
+def model_location(model: str) -> str:
+    """Where transformers loads ``model`` from: a packaged GGUF name or a ``.gguf`` path converted to
+    safetensors once (:func:`scopeguard.models.converted_gguf_dir`); a hub name or folder as is."""
     from scopeguard.models import available_ggufs, local_gguf
 
     if model in available_ggufs() or model.endswith(".gguf"):
         return str(converted_gguf_dir(local_gguf(model)))
     return model
+
+
+def verdict_token_ids(tokenizer: Any, words: Sequence[str]) -> list[int]:
+    """The ids of every single-token form of ``words`` (see :func:`variant_strings`)."""
+    ids: list[int] = []
+    for text in variant_strings(words):
+        toks = tokenizer(text, add_special_tokens=False).input_ids
+        if len(toks) == 1 and int(toks[0]) not in ids:
+            ids.append(int(toks[0]))
+    return ids
+
+
+def render_prompt(tokenizer: Any, messages: Sequence[ChatMessage]) -> str:
+    """The prompt text of ``messages``: the tokenizer's chat template with the generation prompt
+    appended, or the contents joined where it has none."""
+    payload = [m.model_dump() for m in messages]
+    if getattr(tokenizer, "chat_template", None):
+        return str(tokenizer.apply_chat_template(payload, tokenize=False, add_generation_prompt=True))
+    return "\n\n".join(m["content"] for m in payload) + "\n"
 
 
 def load_causal_lm(
@@ -139,7 +167,7 @@ class TransformersVerdicts:
         self.tokenizer: Any
         self.model: Any
         self.tokenizer, self.model = load_causal_lm(
-            _location(self.model_name),
+            model_location(self.model_name),
             device=self.device,
             dtype=dtype,
             trust_remote_code=trust_remote_code,
@@ -153,8 +181,8 @@ class TransformersVerdicts:
         self.max_tokens = min(max_tokens or limit, limit)
         n_layer = int(getattr(self.model.config, "num_hidden_layers", 0) or 0)
         self.layers = resolve_layers(layers, n_layer) if layers else ()
-        self._yes = self._ids(YES_WORDS)
-        self._no = self._ids(NO_WORDS)
+        self._yes = verdict_token_ids(self.tokenizer, YES_WORDS)
+        self._no = verdict_token_ids(self.tokenizer, NO_WORDS)
         if not self._yes or not self._no:
             raise ModelError(f"{self.model_name}: the tokenizer has no single token for Yes or No")
 
@@ -164,21 +192,8 @@ class TransformersVerdicts:
         base = Path(self.model_name).stem if self.model_name.endswith(".gguf") else self.model_name
         return base if self._key is None else f"{base}+{self._key}"
 
-    def _ids(self, words: Sequence[str]) -> list[int]:
-        ids: list[int] = []
-        for text in variant_strings(words):
-            toks = self.tokenizer(text, add_special_tokens=False).input_ids
-            if len(toks) == 1 and int(toks[0]) not in ids:
-                ids.append(int(toks[0]))
-        return ids
-
     def render(self, messages: Sequence[ChatMessage]) -> str:
-        payload = [m.model_dump() for m in messages]
-        if getattr(self.tokenizer, "chat_template", None):
-            return str(
-                self.tokenizer.apply_chat_template(payload, tokenize=False, add_generation_prompt=True)
-            )
-        return "\n\n".join(m["content"] for m in payload) + "\n"
+        return render_prompt(self.tokenizer, messages)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)

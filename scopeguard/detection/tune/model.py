@@ -18,27 +18,18 @@ from typing import Any
 
 from scopeguard._optional import require
 from scopeguard.detection.read.adapter import TunedReader, tuned_reader
-from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, variant_strings
+from scopeguard.detection.read.base import NO_WORDS, YES_WORDS
 from scopeguard.detection.read.reader import verdict_messages
+from scopeguard.detection.read.transformers import model_location, render_prompt, verdict_token_ids
 from scopeguard.errors import ConfigurationError, ModelError
 
-__all__ = ["TunableReader", "base_location", "load_tunable"]
+__all__ = ["TunableReader", "load_tunable"]
 
 logger = logging.getLogger(__name__)
 
 
 def _torch() -> Any:
     return require("torch", extra="train", feature="training a reader")
-
-
-def base_location(base: str) -> str:
-    """Where transformers loads ``base`` from: a packaged GGUF name or a ``.gguf`` path is converted
-    to safetensors once (:func:`scopeguard.models.converted_gguf_dir`); a hub name or folder as is."""
-    from scopeguard.models import available_ggufs, converted_gguf_dir, local_gguf
-
-    if base in available_ggufs() or base.endswith(".gguf"):
-        return str(converted_gguf_dir(local_gguf(base)))
-    return base
 
 
 @dataclass
@@ -56,13 +47,8 @@ class TunableReader:
     split: int = 0
 
     def prompt_ids(self, question: str, passage: str) -> list[int]:
-        messages = [m.model_dump() for m in verdict_messages(question, passage, template=self.template)]
-        tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            text = str(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
-        else:
-            text = "\n\n".join(m["content"] for m in messages) + "\n"
-        return list(tok(text, add_special_tokens=False).input_ids)
+        text = render_prompt(self.tokenizer, verdict_messages(question, passage, template=self.template))
+        return list(self.tokenizer(text, add_special_tokens=False).input_ids)
 
     def margins(self, batch: Sequence[Sequence[int]]) -> Any:
         """log P(No) - log P(Yes) at the end of each prompt (a tensor with gradients when enabled).
@@ -149,15 +135,6 @@ class TunableReader:
             raise ModelError(f"the checkpoint's adapter does not fit this model: {missing[:3]}")
 
 
-def _token_ids(tokenizer: Any, words: Sequence[str]) -> list[int]:
-    ids: list[int] = []
-    for text in variant_strings(words):
-        toks = tokenizer(text, add_special_tokens=False).input_ids
-        if len(toks) == 1 and int(toks[0]) not in ids:
-            ids.append(int(toks[0]))
-    return ids
-
-
 def load_tunable(
     base: str,
     *,
@@ -183,7 +160,7 @@ def load_tunable(
     base_name = start.base if start is not None else base
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    location = base_location(base_name)
+    location = model_location(base_name)
     try:
         tokenizer = tf.AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
         model = tf.AutoModelForCausalLM.from_pretrained(
@@ -222,7 +199,7 @@ def load_tunable(
         and not getattr(model.get_base_model().model, "has_sliding_layers", False)
     ):
         split = n_layers - top_layers  # the blocks below carry no adapter: read them once
-    yes, no = _token_ids(tokenizer, YES_WORDS), _token_ids(tokenizer, NO_WORDS)
+    yes, no = verdict_token_ids(tokenizer, YES_WORDS), verdict_token_ids(tokenizer, NO_WORDS)
     if not yes or not no:
         raise ModelError(f"{base_name}: the tokenizer has no single token for Yes or No")
     return TunableReader(tokenizer, model, device, yes, no, template, split), base_name, start
