@@ -8,9 +8,10 @@ false refusals at the reader's own threshold before and after, and the worst lef
         --eval benchmarks/data/near-miss benchmarks/data/implied \\
         --runs lr3e-5:lr=3e-5 lr1e-4:lr=1e-4 lr3e-4:lr=3e-4 --set batch=8 max_questions=480 --work /tmp/tune
 
-    # leave one dataset out: one run per dataset, trained on the others, scored on it
+    # leave one dataset out: one run per dataset, trained on the others, scored on it; with
+    # --sizes, one such fold set per number of training questions (a learning curve)
     python benchmarks/reader_tuning.py lodo --base qwen2.5-coder-0.5b --train A B C --set lr=1e-4 \\
-        --work /tmp/lodo
+        --sizes 200 800 --work /tmp/lodo
 
 Each run is a ``train-reader`` run folder under ``--work``: a killed benchmark resumes every run
 where it stopped (``--resume`` is implied), and a finished run is read back, not trained again.
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import cpu_model, report
 
-from scopeguard.detection.tune import TuneConfig, train_reader
+from scopeguard.detection.tune import DocumentStates, TuneConfig, train_reader
 from scopeguard.detection.tune.card import CURVE_FILE
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -50,7 +51,9 @@ def _settings(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def _run(name: str, config: TuneConfig, work: Path, threads: int | None) -> dict[str, Any]:
+def _run(
+    name: str, config: TuneConfig, work: Path, threads: int | None, documents: DocumentStates
+) -> dict[str, Any]:
     folder = work / name
     resume = (folder / "checkpoint" / "state.pt").is_file()
     if (folder / "reader.json").is_file():
@@ -59,7 +62,7 @@ def _run(name: str, config: TuneConfig, work: Path, threads: int | None) -> dict
         first, last = curve["validation"][0], curve["validation"][-1]
         keep = [k for k in last if ":" in k]
         return {"before": {k: first[k] for k in keep}, "after": {k: last[k] for k in keep}, "curve": curve}
-    report = train_reader(config, folder, resume=resume, threads=threads, progress=False)
+    report = train_reader(config, folder, resume=resume, threads=threads, progress=False, documents=documents)
     assert report is not None
     curve = json.loads((folder / CURVE_FILE).read_text())
     return {"before": report.before, "after": report.after, "curve": curve, "seconds": report.seconds}
@@ -132,6 +135,10 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], help="settings shared by every run (key=value)")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--sizes", nargs="*", type=int, default=[], help="lodo: training questions per fold (learning curve)"
+    )
+    parser.add_argument("--prefix-cache-mb", type=float, default=4096, help="documents' states kept (MB)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
         "--llama-sets",
@@ -150,12 +157,14 @@ def main() -> None:
             extra = _settings([p for p in pairs.split(",") if p])
             runs[name] = TuneConfig(datasets=args.train, evaluate=args.eval, **{**shared, **extra})
     else:
-        for left in args.train:
-            rest = [d for d in args.train if d != left]
-            runs[f"without-{Path(left).name}"] = TuneConfig(
-                datasets=rest, evaluate=[left, *args.eval], **shared
-            )
-    rows = {name: _run(name, config, args.work, args.threads) for name, config in runs.items()}
+        for size in args.sizes or [None]:
+            for left in args.train:
+                rest = [d for d in args.train if d != left]
+                name = f"without-{Path(left).name}" if size is None else f"n{size}-without-{Path(left).name}"
+                sized = {} if size is None else {"max_questions": size}
+                runs[name] = TuneConfig(datasets=rest, evaluate=[left, *args.eval], **{**shared, **sized})
+    documents = DocumentStates(args.prefix_cache_mb)  # the base's document states, shared by the runs
+    rows = {name: _run(name, cfg, args.work, args.threads, documents) for name, cfg in runs.items()}
     result: dict[str, Any] = {
         "machine": f"{cpu_model()}, {args.threads or 'all'} threads",
         "mode": args.mode,
@@ -170,12 +179,28 @@ def main() -> None:
             name: row["after"][f"evaluation:{Path(cfg.evaluate[0]).name}"]
             for (name, row), cfg in zip(rows.items(), runs.values(), strict=True)
         }
-        result["worst_left_out_accuracy"] = min(v["accuracy"] for v in left_out.values())
-        result["worst_left_out_auroc"] = min(v["auroc"] for v in left_out.values())
-        print(
-            f"worst left-out accuracy {result['worst_left_out_accuracy']:.3f}, "
-            f"AUROC {result['worst_left_out_auroc']:.3f}"
-        )
+        before = {
+            name: row["before"][f"evaluation:{Path(cfg.evaluate[0]).name}"]
+            for (name, row), cfg in zip(rows.items(), runs.values(), strict=True)
+        }
+        curve: dict[str, dict[str, float]] = {}
+        for size in args.sizes or [None]:
+            tag = "all" if size is None else str(size)
+            names = [n for n in runs if (size is None or n.startswith(f"n{size}-"))]
+            curve[tag] = {
+                "worst_left_out_accuracy": min(left_out[n]["accuracy"] for n in names),
+                "worst_left_out_auroc": min(left_out[n]["auroc"] for n in names),
+                "worst_left_out_accuracy_before": min(before[n]["accuracy"] for n in names),
+                "worst_left_out_auroc_before": min(before[n]["auroc"] for n in names),
+                "max_left_out_false_refusals": max(left_out[n]["false_refusal_rate"] for n in names),
+            }
+            c = curve[tag]
+            print(
+                f"{tag} training questions: worst left-out accuracy "
+                f"{c['worst_left_out_accuracy_before']:.3f} -> {c['worst_left_out_accuracy']:.3f}, "
+                f"AUROC {c['worst_left_out_auroc_before']:.3f} -> {c['worst_left_out_auroc']:.3f}"
+            )
+        result["learning_curve"] = curve
     report(_rows(rows), result, args.out or RESULTS / f"reader_tuning_{args.mode}.json")
 
 

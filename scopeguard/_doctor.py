@@ -51,6 +51,7 @@ class DoctorReport(BaseModel):
     reading_model: str
     adapter: str | None = None  # a tuned reader's GGUF LoRA adapter, read over its base
     adapter_key: str | None = None
+    adapter_reads: str | None = None  # "all" tokens, or "question": from the question on
     loader: LoaderDecision | None
     loader_error: str | None = None
     models: list[PackagedModel]
@@ -81,13 +82,14 @@ def diagnose(
     decision: LoaderDecision | None = None
     loader_error = speed_error = None
     read_speed: ReadSpeed | None = None
-    adapter = key = None
+    adapter = key = reads = None
     if not llama_version:
         loader_error = "llama-cpp-python is not installed: pip install 'scopeguard[local]'"
     else:
         try:
             reading = gguf_reading(model)
             adapter, key = reading.adapter, reading.key
+            reads = None if adapter is None else reading.adapt
             path = local_gguf(reading.base)
             decision = extra_buffers_decision(path, adapter=adapter, recheck=recheck)
             if speed:
@@ -110,6 +112,7 @@ def diagnose(
         reading_model=model,
         adapter=None if adapter is None else str(adapter),
         adapter_key=key,
+        adapter_reads=reads,
         loader=decision,
         loader_error=loader_error,
         models=models,
@@ -134,9 +137,12 @@ def render(report: DoctorReport) -> str:
         f"llama.cpp       {report.llama_cpp_system_info or 'not installed'}",
     ]
     if report.adapter is not None:
-        lines.append(
-            f"adapter         {report.adapter_key} ({report.adapter}), LoRA over the reading model's base"
+        where = (
+            "from the question on (documents read by the bare base)"
+            if report.adapter_reads == "question"
+            else "on every token"
         )
+        lines.append(f"adapter         {report.adapter_key} ({report.adapter}), LoRA over the base, {where}")
     if report.loader is not None:
         d = report.loader
         lines.append(

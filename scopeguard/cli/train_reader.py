@@ -52,6 +52,12 @@ def train_reader_command(
         "--top-layers",
         help="Adapt only the top N decoder blocks (0: all; fewer: cheaper updates).",
     ),
+    adapt: str = typer.Option(
+        _d("adapt"),
+        "--adapt",
+        help="Where the adapter acts: 'all' tokens, or 'question': from the question on, the documents "
+        "read by the bare base once each (several times cheaper; their states shared with the base).",
+    ),
     batch: int = typer.Option(_d("batch"), "--batch", help="Examples per optimizer update."),
     max_tokens: int = typer.Option(
         _d("max_tokens"), "--max-tokens", help="Longest prompt trained on (longer: left out)."
@@ -92,6 +98,7 @@ def train_reader_command(
         alpha=alpha,
         targets=[t.strip() for t in targets.split(",") if t.strip()],
         top_layers=top_layers,
+        adapt=adapt,
         lr=lr,
         epochs=epochs,
         batch=batch,

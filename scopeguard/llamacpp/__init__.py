@@ -21,7 +21,7 @@ from scopeguard.llamacpp._canary import (
     run_canary,
 )
 from scopeguard.llamacpp._layers import LayerTap, resolve_layers
-from scopeguard.llamacpp._loader import check_gguf, load_llama
+from scopeguard.llamacpp._loader import check_gguf, load_llama, set_adapter
 from scopeguard.llamacpp._server import server_command
 from scopeguard.llamacpp._speed import ReadSpeed, measure_read_speed
 
@@ -38,4 +38,5 @@ __all__ = [
     "resolve_layers",
     "run_canary",
     "server_command",
+    "set_adapter",
 ]

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from scopeguard._optional import require
-from scopeguard.errors import ModelError
+from scopeguard.errors import ConfigurationError, ModelError
 
 __all__ = [
     "check_adapter",
@@ -43,6 +43,7 @@ __all__ = [
     "construct",
     "default_extra_buffers",
     "load_llama",
+    "set_adapter",
     "supports_extra_buffers",
 ]
 
@@ -155,7 +156,14 @@ def _apply_adapter(lib: Any, llm: Any, adapter: Path, base: Path) -> None:
         )
     ctx = llm.ctx
     adapters = (bindings.llama_adapter_lora_p_ctypes * 1)(pointer)
-    status = many(ctx, adapters, 1, (ctypes.c_float * 1)(1.0)) if many else one(ctx, pointer, 1.0)
+    scales = (ctypes.c_float * 1)(1.0)
+
+    def switch(on: bool) -> int:
+        if many:
+            return int(many(ctx, adapters, 1, scales) if on else many(ctx, None, 0, None))
+        return int(one(ctx, pointer, 1.0 if on else 0.0))
+
+    status = switch(True)
     if status != 0:
         bindings.llama_adapter_lora_free(pointer)
         llm.close()
@@ -170,9 +178,23 @@ def _apply_adapter(lib: Any, llm: Any, adapter: Path, base: Path) -> None:
             bindings.llama_adapter_lora_free(pointer)
 
     llm._scopeguard_adapter = pointer  # alive as long as the Llama
+    llm._scopeguard_adapter_switch = switch
     stack = getattr(llm, "_stack", None)
     if stack is not None:  # else the model's destructor frees it
         stack.callback(detach_and_free)
+
+
+def set_adapter(llm: Any, enabled: bool) -> None:
+    """Read the next decodes of ``llm`` with the LoRA adapter it was loaded with (``enabled``) or
+    with the bare base; a :class:`ModelError` when llama.cpp refuses, a
+    :class:`~scopeguard.errors.ConfigurationError` when ``llm`` was loaded without an adapter."""
+    switch = getattr(llm, "_scopeguard_adapter_switch", None)
+    if switch is None:
+        raise ConfigurationError("this model was loaded without a LoRA adapter (load_llama(adapter=...))")
+    status = switch(enabled)
+    if status != 0:
+        state = "on" if enabled else "off"
+        raise ModelError(f"llama.cpp could not turn the LoRA adapter {state} (status {status})")
 
 
 def supports_extra_buffers(lib: Any | None = None) -> bool:

@@ -77,6 +77,17 @@ class TunedReader:
     meta: dict[str, Any]
 
     @property
+    def adapt(self) -> str:
+        """Where the adapter acts: ``"all"`` tokens, or ``"question"`` (from the question on, the
+        documents read by the bare base; see :func:`scopeguard.detection.read.reader.question_cut`)."""
+        return str(self.meta.get("adapt", "all"))
+
+    @property
+    def template(self) -> str:
+        """The verdict prompt it was trained on."""
+        return str(self.meta.get("template", "answerability_verdict"))
+
+    @property
     def key(self) -> str:
         """``lora-`` and 12 hex digits of the GGUF adapter's sha256 (of the PEFT weights' without one)."""
         if self.gguf is not None:
@@ -112,6 +123,9 @@ def tuned_reader(location: str | os.PathLike[str]) -> TunedReader | None:
         alpha = float(meta["alpha"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ModelError(f"{info}: not a tuned reader's description ({exc})") from None
+    if meta.get("adapt", "all") not in ("all", "question"):
+        got = meta.get("adapt")
+        raise ModelError(f"{info}: unknown adapt {got!r} (this scopeguard reads 'all' or 'question')")
     gguf = folder / GGUF_ADAPTER
     peft = folder / PEFT_DIR
     has_gguf, has_peft = gguf.is_file(), (peft / "adapter_model.safetensors").is_file()
@@ -143,6 +157,10 @@ class GgufReading:
     base: str
     adapter: Path | None = None
     key: str | None = None
+    #: ``"question"``: the adapter reads from the question of ``template``'s prompts on (see
+    #: :attr:`TunedReader.adapt`); ``"all"``: every token
+    adapt: str = "all"
+    template: str = "answerability_verdict"
 
     @property
     def suffix(self) -> str:
@@ -166,7 +184,7 @@ def gguf_reading(model: str | os.PathLike[str], adapter: str | os.PathLike[str] 
                 f"{model} is a tuned reader with its own adapter: pass the folder alone, or its base "
                 f"({reader.base}) with adapter=..."
             )
-        return GgufReading(reader.base, reader.require_gguf(), reader.key)
+        return GgufReading(reader.base, reader.require_gguf(), reader.key, reader.adapt, reader.template)
     if adapter is None:
         return GgufReading(str(model))
     path = Path(adapter)
@@ -177,7 +195,7 @@ def gguf_reading(model: str | os.PathLike[str], adapter: str | os.PathLike[str] 
                 f"{path} is a folder without {READER_FILE}: pass a GGUF LoRA adapter file or a tuned "
                 f"reader's folder as the adapter of {model}"
             )
-        return GgufReading(str(model), tuned.require_gguf(), tuned.key)
+        return GgufReading(str(model), tuned.require_gguf(), tuned.key, tuned.adapt, tuned.template)
     if not path.is_file():
         raise ModelError(f"LoRA adapter not found: {path} (for the base model {model})")
     return GgufReading(str(model), path, "lora-" + file_sha256(path)[:12])

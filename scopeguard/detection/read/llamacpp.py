@@ -102,6 +102,12 @@ class LlamaCppVerdicts:
         self.path = local_gguf(reading.base)
         self.adapter: Path | None = reading.adapter
         self._adapter_sha = None if reading.adapter is None else file_sha256(reading.adapter)
+        # a question-side adapter: instruction and documents read by the bare base (their states
+        # are the base's, shared with it), the question on with the adapter
+        self._question_side = reading.adapter is not None and reading.adapt == "question"
+        self._template = reading.template
+        self._adapter_on = True
+        self._warned_cut = False
         self._name = (reading.base if reading.base in available_ggufs() else self.path.stem) + reading.suffix
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1
@@ -244,12 +250,41 @@ class LlamaCppVerdicts:
             last = len(piece) - 1
         return last
 
-    def _read(self, ids: list[int], *, logits: bool, keep: int | None = None) -> int:
+    def _split(self, text: str, ids: list[int]) -> int | None:
+        """How many of the prompt's ``ids`` a question-side adapter leaves to the bare base (the
+        instruction and documents; see :func:`~scopeguard.detection.read.reader.question_cut`),
+        or ``None`` where the adapter reads every token."""
+        if not self._question_side:
+            return None
+        from scopeguard.detection.read.reader import question_cut, split_tokens
+
+        cut = question_cut(text, self._template)
+        if cut is None:  # not the prompt it was trained on: the base model's read
+            if not self._warned_cut:
+                self._warned_cut = True
+                logger.warning(
+                    "%s: a prompt without the %r question block is read by the bare base",
+                    self.name,
+                    self._template,
+                )
+            return len(ids)
+        return split_tokens(self._tokens(text[:cut]), ids)
+
+    def _adapter(self, on: bool) -> None:
+        if self._question_side and on != self._adapter_on:
+            from scopeguard.llamacpp import set_adapter
+
+            set_adapter(self._llm, on)
+            self._adapter_on = on
+
+    def _read(self, ids: list[int], *, logits: bool, keep: int | None = None, bare: int | None = None) -> int:
         """Bring the context to ``ids``, from the longest prefix already read (the live context or a
         saved state), decoding only the rest; the index of the last logits row. ``logits``: decode
         at least the last token, whose logits the caller reads. ``keep``: reuse at most this many
         tokens (a fixed split, for reads that must not depend on what was read before). Call with
-        the lock held. On a failure the context counts as empty (the next read starts afresh)."""
+        the lock held. On a failure the context counts as empty (the next read starts afresh).
+        ``bare``: a question-side adapter's split (:meth:`_split`): tokens before it are read by the
+        bare base, the rest with the adapter (``None``: every token as the model is loaded)."""
         ctx = self._llm._ctx
         try:
             shared = min(_common_prefix(self._past, ids), len(ids) if keep is None else keep)
@@ -261,7 +296,14 @@ class LlamaCppVerdicts:
                 ctx.kv_cache_clear()
                 shared = 0
             self._past = []
-            row = self._decode(ids[shared:], shared)
+            row = 0
+            if bare is not None and shared < bare:
+                self._adapter(False)
+                row = self._decode(ids[shared:bare], shared)
+                shared = bare
+            if shared < len(ids):
+                self._adapter(bare is None or bare < len(ids))
+                row = self._decode(ids[shared:], shared)
         except Exception:
             self._past = []
             raise
@@ -269,7 +311,8 @@ class LlamaCppVerdicts:
         return row
 
     def score(self, messages: Sequence[ChatMessage]) -> VerdictScore:
-        ids = self._ids(messages)
+        text = self.render(messages)
+        ids = self._tokens(text)
         if len(ids) >= self.n_ctx:
             raise DocumentTooLongError(
                 f"the verdict prompt ({len(ids)} tokens) does not fit the context window of "
@@ -284,7 +327,7 @@ class LlamaCppVerdicts:
             if self._tap is not None:
                 self._tap.start()
             try:
-                row = self._read(ids, logits=True)
+                row = self._read(ids, logits=True, bare=self._split(text, ids))
                 ptr = self._lib.llama_get_logits_ith(ctx.ctx, row)
             except Exception as exc:
                 if self._tap is not None:
@@ -380,7 +423,8 @@ class LlamaCppVerdicts:
             if not create:
                 return 0
             try:
-                self._read(ids, logits=False)  # from the instruction's state, for a document
+                # from the instruction's state, for a document; the base's alone for a question-side adapter
+                self._read(ids, logits=False, bare=len(ids) if self._question_side else None)
             except Exception as exc:
                 raise LLMError(f"llama.cpp failed to read the start of the verdict prompt: {exc}") from None
             self._save_state(ids)
@@ -399,10 +443,11 @@ class LlamaCppVerdicts:
         digest = hashlib.sha256()
         stat = self.path.stat()
         digest.update(f"{self.path.name}:{stat.st_size}:{self._lib.__version__}:".encode())
-        if self._adapter_sha is not None:
+        if self._adapter_sha is not None and not self._question_side:  # else the base's states
             digest.update(f"adapter:{self._adapter_sha}:".encode())
         digest.update(np.asarray(ids, dtype=np.int32).tobytes())
-        return self.state_dir / f"{self.path.stem}{self._reading.suffix}-{digest.hexdigest()[:24]}.state"
+        suffix = "" if self._question_side else self._reading.suffix
+        return self.state_dir / f"{self.path.stem}{suffix}-{digest.hexdigest()[:24]}.state"
 
     # -- saved states ------------------------------------------------------------------------
     def _restore_best(self, ids: list[int], live: int) -> int:

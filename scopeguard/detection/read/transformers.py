@@ -35,6 +35,9 @@ from scopeguard.models import converted_gguf_dir
 __all__ = [
     "TransformersHiddenStates",
     "TransformersVerdicts",
+    "cache_argument",
+    "cache_layers",
+    "fresh_cache",
     "load_causal_lm",
     "model_location",
     "render_prompt",
@@ -81,15 +84,16 @@ def load_causal_lm(
     trust_remote_code: bool = False,
     adapter: str | Path | None = None,
     adapter_key: str | None = None,
+    merge: bool = True,
 ) -> tuple[Any, Any]:
     """The tokenizer and ``AutoModelForCausalLM`` (eval mode, on ``device``) at ``location``: the
     one transformers loader of the read, so the verdicts and the probe's hidden states of one model
     on one device share its weights (the last two loaded are kept). ``adapter``: a PEFT adapter
-    folder merged into the weights; ``adapter_key`` (its content's identity, e.g.
+    folder merged into the weights (``merge=False``: kept apart, a ``PeftModel`` whose adapter can
+    be turned off); ``adapter_key`` (its content's identity, e.g.
     :attr:`~scopeguard.detection.read.adapter.TunedReader.key`) tells a retrained one apart."""
-    return _load(
-        location, device, dtype, trust_remote_code, None if adapter is None else str(adapter), adapter_key
-    )
+    folder = None if adapter is None else str(adapter)
+    return _load(location, device, dtype, trust_remote_code, folder, adapter_key, merge)
 
 
 @lru_cache(maxsize=2)
@@ -100,6 +104,7 @@ def _load(
     trust_remote_code: bool,
     adapter: str | None,
     adapter_key: str | None,
+    merge: bool = True,
 ) -> tuple[Any, Any]:
     torch = require("torch", extra="probe", feature="reading with transformers")
     tf = require("transformers", extra="probe", feature="reading with transformers")
@@ -111,15 +116,16 @@ def _load(
     except Exception as exc:
         raise ModelError(f"could not load causal LM {location!r} with transformers: {exc}") from None
     if adapter is not None:
-        model = _merge_peft(model, adapter, location)
+        model = _with_peft(model, adapter, location, merge=merge)
     return tok, model.to(device).eval()
 
 
-def _merge_peft(model: Any, adapter: str, base: str) -> Any:
-    """``model`` with the PEFT LoRA adapter in folder ``adapter`` merged into its weights."""
+def _with_peft(model: Any, adapter: str, base: str, *, merge: bool) -> Any:
+    """``model`` with the PEFT LoRA adapter in folder ``adapter`` (merged into its weights)."""
     peft = require("peft", extra="train", feature="reading a tuned reader with transformers")
     try:
-        return peft.PeftModel.from_pretrained(model, adapter).merge_and_unload()
+        tuned = peft.PeftModel.from_pretrained(model, adapter)
+        return tuned.merge_and_unload() if merge else tuned
     except Exception as exc:
         raise ModelError(
             f"could not apply the PEFT adapter {adapter} to {base} with transformers: {exc}. The adapter "
@@ -160,6 +166,9 @@ class TransformersVerdicts:
         self.model_name = str(model) if reader is None else reader.base
         self.adapter: Path | None = None if reader is None else reader.require_peft()
         self._key = None if reader is None else reader.key
+        # a question-side adapter (see TunedReader.adapt): kept apart, off for instruction and documents
+        self._question_side = reader is not None and reader.adapt == "question"
+        self._template = "" if reader is None else reader.template
         weights = None if self.adapter is None else file_sha256(self.adapter / "adapter_model.safetensors")
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.batch_size = batch_size
@@ -173,6 +182,7 @@ class TransformersVerdicts:
             trust_remote_code=trust_remote_code,
             adapter=self.adapter,
             adapter_key=weights,
+            merge=not self._question_side,
         )
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -181,6 +191,7 @@ class TransformersVerdicts:
         self.max_tokens = min(max_tokens or limit, limit)
         n_layer = int(getattr(self.model.config, "num_hidden_layers", 0) or 0)
         self.layers = resolve_layers(layers, n_layer) if layers else ()
+        self._prefix: tuple[tuple[int, ...], list[tuple[Any, Any]]] | None = None  # the last documents' state
         self._yes = verdict_token_ids(self.tokenizer, YES_WORDS)
         self._no = verdict_token_ids(self.tokenizer, NO_WORDS)
         if not self._yes or not self._no:
@@ -215,6 +226,13 @@ class TransformersVerdicts:
                     n_tokens=len(ids),
                     limit=self.max_tokens,
                 )
+        if self._question_side:
+            return [
+                self._score_split(t, ids)
+                for t, ids in progress_bar(
+                    list(zip(texts, encoded, strict=True)), desc="verdicts", enabled=progress
+                )
+            ]
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))
         out: list[VerdictScore | None] = [None] * len(texts)
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
@@ -244,6 +262,87 @@ class TransformersVerdicts:
                     hidden=None if hidden is None else hidden[row].numpy(),
                 )
         return [s for s in out if s is not None]
+
+    def _score_split(self, text: str, ids: list[int]) -> VerdictScore:
+        """One prompt read by a question-side adapter: instruction and documents by the bare base
+        (their keys and values kept for the next prompt on them), the rest with the adapter."""
+        from scopeguard.detection.read.reader import question_cut, split_tokens
+
+        torch = self._torch
+        cut = question_cut(text, self._template)
+        split = (
+            len(ids) - 1
+            if cut is None
+            else split_tokens(self.tokenizer(text[:cut], add_special_tokens=False).input_ids, ids)
+        )
+        device = self.device
+        with torch.inference_mode():
+            key = tuple(ids[:split])
+            if self._prefix is None or self._prefix[0] != key:
+                self._prefix = None
+                with self.model.disable_adapter():
+                    out = self.model(
+                        input_ids=torch.tensor([list(key)], device=device),
+                        use_cache=True,
+                        logits_to_keep=1,
+                    )
+                self._prefix = (key, cache_layers(out))
+            cache = fresh_cache(self._prefix[1])
+            kwargs = {cache_argument(self.model): cache}
+            if cut is None:  # not the prompt it was trained on: the base model's read
+                with self.model.disable_adapter():
+                    result = self._suffix(ids, split, output_hidden=bool(self.layers), **kwargs)
+            else:
+                result = self._suffix(ids, split, output_hidden=bool(self.layers), **kwargs)
+            logp = torch.log_softmax(result.logits[0, -1, :].float(), dim=-1).cpu()
+            hidden = (
+                torch.stack([result.hidden_states[i][0, -1, :] for i in self.layers], 0).float().cpu().numpy()
+                if self.layers
+                else None
+            )
+        return VerdictScore(
+            float(torch.logsumexp(logp[self._yes], -1)),
+            float(torch.logsumexp(logp[self._no], -1)),
+            n_tokens=len(ids),
+            hidden=hidden,
+        )
+
+    def _suffix(self, ids: list[int], split: int, *, output_hidden: bool, **kwargs: Any) -> Any:
+        torch = self._torch
+        return self.model(
+            input_ids=torch.tensor([ids[split:]], device=self.device),
+            position_ids=torch.arange(split, len(ids), device=self.device)[None],
+            use_cache=True,
+            output_hidden_states=output_hidden,
+            logits_to_keep=1,
+            **kwargs,
+        )
+
+
+def cache_argument(model: Any) -> str:
+    """The forward argument a past cache goes in: ``cache`` (transformers 5) or ``past_key_values``."""
+    import inspect
+
+    forward = model.get_base_model().forward if hasattr(model, "get_base_model") else model.forward
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
+def cache_layers(output: Any) -> list[tuple[Any, Any]]:
+    """Each layer's (keys, values) of a forward pass's cache (old and new cache classes)."""
+    cache = output["cache"] if "cache" in output else output["past_key_values"]
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return [(layer.keys, layer.values) for layer in layers]
+    return list(zip(cache.key_cache, cache.value_cache, strict=True))
+
+
+def fresh_cache(layers: Sequence[tuple[Any, Any]]) -> Any:
+    """A new transformers cache holding ``layers`` (a forward appends to it; the tensors are kept)."""
+    tf = require("transformers", extra="probe", feature="reading with transformers")
+    cache = tf.DynamicCache()
+    for index, (k, v) in enumerate(layers):
+        cache.update(k, v, index)
+    return cache
 
 
 def _n_layers(config: Any) -> int | None:

@@ -9,10 +9,17 @@ reader's folder (:mod:`scopeguard.detection.read.adapter`) that any reading mode
 
 from scopeguard.detection.tune.examples import Example, ExampleSet, build_examples
 from scopeguard.detection.tune.export import gguf_base_info, write_gguf_adapter, write_reader_json
-from scopeguard.detection.tune.train import DEFAULT_TARGETS, TuneConfig, TuneReport, train_reader
+from scopeguard.detection.tune.train import (
+    DEFAULT_TARGETS,
+    DocumentStates,
+    TuneConfig,
+    TuneReport,
+    train_reader,
+)
 
 __all__ = [
     "DEFAULT_TARGETS",
+    "DocumentStates",
     "Example",
     "ExampleSet",
     "TuneConfig",

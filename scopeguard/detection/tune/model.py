@@ -19,11 +19,23 @@ from typing import Any
 from scopeguard._optional import require
 from scopeguard.detection.read.adapter import TunedReader, tuned_reader
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS
-from scopeguard.detection.read.reader import verdict_messages
-from scopeguard.detection.read.transformers import model_location, render_prompt, verdict_token_ids
+from scopeguard.detection.read.reader import question_cut, split_tokens, verdict_messages
+from scopeguard.detection.read.transformers import (
+    cache_argument,
+    cache_layers,
+    fresh_cache,
+    model_location,
+    render_prompt,
+    verdict_token_ids,
+)
 from scopeguard.errors import ConfigurationError, ModelError
 
-__all__ = ["TunableReader", "load_tunable"]
+__all__ = ["ADAPT_MODES", "TunableReader", "load_tunable"]
+
+#: where the adapter acts: on every token of the prompt ("all"), or only from the question on
+#: ("question": instruction and documents are read by the bare base, so their states are the base
+#: model's, computed once per document and shared with it; see :func:`question_cut`)
+ADAPT_MODES = ("all", "question")
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +57,53 @@ class TunableReader:
     #: blocks below this one carry no adapter: their output is computed once per prompt and kept
     #: (:meth:`lower`), and updates and validation read only the blocks above (:meth:`upper_margin`)
     split: int = 0
+    #: one of :data:`ADAPT_MODES`
+    adapt: str = "all"
 
     def prompt_ids(self, question: str, passage: str) -> list[int]:
+        return self.prompt(question, passage)[0]
+
+    def prompt(self, question: str, passage: str) -> tuple[list[int], int]:
+        """The prompt's token ids and how many of them the bare base reads (0 unless
+        :attr:`adapt` is ``"question"``: the tokens before the question, see :func:`split_tokens`)."""
         text = render_prompt(self.tokenizer, verdict_messages(question, passage, template=self.template))
-        return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+        ids = list(self.tokenizer(text, add_special_tokens=False).input_ids)
+        if self.adapt != "question":
+            return ids, 0
+        cut = question_cut(text, self.template)
+        if cut is None:
+            raise ConfigurationError(f"the prompt {self.template!r} has no question after its documents")
+        prefix = self.tokenizer(text[:cut], add_special_tokens=False).input_ids
+        return ids, split_tokens(prefix, ids)
+
+    def prefix_state(self, ids: Sequence[int]) -> list[tuple[Any, Any]]:
+        """The bare base's keys and values of every layer after ``ids`` (no gradients, no adapter):
+        the documents' state a question-side adapter reads from."""
+        torch = _torch()
+        with torch.no_grad(), self.model.disable_adapter():
+            out = self.model(
+                input_ids=torch.tensor([list(ids)], device=self.device),
+                position_ids=torch.arange(len(ids), device=self.device)[None],
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        return [(k.detach(), v.detach()) for k, v in cache_layers(out)]
+
+    def suffix_margin(self, state: Sequence[tuple[Any, Any]], ids: Sequence[int]) -> Any:
+        """The margin of a prompt whose first tokens are in ``state`` (:meth:`prefix_state`) and
+        whose remaining tokens are ``ids``, read with the adapter (gradients when enabled)."""
+        torch = _torch()
+        cache = fresh_cache(state)
+        past = int(state[0][0].shape[-2])
+        out = self.model(
+            input_ids=torch.tensor([list(ids)], device=self.device),
+            position_ids=torch.arange(past, past + len(ids), device=self.device)[None],
+            use_cache=True,
+            **{cache_argument(self.model): cache},
+            logits_to_keep=1,
+        )
+        logits = out.logits[0, -1, :].float()
+        return torch.logsumexp(logits[self.no], -1) - torch.logsumexp(logits[self.yes], -1)
 
     def margins(self, batch: Sequence[Sequence[int]]) -> Any:
         """log P(No) - log P(Yes) at the end of each prompt (a tensor with gradients when enabled).
@@ -144,6 +199,7 @@ def load_tunable(
     targets: Sequence[str],
     template: str,
     top_layers: int = 0,
+    adapt: str = "all",
     device: str | None = None,
     seed: int = 0,
     trust_remote_code: bool = False,
@@ -151,13 +207,20 @@ def load_tunable(
     """The base model with a fresh LoRA (``base`` a model name), or with a tuned reader's adapter
     to train further (``base`` a tuned reader's folder: its own rank, alpha and targets are kept).
     ``top_layers``: adapt only the top N decoder blocks (0: all), so gradients stop below them
-    (cheaper updates). Returns the reader, the base model's name and the tuned reader started from
+    (cheaper updates). ``adapt``: one of :data:`ADAPT_MODES` (a tuned reader started from keeps
+    its own). Returns the reader, the base model's name and the tuned reader started from
     (or ``None``)."""
     torch = _torch()
     tf = require("transformers", extra="train", feature="training a reader")
     peft = require("peft", extra="train", feature="training a reader")
     start = tuned_reader(base)
     base_name = start.base if start is not None else base
+    if start is not None:
+        adapt = str(start.meta.get("adapt", "all"))
+    if adapt not in ADAPT_MODES:
+        raise ConfigurationError(f"adapt must be one of {ADAPT_MODES}, got {adapt!r}")
+    if adapt == "question" and top_layers:
+        raise ConfigurationError("adapt='question' reads each document once already: drop top_layers")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     location = model_location(base_name)
@@ -202,4 +265,4 @@ def load_tunable(
     yes, no = verdict_token_ids(tokenizer, YES_WORDS), verdict_token_ids(tokenizer, NO_WORDS)
     if not yes or not no:
         raise ModelError(f"{base_name}: the tokenizer has no single token for Yes or No")
-    return TunableReader(tokenizer, model, device, yes, no, template, split), base_name, start
+    return TunableReader(tokenizer, model, device, yes, no, template, split, adapt), base_name, start

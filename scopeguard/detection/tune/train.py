@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,11 @@ from scopeguard.detection.read.adapter import GGUF_ADAPTER, PEFT_DIR
 from scopeguard.detection.read.reader import TEMPLATE
 from scopeguard.detection.tune.card import CURVE_FILE, machine, render_card
 from scopeguard.detection.tune.examples import Example, ExampleSet, build_examples
-from scopeguard.detection.tune.model import TunableReader, _torch, load_tunable
+from scopeguard.detection.tune.model import ADAPT_MODES, TunableReader, _torch, load_tunable
 from scopeguard.errors import ConfigurationError
 from scopeguard.runs import RunFolder
 
-__all__ = ["DEFAULT_TARGETS", "TuneConfig", "TuneReport", "train_reader"]
+__all__ = ["DEFAULT_TARGETS", "DocumentStates", "TuneConfig", "TuneReport", "train_reader"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class TuneConfig(BaseModel):
     dropout: float = 0.0
     targets: list[str] = Field(default_factory=lambda: list(DEFAULT_TARGETS))
     top_layers: int = 0  # adapt only the top N decoder blocks (0: all)
+    adapt: str = "all"  # "question": the adapter reads from the question on (ADAPT_MODES)
     lr: float = 5e-5
     warmup: float = 0.06
     weight_decay: float = 0.0
@@ -89,6 +91,8 @@ class TuneConfig(BaseModel):
             raise ConfigurationError(f"warmup is a share of the updates in [0, 1), got {self.warmup}")
         if self.max_tokens < 64:
             raise ConfigurationError(f"max_tokens must be at least 64, got {self.max_tokens}")
+        if self.adapt not in ADAPT_MODES:
+            raise ConfigurationError(f"adapt must be one of {', '.join(ADAPT_MODES)}, got {self.adapt!r}")
         if self.eval_every < 1:
             raise ConfigurationError(f"eval_every must be >= 1, got {self.eval_every}")
 
@@ -135,10 +139,49 @@ def _metrics(margins: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     }
 
 
+class DocumentStates:
+    """The bare base's keys and values after each prompt's instruction and document, for a
+    question-side adapter (``adapt="question"``): read once, kept within ``limit_mb`` (least
+    recently used out; a document dropped is read again when next needed, with the same result).
+    They are the base model's, whatever the adapter, so runs on the same base may share one
+    (as the benchmarks' folds do)."""
+
+    def __init__(self, limit_mb: float = 4096) -> None:
+        self.limit = int(limit_mb * 2**20)
+        self.bytes = 0
+        self._states: OrderedDict[tuple[str, tuple[int, ...]], Any] = OrderedDict()
+
+    def get(self, base: str, ids: tuple[int, ...], read: Any) -> Any:
+        key = (base, ids)
+        state = self._states.get(key)
+        if state is not None:
+            self._states.move_to_end(key)
+            return state
+        state = read(ids)
+        self._states[key] = state
+        self.bytes += _nbytes(state)
+        while self.bytes > self.limit and len(self._states) > 1:
+            _, old = self._states.popitem(last=False)
+            self.bytes -= _nbytes(old)
+        return state
+
+
+def _nbytes(state: Sequence[tuple[Any, Any]]) -> int:
+    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in state)
+
+
 class _Run:
     """One tuning run's state between updates (see the module docstring)."""
 
-    def __init__(self, config: TuneConfig, out: Path, examples: ExampleSet, reader: TunableReader) -> None:
+    def __init__(
+        self,
+        config: TuneConfig,
+        out: Path,
+        examples: ExampleSet,
+        reader: TunableReader,
+        *,
+        documents: DocumentStates | None = None,
+    ) -> None:
         self.config, self.out, self.examples, self.reader = config, out, examples, reader
         torch = _torch()
         self.micro = config.micro_batch or (8 if reader.device.startswith("cuda") else 1)
@@ -153,12 +196,25 @@ class _Run:
         self.train_log: list[dict[str, Any]] = []
         self.seconds = 0.0
         self.ids: dict[str, list[int]] = {}
+        self.splits: dict[str, int] = {}  # tokens the bare base reads (adapt="question")
         self.lower: dict[str, Any] = {}  # the frozen blocks' output per prompt, read once
+        self.documents = documents or DocumentStates()
+
+    def prefix(self, ids: tuple[int, ...]) -> Any:
+        """The bare base's state after ``ids`` (the instruction and a document; read once)."""
+        return self.documents.get(self.config.base, ids, self.reader.prefix_state)
 
     def margins(self, chunk: Sequence[Example]) -> Any:
         """The margins of ``chunk`` (with gradients where enabled): through the kept output of the
         frozen lower blocks where the adapter starts above them, else a whole forward pass."""
         reader = self.reader
+        if reader.adapt == "question":
+            torch = _torch()
+            values = []
+            for e in chunk:
+                ids, split = self.ids[e.qid], self.splits[e.qid]
+                values.append(reader.suffix_margin(self.prefix(tuple(ids[:split])), ids[split:]))
+            return torch.stack(values)
         if reader.split and len(chunk) == 1:
             e = chunk[0]
             if e.qid not in self.lower:
@@ -289,9 +345,14 @@ def train_reader(
     device: str | None = None,
     threads: int | None = None,
     progress: bool | None = None,
+    prefix_cache_mb: float = 4096,
+    documents: DocumentStates | None = None,
 ) -> TuneReport | None:
     """Tune a reader (see the module docstring); the report, or ``None`` when ``stop_after``
-    updates ended the run early (its checkpoint kept, for ``resume=True``)."""
+    updates ended the run early (its checkpoint kept, for ``resume=True``). ``prefix_cache_mb``:
+    the memory kept for the documents' states with ``adapt="question"`` (a document not kept is
+    read again when next needed; the result is the same); ``documents``: a :class:`DocumentStates`
+    to keep them in instead (shared by runs on the same base)."""
     config.check()
     torch = _torch()
     if threads:
@@ -311,13 +372,17 @@ def train_reader(
         targets=config.targets,
         template=config.template,
         top_layers=config.top_layers,
+        adapt=config.adapt,
         device=device,
         seed=config.seed,
     )
-    cache: dict[tuple[str, str], list[int]] = {}
+    cache: dict[tuple[str, str], tuple[list[int], int]] = {}
 
     def count(question: str, passage: str) -> int:
-        return len(cache.setdefault((question, passage), reader.prompt_ids(question, passage)))
+        key = (question, passage)
+        if key not in cache:
+            cache[key] = reader.prompt(question, passage)
+        return len(cache[key][0])
 
     examples = build_examples(
         config.datasets,
@@ -330,10 +395,10 @@ def train_reader(
         same_source=config.same_source,
         seed=config.seed,
     )
-    run = _Run(config, root, examples, reader)
+    run = _Run(config, root, examples, reader, documents=documents or DocumentStates(prefix_cache_mb))
     for items in (examples.train, *examples.validation.values(), *examples.evaluation.values()):
         for e in items:
-            run.ids[e.qid] = cache[(e.question, e.passage)]
+            run.ids[e.qid], run.splits[e.qid] = cache[(e.question, e.passage)]
     started = time.strftime("%Y-%m-%d")
     if not (resume and run.load()):
         run.evaluate()
@@ -424,6 +489,7 @@ def _finish(
         machine=where,
         trained=started,
         updates=run.update,
+        adapt=reader.adapt,
     )
     (root / "card.md").write_text(render_card(config, report, where, started), encoding="utf-8")
     atomic_write_json(root / CURVE_FILE, {"validation": run.curve, "train": run.train_log})

@@ -125,13 +125,15 @@ DOCS = {
         "How many otters live in the sea?",
     ),
 }
-#: lora_B ~ N(0, B_STD): margins move by about 1-3 nats
-B_STD = 0.2
+#: lora_B ~ N(0, B_STD): margins move by about 1-3 nats (a question-side adapter reads ~30 of the
+#: ~150 tokens: 0.2 moves them by 0.1)
+B_STD = {"all": 0.2, "question": 0.6}
 
 
-def _build_tuned_reader(folder: Path, base_gguf: Path) -> None:
+def _build_tuned_reader(folder: Path, base_gguf: Path, adapt: str = "all") -> None:
     """A PEFT LoRA on transformers' SmolLM2 (r=8, alpha=16, q/k/v/o) with seeded random B, saved
-    as a tuned reader's folder: ``peft/``, ``adapter.gguf``, ``reader.json``."""
+    as a tuned reader's folder: ``peft/``, ``adapter.gguf``, ``reader.json`` (``adapt``: where it
+    acts, every token or from the question on)."""
     torch = pytest.importorskip("torch")
     peft = pytest.importorskip("peft", reason="needs scopeguard[train]")
     transformers = pytest.importorskip("transformers")
@@ -150,12 +152,12 @@ def _build_tuned_reader(folder: Path, base_gguf: Path) -> None:
     with torch.no_grad():
         for name, weight in tuned.named_parameters():
             if "lora_B" in name:
-                weight.copy_(torch.randn(weight.shape, generator=generator) * B_STD)
+                weight.copy_(torch.randn(weight.shape, generator=generator) * B_STD[adapt])
     tuned.save_pretrained(str(folder / "peft"))
     write_gguf_adapter(
         peft.get_peft_model_state_dict(tuned), folder / "adapter.gguf", alpha=16, **gguf_base_info(base_gguf)
     )
-    write_reader_json(folder, base="smollm2", rank=8, alpha=16)
+    write_reader_json(folder, base="smollm2", rank=8, alpha=16, adapt=adapt)
 
 
 def _margins(scorer: Any, prompts: list[Any]) -> np.ndarray:
@@ -164,8 +166,9 @@ def _margins(scorer: Any, prompts: list[Any]) -> np.ndarray:
 
 @pytest.mark.slow
 @pytest.mark.integration
+@pytest.mark.parametrize("adapt", ["all", "question"])
 def test_llamacpp_and_transformers_read_a_tuned_reader_alike(
-    smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, adapt: str
 ) -> None:
     from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
     from scopeguard.detection.read.reader import verdict_messages
@@ -174,7 +177,7 @@ def test_llamacpp_and_transformers_read_a_tuned_reader_alike(
 
     monkeypatch.setenv(ENV_VAR, "off")  # no canary child: the same read on every machine
     folder = tmp_path / "tuned"
-    _build_tuned_reader(folder, smollm2)
+    _build_tuned_reader(folder, smollm2, adapt)
     prompts = [verdict_messages(q, doc) for doc, questions in DOCS.items() for q in questions]
     assert len(prompts) == 50
     llama = {"n_threads": 2, "n_ctx": 512, "persist_states": False}
@@ -199,6 +202,18 @@ def test_llamacpp_and_transformers_read_a_tuned_reader_alike(
     change_r = float(np.corrcoef(hf_tuned - hf_base, cpp_tuned - cpp_base)[0, 1])
     assert tuned_r >= 0.9, (tuned_r, change_r)
     assert change_r >= 0.8, (tuned_r, change_r)  # what catches a wrong q/k row order
+    if adapt == "question":
+        # the documents' states are the bare base's: a document the base read and kept on disk is
+        # the tuned reader's too, and its margins from that state are its own fresh read's
+        slot = "SCOPEGUARD-QUESTION-SLOT"
+        kept = {"n_threads": 2, "n_ctx": 512, "state_dir": tmp_path / "states"}
+        doc = next(iter(DOCS))
+        base_reader = LlamaCppVerdicts("smollm2", **kept)
+        assert base_reader.prime(verdict_messages(slot, doc), upto=slot) > 0
+        tuned_reader = LlamaCppVerdicts(folder, **kept)
+        assert tuned_reader.prime(verdict_messages(slot, doc), upto=slot, create=False) > 0
+        from_state = _margins(tuned_reader, prompts[:10])
+        assert np.abs(from_state - cpp_tuned[:10]).max() < 0.15, (from_state, cpp_tuned[:10])
 
 
 @pytest.mark.slow

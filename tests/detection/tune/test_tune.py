@@ -288,3 +288,42 @@ def test_the_kept_lower_blocks_read_the_same_margin_as_a_whole_pass(smollm2_base
             whole = float(reader.margins([ids])[0])
             split = float(reader.upper_margin(reader.lower(ids)))
             assert split == pytest.approx(whole, abs=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_question_side_adapter_trains_on_what_the_readers_read(tmp_path: Path, smollm2_base: str) -> None:
+    """adapt="question": the tuner's margin (documents' state from the bare base, the question on
+    through the adapter) is the margin transformers reads from the tuned reader's folder."""
+    pytest.importorskip("torch")
+    from scopeguard.detection.read.reader import verdict_messages
+    from scopeguard.detection.read.transformers import TransformersVerdicts
+    from scopeguard.detection.tune.model import load_tunable
+
+    data = _write(tmp_path / "toy", _DOCS)
+    config = _config(data, smollm2_base, lr=2e-3, epochs=2, val_fraction=0.0, adapt="question")
+    report = train_reader(config, tmp_path / "run", threads=2, progress=False)
+    assert report is not None
+    losses = [row["loss"] for row in json.loads((tmp_path / "run" / "curve.json").read_text())["train"]]
+    assert np.mean(losses[-4:]) < np.mean(losses[:4]), losses
+    info = tuned_reader(tmp_path / "run")
+    assert info is not None and info.adapt == "question"
+
+    tuner, _, _ = load_tunable(
+        str(tmp_path / "run"), rank=1, alpha=1, dropout=0.0, targets=[], template="answerability_verdict"
+    )
+    assert tuner.adapt == "question"  # kept from the folder, whatever was asked
+    tuner.model.eval()
+    text, questions = _DOCS["ferry"][0], [q for q, _ in _DOCS["ferry"][1]]
+    scorer = TransformersVerdicts(tmp_path / "run", device="cpu")
+    read = scorer.score_many([verdict_messages(q, text) for q in questions], progress=False)
+    import torch
+
+    with torch.no_grad():
+        for q, score in zip(questions, read, strict=True):
+            ids, split = tuner.prompt(q, text)
+            assert 0 < split < len(ids) - 5  # the question and the instruction after it are adapted
+            mine = float(tuner.suffix_margin(tuner.prefix_state(ids[:split]), ids[split:]))
+            assert score.margin == pytest.approx(mine, abs=1e-3)
+            everywhere = float(tuner.margins([ids])[0])  # the adapter on every token: another number
+            assert abs(everywhere - mine) > 1e-3
