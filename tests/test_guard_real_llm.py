@@ -25,7 +25,9 @@ QUESTIONS = {
 def test_guard_with_judge_and_defuse_on_a_real_server(llama_server: str, kind: str) -> None:
     llm = OpenAIChatModel("qwen2.5-coder-0.5b", base_url=llama_server, timeout=600, max_tokens=96)
     judge = JudgeDetector(llm, votes=1, temperature=0.0, max_tokens=96)
-    guard = Guard(detector=judge, policy="defuse", llm=llm, on_error="fail_closed")
+    # the deadline this test means, not the guard's 120 s default: a slow or busy CPU must not cut
+    # the real model's answer off (the LLM's own timeout is 600 s)
+    guard = Guard(detector=judge, policy="defuse", llm=llm, on_error="fail_closed", deadline=600)
     result = guard.answer(QUESTIONS[kind], DOC)
     verdict = result.verdict
     assert verdict.detector == "judge" and verdict.llm_calls == 1 and len(verdict.votes) == 1

@@ -111,7 +111,7 @@ def test_a_zero_adapter_reads_like_the_base_and_a_random_one_does_not(
     )
     assert len({base.name, same.name, other.name}) == 3
     ids = list(range(1, 40))
-    files = {scorer: scorer._state_file(ids) for scorer in (base, same, other)}
+    files = {scorer: scorer._kept.file(ids) for scorer in (base, same, other)}
     assert len(set(files.values())) == 3
     for scorer, file in files.items():  # SmolLM2-135M-Instruct.Q4_1+lora-...-<digest>.state
         assert file is not None and file.name.startswith(scorer.path.stem + scorer.name[len("smollm2") :])

@@ -31,7 +31,8 @@ def test_layers_are_numbered_like_transformers_hidden_states() -> None:
 @pytest.mark.slow
 @pytest.mark.integration
 def test_the_verdict_read_returns_hidden_states_without_changing_the_verdict(smollm2: Path) -> None:
-    from scopeguard.detection.read.llamacpp import LlamaCppHiddenStates, LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp_probe import LlamaCppHiddenStates
 
     tapped = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, layers=(-1, -3, 2), persist_states=False)
     plain = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, persist_states=False)

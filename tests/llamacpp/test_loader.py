@@ -199,7 +199,8 @@ def test_every_llama_cpp_entry_point_takes_its_parameters_from_the_loader(
     model: Path, monkeypatch: pytest.MonkeyPatch, state: str
 ) -> None:
     llama_cpp = pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
-    from scopeguard.detection.read.llamacpp import LlamaCppHiddenStates, LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.llamacpp_probe import LlamaCppHiddenStates
     from scopeguard.llm.local import LlamaCppChatModel, clear_model_cache
 
     monkeypatch.setenv(_canary.ENV_VAR, state)

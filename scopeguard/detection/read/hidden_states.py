@@ -89,7 +89,7 @@ def _make_backend(
     if backend == "llama_cpp":
         if kind != "gguf":
             raise ConfigurationError("the llama_cpp backend needs a GGUF model; use backend='transformers'")
-        from scopeguard.detection.read.llamacpp import LlamaCppHiddenStates
+        from scopeguard.detection.read.llamacpp_probe import LlamaCppHiddenStates
 
         return LlamaCppHiddenStates(location, n_ctx=max_tokens, n_threads=n_threads, layer=layer)
     from scopeguard.detection.read.transformers import TransformersHiddenStates

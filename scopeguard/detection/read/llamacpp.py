@@ -1,8 +1,10 @@
 """The llama.cpp read: log-prob verdicts and hidden states from a GGUF model run in-process.
 
-:class:`LlamaCppVerdicts` is what the reading detectors use; :class:`LlamaCppHiddenStates` reads
-the paper's probe input (raw tokens and an appended unused token, any layer) for the ``probe``
-baseline through it: one wrapper, one loader (:func:`scopeguard.llamacpp.load_llama`), one tap.
+:class:`LlamaCppVerdicts` is what the reading detectors use;
+:class:`~scopeguard.detection.read.llamacpp_probe.LlamaCppHiddenStates` reads the paper's probe
+input (raw tokens and an appended unused token, any layer) for the ``probe`` baseline through it:
+one wrapper, one loader (:func:`scopeguard.llamacpp.load_llama`), one tap. The kept prompt states
+are :class:`~scopeguard.detection.read.llama_states.KeptStates`.
 
 The prompt goes through the model's own chat template (read from the GGUF), is tokenised, and
 only the tokens after the longest prefix already read are decoded: the instruction always comes
@@ -24,13 +26,10 @@ callback (:class:`~scopeguard.llamacpp.LayerTap`): the hidden-state probe costs 
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import logging
 import math
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,14 +38,14 @@ import numpy as np
 
 from scopeguard._optional import require
 from scopeguard._paths import cache_dir
-from scopeguard.data import atomic_open
 from scopeguard.detection.read.adapter import file_sha256, gguf_reading
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp, variant_strings
+from scopeguard.detection.read.llama_states import KeptStates, common_prefix
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
 from scopeguard.llamacpp import load_llama
 from scopeguard.llm.base import ChatMessage
 
-__all__ = ["LlamaCppHiddenStates", "LlamaCppVerdicts"]
+__all__ = ["LlamaCppVerdicts"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +117,17 @@ class LlamaCppVerdicts:
         self.state_dir: Path | None = None
         if persist_states:
             self.state_dir = Path(state_dir) if state_dir is not None else cache_dir("llama-states")
-        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
-        self._state_files: dict[tuple[int, ...], Path] = {}
-        self._state_bytes = 0
+        stat = self.path.stat()
+        file_key = f"{self.path.name}:{stat.st_size}:{self._lib.__version__}:"
+        if self._adapter_sha is not None and not self._question_side:  # else the base's states
+            file_key += f"adapter:{self._adapter_sha}:"
+        self._kept = KeptStates(
+            self._lib,
+            limit_bytes=self.state_cache_bytes,
+            directory=self.state_dir,
+            file_key=file_key,
+            stem=self.path.stem + ("" if self._question_side else reading.suffix),
+        )
         self._llm: Any = None
         self._lock = threading.Lock()
         self._past: list[int] = []
@@ -287,7 +294,7 @@ class LlamaCppVerdicts:
         bare base, the rest with the adapter (``None``: every token as the model is loaded)."""
         ctx = self._llm._ctx
         try:
-            shared = min(_common_prefix(self._past, ids), len(ids) if keep is None else keep)
+            shared = min(common_prefix(self._past, ids), len(ids) if keep is None else keep)
             if keep is None:  # a saved state may share more
                 shared = self._restore_best(ids, shared) or shared
             if logits:
@@ -335,7 +342,7 @@ class LlamaCppVerdicts:
                 raise LLMError(f"llama.cpp failed to read the verdict prompt: {exc}") from None
             if self._tap is not None:
                 hidden = self._tap.stop()  # a ModelError if the graph had no such layer
-            self._save_state(ids)
+            self._kept.capture(ctx.ctx, ids)
             if not ptr:
                 raise LLMError("llama.cpp returned no logits for the verdict prompt")
             logits = np.ctypeslib.as_array(ptr, shape=(int(llm.n_vocab()),)).astype(np.float64, copy=True)
@@ -376,7 +383,7 @@ class LlamaCppVerdicts:
         split = max(0, min(prefix_len, len(ids) - 1))
         with self._lock:
             try:
-                if split and _common_prefix(self._past, ids) < split:
+                if split and common_prefix(self._past, ids) < split:
                     self._read(ids[:split], logits=False, keep=0)
                 self._tap.start()
                 self._read(ids, logits=True, keep=split)
@@ -406,20 +413,13 @@ class LlamaCppVerdicts:
         if len(ids) < self.MIN_STATE_GAIN or self.state_cache_bytes <= 0:
             return 0
         key = tuple(ids)
-        file = self._state_file(ids)
+        file = self._kept.file(ids)
         with self._lock:
-            if key in self._states:
+            if key in self._kept:
                 return len(ids)
-            if file is not None and file.is_file():
-                try:
-                    saved = file.read_bytes()
-                except OSError as exc:
-                    logger.warning("could not read the saved state %s: %s", file, exc)
-                else:
-                    self._keep_state(key, saved)
-                    self._state_files[key] = file
-                    logger.debug("primed %d tokens from %s", len(ids), file)
-                    return len(ids)
+            if file is not None and file.is_file() and self._kept.load(key, file):
+                logger.debug("primed %d tokens from %s", len(ids), file)
+                return len(ids)
             if not create:
                 return 0
             try:
@@ -427,81 +427,25 @@ class LlamaCppVerdicts:
                 self._read(ids, logits=False, bare=len(ids) if self._question_side else None)
             except Exception as exc:
                 raise LLMError(f"llama.cpp failed to read the start of the verdict prompt: {exc}") from None
-            self._save_state(ids)
-            data = self._states.get(key)
-        if data is not None and file is not None:
-            try:
-                with atomic_open(file, "wb") as fh:
-                    fh.write(data)
-            except OSError as exc:  # a read-only cache only costs the next process the read
-                logger.warning("could not keep the prompt's state in %s: %s", file, exc)
+            self._kept.capture(self._llm._ctx.ctx, ids)
+            if file is not None:
+                self._kept.write(key, file)
         return len(ids)
 
-    def _state_file(self, ids: list[int]) -> Path | None:
-        if self.state_dir is None:
-            return None
-        digest = hashlib.sha256()
-        stat = self.path.stat()
-        digest.update(f"{self.path.name}:{stat.st_size}:{self._lib.__version__}:".encode())
-        if self._adapter_sha is not None and not self._question_side:  # else the base's states
-            digest.update(f"adapter:{self._adapter_sha}:".encode())
-        digest.update(np.asarray(ids, dtype=np.int32).tobytes())
-        suffix = "" if self._question_side else self._reading.suffix
-        return self.state_dir / f"{self.path.stem}{suffix}-{digest.hexdigest()[:24]}.state"
-
-    # -- saved states ------------------------------------------------------------------------
+    # -- kept states -------------------------------------------------------------------------
     def _restore_best(self, ids: list[int], live: int) -> int:
-        """Load the saved state sharing the longest prefix with ``ids`` if it beats the live one.
-
-        Returns the number of tokens the restored state shares with ``ids``, 0 if none was loaded.
-        """
-        best_key: tuple[int, ...] | None = None
-        best = live + self.MIN_STATE_GAIN
-        for key in self._states:
-            n = _common_prefix(key, ids)
-            if n > best:
-                best_key, best = key, n
-        if best_key is None:
+        """Load the kept state sharing the longest prefix with ``ids`` if it beats the live one by
+        :attr:`MIN_STATE_GAIN` tokens; how many tokens it shares with ``ids`` (0: none loaded)."""
+        key, shared = self._kept.longest(ids, live + self.MIN_STATE_GAIN)
+        if key is None:
             return 0
-        data = self._states[best_key]
-        self._states.move_to_end(best_key)
         ctx = self._llm._ctx
         ctx.kv_cache_clear()
         self._past = []
-        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        if not self._lib.llama_state_seq_set_data(ctx.ctx, buf, len(data), 0):
-            logger.debug("llama.cpp refused a saved state; reading the prompt afresh")
-            self._state_bytes -= len(self._states.pop(best_key))
-            stale = self._state_files.pop(best_key, None)
-            if stale is not None:  # not this build's state after all: the next process reads afresh
-                stale.unlink(missing_ok=True)
-            ctx.kv_cache_clear()
+        if not self._kept.restore(ctx, key):
             return 0
-        self._past = list(best_key)
-        return best
-
-    def _save_state(self, ids: list[int]) -> None:
-        if self.state_cache_bytes <= 0:
-            return
-        key = tuple(ids)
-        if key in self._states:
-            self._states.move_to_end(key)
-            return
-        ctx = self._llm._ctx.ctx
-        size = int(self._lib.llama_state_seq_get_size(ctx, 0))
-        if size <= 0 or size > self.state_cache_bytes:
-            return
-        buf = (ctypes.c_uint8 * size)()
-        written = int(self._lib.llama_state_seq_get_data(ctx, buf, size, 0))
-        if written > 0:
-            self._keep_state(key, bytes(buf)[:written])
-
-    def _keep_state(self, key: tuple[int, ...], data: bytes) -> None:
-        self._states[key] = data
-        self._state_bytes += len(data)
-        while self._state_bytes > self.state_cache_bytes and self._states:
-            _, dropped = self._states.popitem(last=False)
-            self._state_bytes -= len(dropped)
+        self._past = list(key)
+        return shared
 
     def score_many(
         self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None
@@ -509,73 +453,3 @@ class LlamaCppVerdicts:
         from scopeguard._progress import progress_bar
 
         return [self.score(p) for p in progress_bar(prompts, desc="verdicts", enabled=progress)]
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-class LlamaCppHiddenStates:
-    """The paper's probe input read by llama.cpp: one layer's state at the last token.
-
-    For the ``probe`` baseline (ELOQ section 4.2.1; :mod:`scopeguard.detection.read.hidden_states`):
-    token ids (instruction, document, question, an appended unused token) read by a
-    :class:`LlamaCppVerdicts` with ``layers=(layer,)``, so the probe's hidden states and the
-    verdicts come from one llama.cpp wrapper, one loader and one layer tap, and any layer can be
-    read (numbered like transformers' ``hidden_states``; ``-1`` the final normed state). Questions
-    about the same document reuse its state (the live context is kept), with the same result as a
-    fresh read.
-    """
-
-    name = "llama_cpp"
-
-    def __init__(
-        self, model_path: str, *, n_ctx: int = 2048, n_threads: int | None = None, layer: int = -1
-    ) -> None:
-        self.layer = layer
-        self._verdicts = LlamaCppVerdicts(
-            model_path,
-            n_ctx=n_ctx,
-            n_threads=n_threads or min(4, os.cpu_count() or 1),
-            state_cache_mb=0,
-            persist_states=False,
-            layers=(layer,),
-        )
-        llm = self._verdicts._load()
-        meta: dict[str, str] = dict(llm.metadata or {})
-        self.llm: Any = llm
-        self.architecture = meta.get("general.architecture", "")
-        self.vocab_size = int(llm.n_vocab())
-        self.context_length = int(llm.n_ctx())
-        self.n_embd = int(llm.n_embd())
-        self.bos_id: int | None = self._verdicts._bos
-        eos = int(llm.token_eos())
-        self.eos_id: int | None = eos if eos >= 0 else None
-
-    def tokenize(self, text: str) -> list[int]:
-        if not text:
-            return []
-        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
-
-    def single_token_id(self, token: str) -> int | None:
-        ids = self.llm.tokenize(token.encode("utf-8"), add_bos=False, special=True)
-        if len(ids) != 1:
-            return None
-        text = self.llm.detokenize(ids, special=True).decode("utf-8", errors="replace")
-        return int(ids[0]) if text == token else None
-
-    def last_hidden(self, ids: list[int], prefix_len: int = 0) -> np.ndarray:
-        """The state of ``layer`` at the last of ``ids``, read split at ``prefix_len`` (see
-        :meth:`LlamaCppVerdicts.hidden`: the same bits whether or not the prefix was kept)."""
-        if len(ids) >= self.context_length:
-            raise ModelError(f"{len(ids)} tokens exceed the llama.cpp context of {self.context_length}")
-        return self._verdicts.hidden(ids, prefix_len=prefix_len)[0]
-
-    def forget(self) -> None:
-        """Drop the kept context (the next read starts from nothing)."""
-        self._verdicts.forget()

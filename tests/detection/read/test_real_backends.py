@@ -46,14 +46,14 @@ def test_llamacpp_saved_states_reuse_a_document_read_before_another(smollm2: Pat
     cached = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024)
     order = [(QUESTIONS[0], DOC), (QUESTIONS[0], OTHER_DOC), (QUESTIONS[1], DOC), (QUESTIONS[1], OTHER_DOC)]
     got = [cached.score(verdict_messages(q, d)).margin for q, d in order]
-    assert len(cached._states) == 4 and 0 < cached._state_bytes <= cached.state_cache_bytes
+    assert len(cached._kept) == 4 and 0 < cached._kept.bytes <= cached.state_cache_bytes
     uncached = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_cache_mb=0)
     fresh = [uncached.score(verdict_messages(q, d)).margin for q, d in order[2:]]
     assert got[2:] == pytest.approx(fresh, abs=0.05)
     # a budget smaller than one state keeps none, and scoring still works
     tiny = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_cache_mb=0.01)
     assert tiny.score(verdict_messages(*order[0])).margin == pytest.approx(got[0], abs=0.05)
-    assert not tiny._states
+    assert not len(tiny._kept)
     with pytest.raises(ValueError, match="state_cache_mb"):
         LlamaCppVerdicts(smollm2, state_cache_mb=-1)
 

@@ -1,0 +1,148 @@
+"""The llama.cpp read's kept prompt states: recent prompts' states in memory, primed ones on disk.
+
+A :class:`KeptStates` holds the sequence state llama.cpp returns after each recent prompt
+(``llama_state_seq_get_data``), keyed by the prompt's token ids, within a memory budget (least
+recently used first out), and writes the states of primed prefixes (the instruction, a pre-read
+document) to a folder where the next process finds them. :class:`~scopeguard.detection.read.llamacpp.
+LlamaCppVerdicts` restores the kept state sharing the longest prefix with a new prompt and decodes
+only the rest. A state llama.cpp refuses (another build) is dropped, and its file removed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scopeguard.data import atomic_open
+
+__all__ = ["KeptStates", "common_prefix"]
+
+logger = logging.getLogger(__name__)
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class KeptStates:
+    """States of prompts read by one llama.cpp context (see the module docstring).
+
+    Args:
+        lib: the ``llama_cpp`` module (its state functions and version).
+        limit_bytes: memory for states (0: none kept).
+        directory: where primed states are written and found (``None``: memory only).
+        file_key: what besides the tokens makes a state valid: the model file, the llama.cpp version,
+            an adapter read on those tokens; ``stem``: the files' name before the digest.
+    """
+
+    def __init__(
+        self, lib: Any, *, limit_bytes: int, directory: Path | None, file_key: str, stem: str
+    ) -> None:
+        self._lib = lib
+        self.limit_bytes = limit_bytes
+        self.directory = directory
+        self._file_key = file_key
+        self._stem = stem
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self._files: dict[tuple[int, ...], Path] = {}
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __contains__(self, key: tuple[int, ...]) -> bool:
+        return key in self._states
+
+    def file(self, ids: Sequence[int]) -> Path | None:
+        """Where the state after ``ids`` is kept across processes (``None``: memory only)."""
+        if self.directory is None:
+            return None
+        digest = hashlib.sha256(self._file_key.encode())
+        digest.update(np.asarray(list(ids), dtype=np.int32).tobytes())
+        return self.directory / f"{self._stem}-{digest.hexdigest()[:24]}.state"
+
+    def longest(self, ids: Sequence[int], beyond: int) -> tuple[tuple[int, ...] | None, int]:
+        """The kept state sharing the most tokens with ``ids``, if it shares more than ``beyond``."""
+        best_key: tuple[int, ...] | None = None
+        best = beyond
+        for key in self._states:
+            n = common_prefix(key, ids)
+            if n > best:
+                best_key, best = key, n
+        return best_key, best
+
+    def restore(self, ctx: Any, key: tuple[int, ...]) -> bool:
+        """Load the kept state ``key`` into the llama.cpp context ``ctx`` (a ``llama_context``
+        wrapper with ``.ctx``); ``False`` when llama.cpp refuses it (it is then forgotten, its file
+        removed, and the context cleared)."""
+        data = self._states[key]
+        self._states.move_to_end(key)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if self._lib.llama_state_seq_set_data(ctx.ctx, buf, len(data), 0):
+            return True
+        logger.debug("llama.cpp refused a saved state; reading the prompt afresh")
+        self.bytes -= len(self._states.pop(key))
+        stale = self._files.pop(key, None)
+        if stale is not None:  # not this build's state after all: the next process reads afresh
+            stale.unlink(missing_ok=True)
+        ctx.kv_cache_clear()
+        return False
+
+    def capture(self, ctx: Any, ids: Sequence[int]) -> None:
+        """Keep the state of ``ctx`` (a raw ``llama_context`` pointer), which has read ``ids``."""
+        if self.limit_bytes <= 0:
+            return
+        key = tuple(ids)
+        if key in self._states:
+            self._states.move_to_end(key)
+            return
+        size = int(self._lib.llama_state_seq_get_size(ctx, 0))
+        if size <= 0 or size > self.limit_bytes:
+            return
+        buf = (ctypes.c_uint8 * size)()
+        written = int(self._lib.llama_state_seq_get_data(ctx, buf, size, 0))
+        if written > 0:
+            self.keep(key, bytes(buf)[:written])
+
+    def keep(self, key: tuple[int, ...], data: bytes) -> None:
+        self._states[key] = data
+        self.bytes += len(data)
+        while self.bytes > self.limit_bytes and self._states:
+            _, dropped = self._states.popitem(last=False)
+            self.bytes -= len(dropped)
+
+    def load(self, key: tuple[int, ...], file: Path) -> bool:
+        """Bring the state saved in ``file`` into memory as ``key``; ``False`` if it cannot be read."""
+        try:
+            saved = file.read_bytes()
+        except OSError as exc:
+            logger.warning("could not read the saved state %s: %s", file, exc)
+            return False
+        self.keep(key, saved)
+        self._files[key] = file
+        return True
+
+    def write(self, key: tuple[int, ...], file: Path) -> None:
+        """Write the kept state ``key`` to ``file`` (atomically); a read-only folder only costs the
+        next process a read."""
+        data = self._states.get(key)
+        if data is None:
+            return
+        try:
+            with atomic_open(file, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            logger.warning("could not keep the prompt's state in %s: %s", file, exc)
