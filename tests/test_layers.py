@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     {"guard", "policies"},
     {"generation", "evaluation", "retrieval", "review", "serve", "client"},
     {"verification", "demo", "scale", "_doctor"},
-    {"testing", "_fake_openai", "_test_servers"},
+    {"testing", "_fake_openai", "_scripted_llm", "_test_servers"},
     {"cli", "__main__", ""},
 ]
 

@@ -113,6 +113,7 @@ LISTED_MODULES = [
     "scopeguard.generation.parsers",
     "scopeguard.generation.pipeline",
     "scopeguard.generation.steps",
+    "scopeguard.generation.summary",
     "scopeguard.guard",
     "scopeguard.judging",
     "scopeguard.llm.base",

@@ -18,8 +18,9 @@ from scopeguard.generation.corpus import (
     truncate_words,
 )
 from scopeguard.generation.eloq_layout import export_eloq, import_eloq
-from scopeguard.generation.pipeline import Generator, RunSummary
+from scopeguard.generation.pipeline import Generator
 from scopeguard.generation.steps import generate_document
+from scopeguard.generation.summary import RunSummary
 
 __all__ = [
     "PRICES_DATE",

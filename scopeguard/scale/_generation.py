@@ -24,7 +24,8 @@ from scopeguard.generation.accounting import Usage
 from scopeguard.generation.checkpoint import CheckpointStore
 from scopeguard.generation.config import GenerationConfig
 from scopeguard.generation.corpus import Corpus, LengthRule, load_generation_corpus
-from scopeguard.generation.pipeline import GenerationRunConfig, Generator, RunSummary
+from scopeguard.generation.pipeline import GenerationRunConfig, Generator
+from scopeguard.generation.summary import RunSummary
 from scopeguard.llm.base import ChatModel
 from scopeguard.runs import RunFolder
 from scopeguard.scale._ray import ray_session
