@@ -138,6 +138,9 @@ def main() -> None:
     parser.add_argument(
         "--sizes", nargs="*", type=int, default=[], help="lodo: training questions per fold (learning curve)"
     )
+    parser.add_argument(
+        "--left-out", nargs="*", default=[], help="lodo: only these folds (dataset folder names; default all)"
+    )
     parser.add_argument("--prefix-cache-mb", type=float, default=4096, help="documents' states kept (MB)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
@@ -159,6 +162,8 @@ def main() -> None:
     else:
         for size in args.sizes or [None]:
             for left in args.train:
+                if args.left_out and Path(left).name not in args.left_out:
+                    continue
                 rest = [d for d in args.train if d != left]
                 name = f"without-{Path(left).name}" if size is None else f"n{size}-without-{Path(left).name}"
                 sized = {} if size is None else {"max_questions": size}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from scopeguard._optional import require
-from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, ScopeGuardError
+from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, ScopeGuardError, error_kind
 from scopeguard.guard import Guard, OnError
 from scopeguard.policies import Policy, RefusePolicy, Responder, get_policy
 from scopeguard.types import Action, Document, GuardResult, Verdict, as_documents, validate_question
@@ -128,7 +128,9 @@ class _Protocol:
     def _failed_check(self, exc: ScopeGuardError) -> Verdict:
         if self.on_error == "raise" or not isinstance(exc, LLMConnectionError):
             raise exc
-        return Verdict(label="unknown", detector=self.detector.name, error=str(exc))
+        return Verdict(
+            label="unknown", detector=self.detector.name, error=str(exc), error_kind=error_kind(exc)
+        )
 
     def _failed_answer(self, exc: ScopeGuardError, question: str, documents: Docs) -> GuardResult:
         verdict = self._failed_check(exc)

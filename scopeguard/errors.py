@@ -12,13 +12,37 @@ Hierarchy::
     ├── LLMError                    an LLM call failed
     │   ├── LLMConnectionError      endpoint unreachable / refused
     │   │   └── LLMTimeoutError     endpoint timed out, or the call's deadline ran out
+    │   ├── LLMAuthError            the endpoint refused the credentials (401 / 403)
+    │   ├── LLMRateLimitError       the endpoint still said 429 after the retries
     │   ├── LLMResponseError        a malformed reply (not JSON, no choices or content), or one
     │   │                           that could not be parsed into what was asked
     │   └── BatchError              a Batch API job ended failed, expired or cancelled
     └── DetectionError              a detector could not produce a verdict
+
+Every class has a ``kind``, one word of :data:`ErrorKind` (``timeout``, ``upstream``, ``auth``,
+``rate_limited``, ``bad_reply``, ``too_long``, ``bad_input``, ``config``, ``model``, ``detector``,
+``internal``): the error vocabulary a failed-closed verdict (``Verdict.error_kind``), the service's
+error bodies, the CLI's JSON and the integrations' metadata report. :func:`error_kind` names any
+exception's kind (``internal`` for one scopeguard did not raise).
 """
 
 from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+ErrorKind = Literal[
+    "timeout",
+    "upstream",
+    "auth",
+    "rate_limited",
+    "bad_reply",
+    "too_long",
+    "bad_input",
+    "config",
+    "model",
+    "detector",
+    "internal",
+]
 
 __all__ = [
     "BatchError",
@@ -26,23 +50,32 @@ __all__ = [
     "DatasetError",
     "DetectionError",
     "DocumentTooLongError",
+    "ErrorKind",
     "InputError",
+    "LLMAuthError",
     "LLMConnectionError",
     "LLMError",
+    "LLMRateLimitError",
     "LLMResponseError",
     "LLMTimeoutError",
     "MissingDependencyError",
     "ModelError",
     "ScopeGuardError",
+    "error_kind",
 ]
 
 
 class ScopeGuardError(Exception):
     """Root of every error raised by scopeguard."""
 
+    #: the error's word in the one vocabulary (see the module docstring)
+    kind: ClassVar[ErrorKind] = "internal"
+
 
 class ConfigurationError(ScopeGuardError, ValueError):
     """An argument, registry name or spec string is invalid."""
+
+    kind: ClassVar[ErrorKind] = "config"
 
 
 class MissingDependencyError(ConfigurationError, ImportError):
@@ -61,6 +94,8 @@ class MissingDependencyError(ConfigurationError, ImportError):
 class InputError(ScopeGuardError, ValueError):
     """User input (question, documents, files) is unusable."""
 
+    kind: ClassVar[ErrorKind] = "bad_input"
+
 
 class DatasetError(InputError):
     """A dataset folder or one of its records is malformed."""
@@ -75,6 +110,8 @@ class DatasetError(InputError):
 class DocumentTooLongError(InputError):
     """A document does not fit in the model's context window."""
 
+    kind: ClassVar[ErrorKind] = "too_long"
+
     def __init__(self, message: str, *, n_tokens: int, limit: int) -> None:
         self.n_tokens = n_tokens
         self.limit = limit
@@ -84,9 +121,13 @@ class DocumentTooLongError(InputError):
 class ModelError(ScopeGuardError):
     """Model weights or a trained head could not be found, verified or loaded."""
 
+    kind: ClassVar[ErrorKind] = "model"
+
 
 class LLMError(ScopeGuardError):
     """An LLM call failed."""
+
+    kind: ClassVar[ErrorKind] = "upstream"
 
 
 class LLMConnectionError(LLMError):
@@ -101,14 +142,30 @@ class LLMTimeoutError(LLMConnectionError):
     """The LLM endpoint did not answer in time: every attempt timed out, or the deadline of the
     call (``deadline`` seconds, all retries and waits included) ran out."""
 
+    kind: ClassVar[ErrorKind] = "timeout"
+
     def __init__(self, message: str, *, endpoint: str | None = None, deadline: float | None = None) -> None:
         self.deadline = deadline
         super().__init__(message, endpoint=endpoint)
 
 
+class LLMAuthError(LLMError):
+    """The LLM endpoint refused the credentials (HTTP 401 or 403)."""
+
+    kind: ClassVar[ErrorKind] = "auth"
+
+
+class LLMRateLimitError(LLMError):
+    """The LLM endpoint kept answering 429 (too many requests) after every retry."""
+
+    kind: ClassVar[ErrorKind] = "rate_limited"
+
+
 class LLMResponseError(LLMError):
     """An LLM reply was malformed (not a chat completion, no choices, no content) or could not be
     parsed into the expected structure. ``reply`` holds (the start of) the offending reply."""
+
+    kind: ClassVar[ErrorKind] = "bad_reply"
 
     def __init__(self, message: str, *, reply: str | None = None) -> None:
         self.reply = reply
@@ -138,3 +195,15 @@ class BatchError(LLMError):
 
 class DetectionError(ScopeGuardError):
     """A detector failed to produce a verdict."""
+
+    kind: ClassVar[ErrorKind] = "detector"
+
+
+def error_kind(exc: BaseException) -> ErrorKind:
+    """The :data:`ErrorKind` of ``exc``: a scopeguard error's own, ``timeout`` for Python's
+    timeouts, ``internal`` for anything else."""
+    if isinstance(exc, ScopeGuardError):
+        return exc.kind
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    return "internal"

@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.detectors.registry import detector_takes, get_detector
-from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError
+from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError, error_kind
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.deadline import current as current_budget
 from scopeguard.llm.deadline import deadline as deadline_block
@@ -137,7 +137,7 @@ class Guard:
         if self.on_error == "raise":
             raise exc
         logger.warning("detector %s failed: %s", getattr(self.detector, "name", "?"), exc)
-        return Verdict(label="unknown", detector=getattr(self.detector, "name", ""), error=str(exc))
+        return _failed_verdict(self.detector, exc)
 
     def check(self, question: str, documents: Docs) -> Verdict:
         """The detector's verdict; failures follow ``on_error`` (an ``unknown`` verdict with ``error``)."""
@@ -189,7 +189,12 @@ class Guard:
                 "action": outcome.action,
                 "response": outcome.response,
                 "failed_closed": True,
-                "metadata": {**result.metadata, "error": str(exc), "error_stage": stage},
+                "metadata": {
+                    **result.metadata,
+                    "error": str(exc),
+                    "error_kind": error_kind(exc),
+                    "error_stage": stage,
+                },
             }
         )
 
@@ -263,7 +268,7 @@ class Guard:
     ) -> GuardResult | Verdict:
         """The record of a batch item that raised before a verdict (for example an empty question)."""
         logger.warning("batch item %r failed: %s", question, exc)
-        verdict = Verdict(label="unknown", detector=getattr(self.detector, "name", ""), error=str(exc))
+        verdict = _failed_verdict(self.detector, exc)
         if not answer:
             return verdict
         try:
@@ -306,6 +311,13 @@ class Guard:
     ) -> list[GuardResult | Verdict]:
         """Sync wrapper of :meth:`abatch` (must not be called from a running event loop)."""
         return asyncio.run(self.abatch(items, answer=answer, concurrency=concurrency))
+
+
+def _failed_verdict(detector: Any, exc: BaseException) -> Verdict:
+    """The ``unknown`` verdict of a failed check, naming the error and its kind."""
+    return Verdict(
+        label="unknown", detector=getattr(detector, "name", ""), error=str(exc), error_kind=error_kind(exc)
+    )
 
 
 async def _bounded(step: Awaitable[T], what: str) -> T:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from scopeguard.errors import InputError
+from scopeguard.errors import ErrorKind, InputError
 
 __all__ = [
     "Action",
@@ -103,6 +103,9 @@ class Verdict(_Record):
     escalated: bool = False
     stage: str = ""
     error: str | None = None
+    #: what kind of failure ``error`` is, in the one vocabulary (:data:`scopeguard.errors.ErrorKind`:
+    #: ``timeout``, ``upstream``, ``auth``, ``bad_reply``, ``too_long``...), set where it happened
+    error_kind: ErrorKind | None = None
 
     @field_validator("score")
     @classmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import typing
 from types import ModuleType
 
 import pytest
@@ -228,5 +229,9 @@ def test_top_level_surface_is_stable() -> None:
 def test_every_error_derives_from_root() -> None:
     from scopeguard import errors
 
-    for n in errors.__all__:
+    classes = [n for n in errors.__all__ if n not in ("ErrorKind", "error_kind")]
+    for n in classes:
         assert issubclass(getattr(errors, n), errors.ScopeGuardError)
+    # and each names its failure in the one vocabulary
+    kinds = set(typing.get_args(errors.ErrorKind))
+    assert {getattr(errors, n).kind for n in classes} <= kinds

@@ -28,7 +28,7 @@ import numpy as np
 
 from scopeguard import _progress
 from scopeguard.detection.head import calibration
-from scopeguard.errors import DetectionError, InputError, LLMError
+from scopeguard.errors import DetectionError, InputError, LLMError, error_kind
 from scopeguard.types import Verdict
 
 if TYPE_CHECKING:
@@ -190,7 +190,12 @@ def run_detector(
             v = detector.detect(q.question, [dataset.documents[q.doc_id]])
         except (LLMError, DetectionError) as exc:
             logger.warning("question %s: %s failed: %s", q.id, detector.name, exc)
-            v = Verdict(label="unknown", detector=detector.name, error=f"{type(exc).__name__}: {exc}")
+            v = Verdict(
+                label="unknown",
+                detector=detector.name,
+                error=f"{type(exc).__name__}: {exc}",
+                error_kind=error_kind(exc),
+            )
         y_true.append(q.label)
         verdicts.append(v)
     return y_true, verdicts

@@ -20,8 +20,10 @@ import openai
 from scopeguard.errors import (
     ConfigurationError,
     DocumentTooLongError,
+    LLMAuthError,
     LLMConnectionError,
     LLMError,
+    LLMRateLimitError,
     LLMResponseError,
     LLMTimeoutError,
     ScopeGuardError,
@@ -225,7 +227,7 @@ def translate(
             endpoint=url,
         )
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return LLMError(f"the LLM endpoint {url} refused the credentials: set OPENAI_API_KEY ({said})")
+        return LLMAuthError(f"the LLM endpoint {url} refused the credentials: set OPENAI_API_KEY ({said})")
     if isinstance(exc, openai.NotFoundError):
         return LLMError(f"the LLM endpoint {url} does not know the model {model!r} ({said})")
     if isinstance(exc, openai.APIStatusError):
@@ -237,6 +239,11 @@ def translate(
                 f"({limit} tokens): shorten or split the documents",
                 n_tokens=n_tokens,
                 limit=limit,
+            )
+        if exc.status_code == 429:
+            return LLMRateLimitError(
+                f"the LLM endpoint {url} still answered HTTP 429 (too many requests) after {attempts} "
+                f"attempts: {said}"
             )
         return LLMError(f"the LLM endpoint {url} answered HTTP {exc.status_code}: {said}")
     if isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc):

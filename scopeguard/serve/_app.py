@@ -94,9 +94,9 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
     app.state.runtime = runtime
 
     def fail(
-        status: int, message: str, kind: str, headers: dict[str, str] | None = None, **extra: Any
+        status: int, message: str, error_type: str, headers: dict[str, str] | None = None, **extra: Any
     ) -> Any:
-        return Response(error_body(message, kind, **extra), status, headers, "application/json")
+        return Response(error_body(message, error_type, **extra), status, headers, "application/json")
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Any, exc: Any) -> Any:
@@ -130,18 +130,20 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
     @app.exception_handler(ScopeGuardError)
     async def _scopeguard(request: Any, exc: ScopeGuardError) -> Any:
         if isinstance(exc, InputError | ConfigurationError):
-            return fail(422, str(exc), "invalid_request")
+            return fail(422, str(exc), "invalid_request", kind=exc.kind)
         if isinstance(exc, LLMTimeoutError):
-            return fail(504, str(exc), "deadline_exceeded")
+            return fail(504, str(exc), "deadline_exceeded", kind=exc.kind)
         if isinstance(exc, LLMError):
-            return fail(502, str(exc), "upstream_error")
+            return fail(502, str(exc), "upstream_error", kind=exc.kind)
         logger.warning("request failed: %s", exc)
-        return fail(500, str(exc), "scopeguard_error")
+        return fail(500, str(exc), "scopeguard_error", kind=exc.kind)
 
     @app.exception_handler(Exception)
     async def _internal(request: Any, exc: Exception) -> Any:
         logger.error("internal error", exc_info=exc)  # the trace goes to the log, never to the client
-        return fail(500, "internal error (see the server log for this request id)", "internal_error")
+        return fail(
+            500, "internal error (see the server log for this request id)", "internal_error", kind="internal"
+        )
 
     def timed_out(verdict: Verdict | None = None, result: AnswerResponse | None = None) -> Any:
         body = ErrorResponse.model_validate(
@@ -150,6 +152,7 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
                     "message": f"the request ran past its deadline of {config.deadline:g}s; "
                     f"the guard failed closed ({config.on_error})",
                     "type": "deadline_exceeded",
+                    "kind": "timeout",
                 },
                 "verdict": verdict,
                 "result": result,

@@ -23,11 +23,11 @@ class BodyTooLargeError(Exception):
     """The body grew past ``max_body_bytes`` while being read."""
 
 
-def error_body(message: str, kind: str, **extra: Any) -> bytes:
+def error_body(message: str, error_type: str, **extra: Any) -> bytes:
     import json
 
     return json.dumps(
-        {"error": {"message": message, "type": kind, "request_id": REQUEST_ID.get(), **extra}}
+        {"error": {"message": message, "type": error_type, "request_id": REQUEST_ID.get(), **extra}}
     ).encode()
 
 

@@ -24,7 +24,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scopeguard.errors import InputError, LLMError, LLMResponseError, LLMTimeoutError
+from scopeguard.errors import (
+    ErrorKind,
+    InputError,
+    LLMError,
+    LLMResponseError,
+    LLMTimeoutError,
+    ScopeGuardError,
+    error_kind,
+)
 from scopeguard.llm.deadline import deadline as deadline_block
 from scopeguard.llm.deadline import remaining
 from scopeguard.policies import FlagOnlyPolicy, PolicyContext
@@ -99,9 +107,9 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
 
     config, guard, metrics = runtime.config, runtime.guard, runtime.metrics
 
-    def failed(status: int, message: str, kind: str, verdict: Verdict) -> Any:
+    def failed(status: int, message: str, error_type: str, verdict: Verdict, kind: ErrorKind) -> Any:
         metrics.fail_closed.labels("deadline" if status == 504 else "upstream").inc()
-        body = json.loads(error_body(message, kind))
+        body = json.loads(error_body(message, error_type, kind=kind))
         body["scopeguard"] = guard_field(verdict, Action.REFUSED, True)
         return JSONResponse(body, status, headers=guard_headers(verdict, Action.REFUSED))
 
@@ -129,7 +137,10 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
         except Exception as exc:  # the status is sent already: the error goes in the stream
             metrics.fail_closed.labels("upstream").inc()
             message = f"the upstream LLM failed mid-stream: {type(exc).__name__}"
-            yield _sse(json.loads(error_body(message, "upstream_error")))
+            # what the upstream's own iterator raises: a broken event (bad_reply) or a broken connection
+            kind = error_kind(exc) if isinstance(exc, ScopeGuardError) else None
+            kind = kind or ("bad_reply" if isinstance(exc, ValueError) else "upstream")
+            yield _sse(json.loads(error_body(message, "upstream_error", kind=kind)))
         finally:
             await events.close()
 
@@ -172,6 +183,7 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
                     f"no verdict within the deadline of {config.deadline:g}s",
                     "deadline_exceeded",
                     verdict,
+                    "timeout",
                 )
             oos, closed = guard.decide(verdict)
             forward = not oos or isinstance(guard.policy, FlagOnlyPolicy)
@@ -181,7 +193,9 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
                 extra = guard_field(verdict, outcome.action, closed)
                 return policy_reply(req, outcome.response, extra, guard_headers(verdict, outcome.action))
             if config.upstream is None:
-                return failed(502, "no upstream LLM is configured (--upstream)", "no_upstream", verdict)
+                return failed(
+                    502, "no upstream LLM is configured (--upstream)", "no_upstream", verdict, "config"
+                )
             action = Action.FLAGGED if oos else Action.ANSWERED
             extra, headers = guard_field(verdict, action, closed), guard_headers(verdict, action)
             return await forward_upstream(req, verdict, extra, headers)
@@ -200,9 +214,9 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
                     reply = await runtime.upstream.achat_completion(body)
         except (asyncio.TimeoutError, LLMTimeoutError):
             return failed(504, f"the upstream LLM did not answer within the deadline of {config.deadline:g}s",
-                          "deadline_exceeded", verdict)  # fmt: skip
+                          "deadline_exceeded", verdict, "timeout")  # fmt: skip
         except LLMError as exc:
-            return failed(502, f"the upstream LLM failed: {exc}", "upstream_error", verdict)
+            return failed(502, f"the upstream LLM failed: {exc}", "upstream_error", verdict, exc.kind)
         finally:
             metrics.upstream_seconds.observe(time.perf_counter() - started)
         if req.stream:

@@ -218,9 +218,9 @@ class Runtime:
             self.metrics.fail_closed.labels("deadline" if timed_out else "detector").inc()
 
     async def check(self, question: str, documents: Sequence[Document]) -> Timed:
-        with deadline_block(self.config.deadline) as budget, span("scopeguard.check") as s:
+        with deadline_block(self.config.deadline), span("scopeguard.check") as s:
             verdict = await self.guard.acheck(question, documents)
-            timed_out = verdict.label == "unknown" and budget is not None and budget.remaining() <= 0
+            timed_out = verdict.label == "unknown" and verdict.error_kind == "timeout"
             set_attributes(s, label=verdict.label, stage=verdict.stage, detector=verdict.detector)
         self.metrics.verdict(verdict)
         self._fail_closed(verdict, timed_out)
@@ -228,16 +228,16 @@ class Runtime:
 
     async def answer(self, question: str, documents: Sequence[Document], *, generate: bool) -> Timed:
         own = generate and self.guard.llm is not None
-        with deadline_block(self.config.deadline) as budget, span("scopeguard.answer") as s:
+        with deadline_block(self.config.deadline), span("scopeguard.answer") as s:
             result: GuardResult = await self.guard.aanswer(
                 question, documents, responder=None if own else _caller_answers
             )
-            left = budget.remaining() if budget is not None else 1.0
             set_attributes(s, label=result.verdict.label, action=result.action.value)
         if not own and result.response == "":
             result = result.model_copy(update={"response": None})
         self.metrics.verdict(result.verdict)
-        timed_out = result.failed_closed and left <= 0
+        kinds = {result.verdict.error_kind, result.metadata.get("error_kind")}
+        timed_out = result.failed_closed and "timeout" in kinds
         if result.failed_closed:
             self.metrics.fail_closed.labels("deadline" if timed_out else "error").inc()
         return Timed(result, timed_out)

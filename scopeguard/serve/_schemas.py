@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scopeguard.errors import ErrorKind
 from scopeguard.types import Action, Document, Verdict
 
 
@@ -79,6 +80,8 @@ class DetectorsResponse(BaseModel):
 class ErrorDetail(BaseModel):
     message: str
     type: str
+    #: the failure in scopeguard's one error vocabulary (:data:`scopeguard.errors.ErrorKind`)
+    kind: ErrorKind | None = None
     limit: str | None = None
     request_id: str | None = None
 

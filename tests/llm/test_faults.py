@@ -33,9 +33,12 @@ from scopeguard.cli._app import app
 from scopeguard.detection.detectors.judge import JudgeDetector
 from scopeguard.errors import (
     ConfigurationError,
+    LLMAuthError,
     LLMError,
+    LLMRateLimitError,
     LLMResponseError,
     LLMTimeoutError,
+    error_kind,
 )
 from scopeguard.llm.base import StreamingChatModel
 from scopeguard.llm.deadline import deadline
@@ -100,6 +103,8 @@ class FakeOpenAI:
             return status, {**headers, "Retry-After": self.retry_after}, payload
         if mode == "server_error":
             return _json(500, {"error": {"message": "internal error"}})
+        if mode == "unauthorised":
+            return _json(401, {"error": {"message": "invalid api key"}})
         if mode == "echo_key":  # a server that puts the caller's credentials in its error body
             return _json(500, {"error": {"message": f"bad request from {auth} (key {SECRET})"}})
         if mode == "stall":
@@ -280,6 +285,20 @@ def test_retry_after_beyond_the_deadline_fails_fast(fake: FakeOpenAI) -> None:
     assert info.value.deadline == 2.0 and info.value.endpoint == fake.url
 
 
+def test_refused_credentials_and_lasting_429s_have_their_own_kinds(fake: FakeOpenAI) -> None:
+    fake.default = "unauthorised"
+    with pytest.raises(LLMAuthError, match="refused the credentials") as auth:
+        _llm(fake).complete("hi")
+    assert auth.value.kind == "auth" and len(fake.requests) == 1  # never retried
+    fake.default, fake.retry_after = "rate_limited", "0"
+    with pytest.raises(LLMRateLimitError, match="429") as limited:
+        _llm(fake, backoff=0.01, max_backoff=0.01, max_attempts=2).complete("hi")
+    assert limited.value.kind == "rate_limited"
+    verdict = Guard(detector="judge", llm=_llm(fake, max_attempts=1), deadline=30).check("How long?", DOC)
+    assert verdict.label == "unknown" and verdict.error_kind == "rate_limited"
+    assert error_kind(TimeoutError()) == "timeout" and error_kind(KeyError("x")) == "internal"
+
+
 def test_persistent_5xx_stops_at_an_ambient_deadline(fake: FakeOpenAI) -> None:
     fake.default = "server_error"
     started = time.monotonic()
@@ -450,6 +469,8 @@ def test_guard_check_fails_closed(fake: FakeOpenAI, mode: str) -> None:
     assert verdict.label == "unknown"
     if mode != "no_verdict":
         assert fake.url in (verdict.error or "")
+        # the kind of failure is named where it happened, not inferred later
+        assert verdict.error_kind == ("upstream" if mode == "server_error" else "bad_reply"), verdict
     result = guard.answer(f"How long is the crossing? [[{mode}]]", DOC)
     assert result.failed_closed and result.action is Action.REFUSED
 
@@ -469,6 +490,7 @@ def test_a_failing_answer_is_refused_not_raised(fake: FakeOpenAI, mode: str) -> 
     assert result.verdict.label == "in_scope"  # the judge was fine
     assert result.action is Action.REFUSED and result.failed_closed
     assert fake.url in result.metadata["error"] and result.metadata["error_stage"] == "answer"
+    assert result.metadata["error_kind"] == ("upstream" if mode == "server_error" else "bad_reply")
     with pytest.raises(LLMError):
         Guard(detector="judge", llm=_llm(fake), on_error="raise").answer(f"How long? [[answer:{mode}]]", DOC)
 

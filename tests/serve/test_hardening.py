@@ -104,7 +104,13 @@ def test_past_the_deadline_is_a_504_that_fails_closed() -> None:
         gate.set()
         metrics = httpx.get(f"{url}/metrics").text
     assert r.status_code == 504 and r.json()["error"]["type"] == "deadline_exceeded"
-    assert r.json()["verdict"]["label"] == "unknown" and "deadline" in r.json()["verdict"]["error"]
+    assert r.json()["error"]["kind"] == "timeout"  # the one error vocabulary, set where it happened
+    verdict = r.json()["verdict"]
+    assert (
+        verdict["label"] == "unknown"
+        and "deadline" in verdict["error"]
+        and verdict["error_kind"] == "timeout"
+    )
     assert answer.status_code == 504
     result = answer.json()["result"]  # no verdict: out of scope, so the policy (clarify) answers
     assert result["failed_closed"] is True and result["action"] == "clarified"

@@ -149,11 +149,14 @@ def test_upstream_faults_fail_closed_and_the_server_stays_up(
             # the first chunk was fine, so the stream had started: the error ends the stream
             assert r.status_code == 200
             assert '"type": "upstream_error"' in r.text and "[DONE]" not in r.text
+            assert '"kind": "bad_reply"' in r.text
         else:
             expected = 504 if fault == "stalling" else 502
             assert r.status_code == expected, r.text
             error = r.json()
             assert error["error"]["type"] == ("deadline_exceeded" if expected == 504 else "upstream_error")
+            kind = {"down": "upstream", "stalling": "timeout", "garbage": "bad_reply"}[fault]
+            assert error["error"]["kind"] == kind, error
             assert error["scopeguard"]["failed_closed"] is True
             assert error["scopeguard"]["action"] == "refused"
             assert "Traceback" not in r.text

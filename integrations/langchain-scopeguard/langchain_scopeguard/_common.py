@@ -74,10 +74,10 @@ def verdict_config(metadata: dict[str, Any]) -> RunnableConfig:
     """Run metadata and tags for a verdict (a :func:`verdict_metadata` dict).
 
     Flat ``scopeguard_*`` metadata keys (label, score, detector, stage, out_of_scope,
-    failed_closed) and a ``scopeguard:<label>`` tag (plus ``scopeguard:failed_closed``), so a
+    failed_closed, error_kind) and a ``scopeguard:<label>`` tag (plus ``scopeguard:failed_closed``), so a
     tracer such as LangSmith can filter runs on them.
     """
-    keys = ("label", "score", "detector", "stage", "out_of_scope", "failed_closed")
+    keys = ("label", "score", "detector", "stage", "out_of_scope", "failed_closed", "error_kind")
     tags = [f"scopeguard:{metadata['label']}"]
     if metadata.get("failed_closed"):
         tags.append("scopeguard:failed_closed")
