@@ -13,12 +13,20 @@ shares the CPUs with the server: on a 2-core box the HTTP figures include its co
 ``benchmarks/results/serve.json`` (a re-run replaces its own detectors' rows). The reading
 model serves one escalation at a time, so ``default`` wants fewer clients, fewer pairs and a
 longer deadline on a small machine (``--clients 8 --pairs 16 --deadline 300``).
+
+    python benchmarks/serve.py --detectors fast --bursts 256 2048 --deadline 2 [--new-documents]
+
+``--bursts`` instead sends each burst of N checks at once (one client, N connections) to a fresh
+server with ``--deadline``: status counts (only 200s and prompt 429s are right: deadline-aware
+admission), how long the 200s and the 429s took, the ``Retry-After`` asked; the rows go to the
+same file under ``bursts``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -29,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import cpu_model, report
 
 from scopeguard import Guard
-from scopeguard.data import load_dataset
+from scopeguard.data import atomic_write_json, load_dataset
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eloq-gold-dev"
 RESULT = Path(__file__).resolve().parent / "results" / "serve.json"
@@ -108,17 +116,20 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def _served(
-    detector: str, pairs: list[Pair], clients: int, seconds: float, deadline: float
-) -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def _server(
+    detector: str, deadline: float, env: dict[str, str], clients: int
+) -> AsyncIterator[tuple[httpx.AsyncClient, subprocess.Popen[bytes], dict[str, Any]]]:
+    """The real command (``python -m scopeguard serve``) on a free loopback port, ready; a client
+    with ``clients`` connections; and a dict that receives the exit code once it has stopped."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     command = [sys.executable, "-m", "scopeguard", "serve", "--detector", detector, "--port", str(port)]
     command += ["--deadline", str(deadline)]
-    env = {**os.environ, "SCOPEGUARD_QUEUE_SIZE": str(max(64, clients * 2))}
+    ended: dict[str, Any] = {}
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env)
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, **env})
         try:
             limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
             async with httpx.AsyncClient(
@@ -133,23 +144,79 @@ async def _served(
                     if proc.poll() is not None:
                         raise SystemExit(f"the server exited with {proc.returncode}")
                     await asyncio.sleep(0.2)
-                rss_ready = _rss_mb(proc.pid)
-                for doc in dict.fromkeys(d for _, d in pairs):  # warm every document, as in-process
-                    await c.post(
-                        "/v1/check", json={"question": "Is this a warm-up question?", "documents": [doc]}
-                    )
-
-                async def call(pair: Pair) -> bool:
-                    r = await c.post("/v1/check", json={"question": pair[0], "documents": [pair[1]]})
-                    return r.status_code == 200 and r.json()["label"] != "unknown"
-
-                row = await _load(call, pairs, clients, seconds)
-                row.update(rss_ready_mb=rss_ready, rss_after_mb=_rss_mb(proc.pid))
+                yield c, proc, ended
         finally:
             proc.send_signal(signal.SIGTERM)
-            row_exit = proc.wait(timeout=60)
-    row["exit_code"] = row_exit
+            ended["exit_code"] = proc.wait(timeout=60)
+
+
+async def _served(
+    detector: str, pairs: list[Pair], clients: int, seconds: float, deadline: float
+) -> dict[str, Any]:
+    env = {"SCOPEGUARD_QUEUE_SIZE": str(max(64, clients * 2))}
+    async with _server(detector, deadline, env, clients) as (c, proc, ended):
+        rss_ready = _rss_mb(proc.pid)
+        for doc in dict.fromkeys(d for _, d in pairs):  # warm every document, as in-process
+            await c.post("/v1/check", json={"question": "Is this a warm-up question?", "documents": [doc]})
+
+        async def call(pair: Pair) -> bool:
+            r = await c.post("/v1/check", json={"question": pair[0], "documents": [pair[1]]})
+            return r.status_code == 200 and r.json()["label"] != "unknown"
+
+        row = await _load(call, pairs, clients, seconds)
+        row.update(rss_ready_mb=rss_ready, rss_after_mb=_rss_mb(proc.pid))
+    row["exit_code"] = ended["exit_code"]
     return row
+
+
+async def _bursts(
+    detector: str, pairs: list[Pair], sizes: list[int], deadline: float, warm: bool
+) -> list[dict[str, Any]]:
+    """Each burst: ``n`` checks sent at once (one client, ``n`` connections) to a fresh server with
+    ``deadline``; the status counts, how long 200s and 429s took, the ``Retry-After`` asked. With
+    ``warm``, every document is checked once first (known documents); else they are new to it."""
+    rows = []
+    for n in sizes:
+        async with _server(detector, deadline, {}, n) as (c, _, ended):
+            if warm:
+                for doc in dict.fromkeys(d for _, d in pairs):
+                    warmup = {"question": "Is this a warm-up question?", "documents": [doc]}
+                    await c.post("/v1/check", json=warmup)
+
+            async def one(i: int) -> tuple[int | str, float, str | None]:
+                q, d = pairs[i % len(pairs)]
+                started = time.perf_counter()
+                try:
+                    r = await c.post("/v1/check", json={"question": q, "documents": [d]})
+                except httpx.TransportError as exc:  # counted, never a crash of the benchmark
+                    return type(exc).__name__, time.perf_counter() - started, None
+                return r.status_code, time.perf_counter() - started, r.headers.get("retry-after")
+
+            replies = await asyncio.gather(*(one(i) for i in range(n)))
+        codes: dict[str, int] = {}
+        for code, _, _ in replies:
+            codes[str(code)] = codes.get(str(code), 0) + 1
+        ok = [t for code, t, _ in replies if code == 200]
+        busy = [t for code, t, _ in replies if code == 429]
+        after = [int(a) for code, _, a in replies if code == 429 and a is not None]
+        rows.append(
+            {
+                "detector": detector,
+                "burst": n,
+                "deadline_s": deadline,
+                "documents": "known" if warm else "new",
+                "codes": codes,
+                "ok_p50_s": round(float(np.median(ok)), 3) if ok else None,
+                "ok_max_s": round(max(ok), 3) if ok else None,
+                "rejected_p50_s": round(float(np.median(busy)), 3) if busy else None,
+                "rejected_max_s": round(max(busy), 3) if busy else None,
+                "retry_after_s": [min(after), max(after)] if after else None,
+                "exit_code": ended["exit_code"],
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            }
+        )
+        print(json.dumps(rows[-1]))
+    return rows
 
 
 def main() -> None:
@@ -162,8 +229,31 @@ def main() -> None:
     ap.add_argument("--min-words", type=int, default=150)
     ap.add_argument("--max-words", type=int, default=350)
     ap.add_argument("--deadline", type=float, default=120.0, help="per-check deadline, both modes")
+    ap.add_argument(
+        "--bursts", type=int, nargs="*", default=[], help="instead: bursts of N checks sent at once"
+    )
+    ap.add_argument("--new-documents", action="store_true", help="bursts: documents new to the server")
     args = ap.parse_args()
     pairs = _pairs(args.data, args.min_words, args.max_words, args.pairs)
+    if args.bursts:
+        detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
+        bursts = [
+            row
+            for d in detectors
+            for row in asyncio.run(_bursts(d, pairs, args.bursts, args.deadline, not args.new_documents))
+        ]
+        previous = json.loads(RESULT.read_text(encoding="utf-8")) if RESULT.is_file() else {}
+        docs = "new" if args.new_documents else "known"
+        redone = {(d, docs, n, args.deadline) for d in detectors for n in args.bursts}
+        keep = [
+            r
+            for r in previous.get("bursts", [])
+            if (r["detector"], r["documents"], r["burst"], r["deadline_s"]) not in redone
+        ]
+        previous["bursts"] = keep + bursts
+        previous["bursts_machine"] = f"{os.cpu_count()} CPUs, {cpu_model()}"
+        atomic_write_json(RESULT, previous)
+        return
     rows = []
     for detector in [d.strip() for d in args.detectors.split(",") if d.strip()]:
         load_before = os.getloadavg()[0]
@@ -196,10 +286,12 @@ def main() -> None:
             if r["detector"] not in done
         ]
         rows = kept + rows
+    previous = json.loads(RESULT.read_text(encoding="utf-8")) if RESULT.is_file() else {}
     result = {
         "data": str(args.data),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {cpu_model()}, "
         f"Python {platform.python_version()}",
+        **{k: previous[k] for k in ("bursts", "bursts_machine") if k in previous},  # kept
     }
     report(rows, result, RESULT)
 

@@ -12,9 +12,10 @@ from scopeguard._optional import require
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.detectors.registry import available_detectors
 from scopeguard.errors import ConfigurationError, InputError, LLMError, LLMTimeoutError, ScopeGuardError
+from scopeguard.serve._admission import Rejected
 from scopeguard.serve._config import ServeConfig
 from scopeguard.serve._middleware import GuardrailsMiddleware, error_body
-from scopeguard.serve._runtime import QueueFullError, Runtime
+from scopeguard.serve._runtime import Runtime
 from scopeguard.serve._schemas import (
     AnswerRequest,
     AnswerResponse,
@@ -121,11 +122,10 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
         runtime.metrics.rejected.labels("limit").inc()
         return fail(422, str(exc), "limit_exceeded", limit=exc.limit)
 
-    @app.exception_handler(QueueFullError)
-    async def _full(request: Any, exc: QueueFullError) -> Any:
-        seconds = str(config.retry_after)
-        message = f"the server is busy ({config.queue_size} requests in flight); retry after {seconds}s"
-        return fail(429, message, "queue_full", {"Retry-After": seconds})
+    @app.exception_handler(Rejected)
+    async def _busy(request: Any, exc: Rejected) -> Any:
+        seconds = str(exc.retry_after)
+        return fail(429, f"{exc}; retry after {seconds}s", exc.error_type, {"Retry-After": seconds})
 
     @app.exception_handler(ScopeGuardError)
     async def _scopeguard(request: Any, exc: ScopeGuardError) -> Any:
@@ -165,7 +165,7 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
         """The verdict JSON that ``scopeguard check --json`` prints; 504 (with the fail-closed
         verdict) when the deadline runs out."""
         question, docs = validate_question(req.question), checked_documents(config, req.documents)
-        with runtime.admit():
+        with runtime.admit(docs):
             done = await runtime.check(question, docs)
         return timed_out(verdict=done.value) if done.timed_out else done.value
 
@@ -177,7 +177,8 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
                 f"{len(req.items)} items: more than max_batch={config.max_batch}", limit="max_batch"
             )
         items = [(validate_question(i.question), checked_documents(config, i.documents)) for i in req.items]
-        with runtime.admit():
+        every = [d for _, docs in items for d in docs]
+        with runtime.admit(every, units=len(items)):
             sem = asyncio.Semaphore(runtime.guard.concurrency)
 
             async def one(question: str, docs: Sequence[Document]) -> Verdict:
@@ -192,7 +193,7 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
         """Check, then answer with the server's LLM (in scope) or apply the policy (out of scope).
         Without an LLM (or with ``generate: false``) in-scope questions get ``response: null``."""
         question, docs = validate_question(req.question), checked_documents(config, req.documents)
-        with runtime.admit():
+        with runtime.admit(docs):
             done = await runtime.answer(question, docs, generate=req.generate)
         result = AnswerResponse.model_validate(done.value.model_dump(exclude={"documents"}))
         return timed_out(verdict=result.verdict, result=result) if done.timed_out else result
@@ -202,7 +203,7 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
         """The reading stage reads the documents now and keeps its state, so later questions about
         them cost only their own tokens; documents this server has read before are not read again."""
         docs = checked_documents(config, req.documents)
-        with runtime.admit():
+        with runtime.admit(docs, kind="preread", units=max(len(docs), 1)):
             read, kept, passages = await asyncio.to_thread(runtime.preread, docs)
         return PrereadResponse(read=read, kept=kept, passages=passages)
 

@@ -44,8 +44,18 @@ class ServeConfig(BaseModel):
     deadline: float = Field(
         default=30.0, gt=0, description="Seconds for one request's check and upstream reply."
     )
-    queue_size: int = Field(default=64, ge=1, description="Requests admitted at once; more get 429.")
-    retry_after: int = Field(default=1, ge=1, description="Seconds a 429 asks the client to wait.")
+    queue_size: int = Field(
+        default=1024,
+        ge=1,
+        description="Most requests held at once, whatever the estimate (a memory guard); more get 429.",
+    )
+    admission_headroom: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="Admit a request while its expected finish (the work ahead of it at the measured "
+        "rate, plus its own) is within this share of the deadline; else 429 at once.",
+    )
     workers: int = Field(default=8, ge=1, description="Threads running checks (the reading model has one).")
     max_body_bytes: int = Field(default=2_000_000, ge=1024, description="Largest request body (413 above).")
     max_documents: int = Field(default=64, ge=1, description="Most documents in one request (422 above).")

@@ -42,6 +42,12 @@ class Metrics:
             "scopeguard_rejected", "Requests turned away before running (reason).", ["reason"], registry=r
         )
         self.in_flight = prom.Gauge("scopeguard_queue_depth", "Requests admitted and not done.", registry=r)
+        self.admission_estimate = prom.Gauge(
+            "scopeguard_admission_estimate_seconds",
+            "Server time one request is expected to cost (kind: new, known or preread documents).",
+            ["kind"],
+            registry=r,
+        )
         self.reading_queue = prom.Gauge(
             "scopeguard_reading_queue_depth", "Calls waiting for or holding the reading model.", registry=r
         )

@@ -19,6 +19,12 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 Scope = dict[str, Any]
 
 
+#: the routes that run checks, admitted by deadline (see :mod:`scopeguard.serve._admission`)
+ADMITTED_PATHS = frozenset(
+    {"/v1/check", "/v1/check/batch", "/v1/answer", "/v1/preread", "/v1/chat/completions"}
+)
+
+
 class BodyTooLargeError(Exception):
     """The body grew past ``max_body_bytes`` while being read."""
 
@@ -86,6 +92,13 @@ class GuardrailsMiddleware:
             await _respond(send, 401, error_body("missing or wrong API key", "unauthorised"),
                            [(b"www-authenticate", b"Bearer")])  # fmt: skip
             return
+        if scope["method"] == "POST" and path in ADMITTED_PATHS:
+            refused = self.runtime.admission.precheck()
+            if refused is not None:  # before the body is read or parsed: a burst costs its headers
+                self.runtime.metrics.rejected.labels(refused.reason).inc()
+                body = error_body(f"{refused}; retry after {refused.retry_after}s", refused.error_type)
+                await _respond(send, 429, body, [(b"retry-after", str(refused.retry_after).encode())])
+                return
         limit = self.runtime.config.max_body_bytes
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:

@@ -174,7 +174,7 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
         """A chat completion request plus ``documents``; see the module docstring of
         ``scopeguard.serve._proxy`` (the README's Serve section) for what comes back."""
         question, docs = last_user_text(req.messages), checked_documents(config, req.documents)
-        with runtime.admit(), deadline_block(config.deadline):
+        with runtime.admit(docs), deadline_block(config.deadline):
             done = await runtime.check(question, docs)
             verdict: Verdict = done.value
             if done.timed_out:

@@ -15,6 +15,7 @@ import contextvars
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from scopeguard.errors import LLMTimeoutError
 from scopeguard.guard import Guard
 from scopeguard.llm.deadline import current as current_budget
 from scopeguard.llm.deadline import deadline as deadline_block
+from scopeguard.serve._admission import Admission, Rejected
 from scopeguard.serve._config import ServeConfig
 from scopeguard.serve._metrics import Metrics
 from scopeguard.serve._telemetry import set_attributes, span
@@ -33,6 +35,8 @@ from scopeguard.types import Document, GuardResult, Verdict
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+_SEEN_LIMIT = 100_000  # documents remembered as checked (their hashes), for the kind of work
 
 # the keyword that gives a detector its reading model, for the detectors that have one
 _READING_OPTION = {"default": "reader_llm", "logprob": "llm"}
@@ -142,10 +146,6 @@ def build_upstream(config: ServeConfig) -> Any:
     )
 
 
-class QueueFullError(Exception):
-    """Every admission slot is taken (the server answers 429)."""
-
-
 @dataclass(frozen=True)
 class Timed:
     """A step's value and whether the request's deadline ran out during it."""
@@ -175,7 +175,9 @@ class Runtime:
         )
         self.ready = False
         self.load_error: str | None = None
-        self.in_flight = 0
+        self.admission = Admission(config.deadline, config.queue_size, headroom=config.admission_headroom)
+        self._seen: OrderedDict[str, None] = OrderedDict()  # documents checked before (newest last)
+        self._seen_lock = threading.Lock()
         self.preread_hashes: set[str] = set()
         self._preread_lock = threading.Lock()
         self.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="scopeguard")
@@ -189,7 +191,9 @@ class Runtime:
         try:
             with span("scopeguard.load", detector=self.detector_name):
                 if self.config.preload:
+                    started = time.perf_counter()
                     self.guard.detector.detect("Is this a warm-up question?", ["A warm-up document."])
+                    self.admission.seed("new", time.perf_counter() - started)  # the prior, until measured
                     loader = getattr(self.guard.detector, "load", None)
                     if callable(loader):
                         loader()
@@ -199,19 +203,43 @@ class Runtime:
             self.load_error = f"{type(exc).__name__}: {exc}"
             logger.error("loading the detector failed: %s", self.load_error)
 
+    @property
+    def in_flight(self) -> int:
+        return self.admission.in_flight
+
+    def kind_of(self, documents: Sequence[Document]) -> str:
+        """``known`` when every document was checked here before (its state kept), else ``new``."""
+        with self._seen_lock:
+            return "known" if all(d.content_hash in self._seen for d in documents) else "new"
+
+    def _remember(self, documents: Sequence[Document]) -> None:
+        with self._seen_lock:
+            for d in documents:
+                self._seen[d.content_hash] = None
+                self._seen.move_to_end(d.content_hash)
+            while len(self._seen) > _SEEN_LIMIT:
+                self._seen.popitem(last=False)
+
     @contextmanager
-    def admit(self) -> Iterator[None]:
-        """A slot for one request, or :class:`QueueFullError` when ``queue_size`` are taken."""
-        if self.in_flight >= self.config.queue_size:
-            self.metrics.rejected.labels("queue_full").inc()
-            raise QueueFullError
-        self.in_flight += 1
-        self.metrics.in_flight.set(self.in_flight)
+    def admit(
+        self, documents: Sequence[Document] = (), *, kind: str | None = None, units: int = 1
+    ) -> Iterator[None]:
+        """Admission for one request about ``documents`` (see :mod:`scopeguard.serve._admission`),
+        or :class:`~scopeguard.serve._admission.Rejected` (the server answers 429 at once)."""
+        kind = kind or self.kind_of(documents)
+        try:
+            ticket = self.admission.admit(kind, units)
+        except Rejected as exc:
+            self.metrics.rejected.labels(exc.reason).inc()
+            raise
+        self.metrics.in_flight.set(self.admission.in_flight)
         try:
             yield
         finally:
-            self.in_flight -= 1
-            self.metrics.in_flight.set(self.in_flight)
+            self.admission.done(ticket)
+            self._remember(documents)
+            self.metrics.in_flight.set(self.admission.in_flight)
+            self.metrics.admission_estimate.labels(kind).set(self.admission.estimate(kind))
 
     def _fail_closed(self, verdict: Verdict, timed_out: bool) -> None:
         if verdict.label == "unknown":

@@ -80,7 +80,7 @@ def _gated_server(**options: object) -> tuple[threading.Event, ScriptedDetector,
 
 
 def test_a_full_queue_answers_429_with_retry_after() -> None:
-    gate, detector, config = _gated_server(queue_size=1, retry_after=3)
+    gate, detector, config = _gated_server(queue_size=1)
     with running_guard_server(config, detector=detector) as url:
         first: dict[str, httpx.Response] = {}
         worker = threading.Thread(target=lambda: first.update(r=httpx.post(f"{url}/v1/check", json=CHECK)))
@@ -88,7 +88,7 @@ def test_a_full_queue_answers_429_with_retry_after() -> None:
         while "scopeguard_queue_depth 1.0" not in httpx.get(f"{url}/metrics").text:
             time.sleep(0.02)
         busy = httpx.post(f"{url}/v1/check", json=CHECK)
-        assert busy.status_code == 429 and busy.headers["retry-after"] == "3"
+        assert busy.status_code == 429 and int(busy.headers["retry-after"]) >= 1
         assert busy.json()["error"]["type"] == "queue_full"
         gate.set()
         worker.join()
