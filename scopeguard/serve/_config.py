@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from scopeguard.errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
 
 ENV_PREFIX = "SCOPEGUARD_"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -62,6 +65,14 @@ class ServeConfig(BaseModel):
     max_document_chars: int = Field(default=100_000, ge=1, description="Longest document, in characters.")
     max_batch: int = Field(default=64, ge=1, description="Most items in one /v1/check/batch request.")
     preload: bool = Field(default=True, description="Load the detector's models at start (/readyz waits).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_options(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "retry_after" in data:  # before deadline-aware admission
+            logger.warning("retry_after is no longer a setting: a 429's Retry-After is computed; ignored")
+            data = {k: v for k, v in data.items() if k != "retry_after"}
+        return data
 
     @model_validator(mode="after")
     def _exposed_needs_key(self) -> ServeConfig:

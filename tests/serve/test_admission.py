@@ -85,3 +85,12 @@ def test_a_burst_gets_200s_within_the_deadline_and_prompt_429s() -> None:
     if busy:
         assert 'scopeguard_rejected_total{reason="deadline"}' in metrics
     assert 'scopeguard_admission_estimate_seconds{kind="new"}' in metrics
+
+
+def test_the_retired_retry_after_setting_is_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+    from scopeguard.serve import ServeConfig
+
+    with caplog.at_level("WARNING", logger="scopeguard.serve._config"):
+        config = ServeConfig(retry_after=3, port=0)  # type: ignore[call-arg]
+    assert "retry_after is no longer a setting" in caplog.text and config.queue_size == 1024
