@@ -2,10 +2,10 @@
 
 The server keeps, per kind of work (``new``: documents it has not read yet; ``known``: documents it
 has; ``preread``), a moving estimate (exponentially weighted) of the server time one request costs:
-by Little's law, a finished request's time in the server divided by the number of requests it
-shared the server with (the mean of those in flight when it was admitted and when it finished), so
-the estimate already counts what the workers and the reading lane do side by side, and a burst
-that arrives all at once is not charged to its first request alone. A request arriving when
+a finished request's time in the server divided by the number of requests that were in it when it
+was admitted (itself included): the work it waited behind. So the estimate counts what the workers
+and the reading lane do side by side, a burst is not charged to its first request alone, and the
+requests that arrive after one (and wait behind it) do not make it look cheaper. A request arriving when
 ``pending`` seconds of admitted work are ahead of it is expected to finish after
 ``pending + cost(kind)``; it is admitted when that fits inside ``headroom * deadline``, and turned
 away at once otherwise, with a ``Retry-After`` of the seconds by which it would overrun (never after
@@ -132,10 +132,10 @@ class Admission:
 
     def done(self, ticket: Ticket) -> None:
         """The request of ``ticket`` finished: its work leaves the queue, and its time in the
-        server over the requests it shared it with corrects its kind's estimate."""
+        server over the requests it found there corrects its kind's estimate."""
         now = time.monotonic()
         with self._lock:
-            sharing = (ticket.sharing + self.in_flight) / 2
+            sharing = ticket.sharing
             self.in_flight -= 1
             self.pending = max(0.0, self.pending - ticket.cost) if self.in_flight else 0.0
             per_unit = (now - ticket.admitted) / max(sharing, 1.0) / max(ticket.units, 1)
