@@ -203,10 +203,6 @@ class Runtime:
             self.load_error = f"{type(exc).__name__}: {exc}"
             logger.error("loading the detector failed: %s", self.load_error)
 
-    @property
-    def in_flight(self) -> int:
-        return self.admission.in_flight
-
     def kind_of(self, documents: Sequence[Document]) -> str:
         """``known`` when every document was checked here before (its state kept), else ``new``."""
         with self._seen_lock:

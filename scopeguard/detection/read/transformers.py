@@ -320,11 +320,18 @@ class TransformersVerdicts:
 
 
 def cache_argument(model: Any) -> str:
-    """The forward argument a past cache goes in: ``cache`` (transformers 5) or ``past_key_values``."""
+    """The forward argument a past cache goes in: ``cache`` (transformers 5) or ``past_key_values``
+    (looked up once per model class: it is asked on every read)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cls: Any = type(base)
+    return _cache_argument(cls)
+
+
+@lru_cache(maxsize=16)
+def _cache_argument(cls: Any) -> str:
     import inspect
 
-    forward = model.get_base_model().forward if hasattr(model, "get_base_model") else model.forward
-    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
 def cache_layers(output: Any) -> list[tuple[Any, Any]]:

@@ -60,9 +60,6 @@ class TunableReader:
     #: one of :data:`ADAPT_MODES`
     adapt: str = "all"
 
-    def prompt_ids(self, question: str, passage: str) -> list[int]:
-        return self.prompt(question, passage)[0]
-
     def prompt(self, question: str, passage: str) -> tuple[list[int], int]:
         """The prompt's token ids and how many of them the bare base reads (0 unless
         :attr:`adapt` is ``"question"``: the tokens before the question, see :func:`split_tokens`)."""

@@ -284,7 +284,7 @@ def test_the_kept_lower_blocks_read_the_same_margin_as_a_whole_pass(smollm2_base
     text, questions = _DOCS["ferry"][0], [q for q, _ in _DOCS["ferry"][1]]
     with torch.no_grad():
         for q in questions:
-            ids = reader.prompt_ids(q, text)
+            ids, _ = reader.prompt(q, text)
             whole = float(reader.margins([ids])[0])
             split = float(reader.upper_margin(reader.lower(ids)))
             assert split == pytest.approx(whole, abs=1e-4)
