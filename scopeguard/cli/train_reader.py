@@ -59,6 +59,11 @@ def train_reader_command(
         "read by the bare base once each (several times cheaper; their states shared with the base).",
     ),
     batch: int = typer.Option(_d("batch"), "--batch", help="Examples per optimizer update."),
+    dtype: str = typer.Option(
+        _d("dtype"),
+        "--dtype",
+        help="The base's weights: auto (bfloat16 on CUDA, float32 on the CPU), float32 or bfloat16.",
+    ),
     max_tokens: int = typer.Option(
         _d("max_tokens"), "--max-tokens", help="Longest prompt trained on (longer: left out)."
     ),
@@ -102,6 +107,7 @@ def train_reader_command(
         lr=lr,
         epochs=epochs,
         batch=batch,
+        dtype=dtype,
         max_questions=max_questions,
         max_tokens=max_tokens,
         eval_every=eval_every,

@@ -51,7 +51,8 @@ def render_card(config: Any, report: Any, machine: str, started: str) -> str:
         f"# Tuned reader: {config.base} + LoRA r={config.rank}",
         "",
         f"Trained by `scopeguard train-reader` on {started}, {machine}: {report.updates} updates of "
-        f"{config.batch} examples ({report.examples_seen} seen) in {report.seconds / 60:.1f} min.",
+        f"{config.batch} examples ({report.examples_seen} seen) in {report.seconds / 60:.1f} min"
+        + (f"; {report.skipped} not applied (non-finite loss or gradient)." if report.skipped else "."),
         "",
         "## Settings",
         "",

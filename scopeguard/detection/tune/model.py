@@ -30,12 +30,15 @@ from scopeguard.detection.read.transformers import (
 )
 from scopeguard.errors import ConfigurationError, ModelError
 
-__all__ = ["ADAPT_MODES", "TunableReader", "load_tunable"]
+__all__ = ["ADAPT_MODES", "DTYPES", "TunableReader", "load_tunable"]
 
 #: where the adapter acts: on every token of the prompt ("all"), or only from the question on
 #: ("question": instruction and documents are read by the bare base, so their states are the base
 #: model's, computed once per document and shared with it; see :func:`question_cut`)
 ADAPT_MODES = ("all", "question")
+#: the base's weights while tuning ("auto": bfloat16 on CUDA, float32 on the CPU); the adapter's
+#: own weights stay float32 (PEFT's default)
+DTYPES = ("auto", "float32", "bfloat16")
 
 logger = logging.getLogger(__name__)
 
@@ -105,24 +108,30 @@ class TunableReader:
     def margins(self, batch: Sequence[Sequence[int]]) -> Any:
         """log P(No) - log P(Yes) at the end of each prompt (a tensor with gradients when enabled).
 
-        Prompts are left-padded with explicit positions, so each is read as it would be alone."""
+        Prompts are right-padded and each is read at its own last token, so each is read as it
+        would be alone. Not left-padded: a padded position at the start of a row attends to
+        nothing, and CUDA's fused attention returns NaN gradients for such rows (seen on an H200,
+        bf16: the first NaN update came after 4 to 209 updates, and every later one was NaN)."""
         torch = _torch()
         longest = max(len(ids) for ids in batch)
         pad = int(self.tokenizer.pad_token_id or 0)
         ids = torch.full((len(batch), longest), pad, dtype=torch.long)
         mask = torch.zeros((len(batch), longest), dtype=torch.long)
         for row, seq in enumerate(batch):
-            ids[row, longest - len(seq) :] = torch.tensor(list(seq))
-            mask[row, longest - len(seq) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            ids[row, : len(seq)] = torch.tensor(list(seq))
+            mask[row, : len(seq)] = 1
+        ends = sorted({len(seq) - 1 for seq in batch})
+        column = {end: i for i, end in enumerate(ends)}
         out = self.model(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
-            position_ids=positions.to(self.device),
+            position_ids=torch.arange(longest, device=self.device)[None].expand(len(batch), -1),
             use_cache=False,
-            logits_to_keep=1,
+            logits_to_keep=torch.tensor(ends, device=self.device),
         )
-        logp = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1)
+        picks = torch.tensor([column[len(seq) - 1] for seq in batch], device=self.device)
+        logits = out.logits[torch.arange(len(batch), device=self.device), picks].float()
+        logp = torch.log_softmax(logits, dim=-1)
         yes = torch.logsumexp(logp[:, self.yes], dim=-1)
         no = torch.logsumexp(logp[:, self.no], dim=-1)
         return no - yes
@@ -198,6 +207,7 @@ def load_tunable(
     top_layers: int = 0,
     adapt: str = "all",
     device: str | None = None,
+    dtype: str = "auto",
     seed: int = 0,
     trust_remote_code: bool = False,
 ) -> tuple[TunableReader, str, TunedReader | None]:
@@ -205,8 +215,8 @@ def load_tunable(
     to train further (``base`` a tuned reader's folder: its own rank, alpha and targets are kept).
     ``top_layers``: adapt only the top N decoder blocks (0: all), so gradients stop below them
     (cheaper updates). ``adapt``: one of :data:`ADAPT_MODES` (a tuned reader started from keeps
-    its own). Returns the reader, the base model's name and the tuned reader started from
-    (or ``None``)."""
+    its own). ``dtype``: one of :data:`DTYPES`. Returns the reader, the base model's name and the
+    tuned reader started from (or ``None``)."""
     torch = _torch()
     tf = require("transformers", extra="train", feature="training a reader")
     peft = require("peft", extra="train", feature="training a reader")
@@ -219,12 +229,15 @@ def load_tunable(
     if adapt == "question" and top_layers:
         raise ConfigurationError("adapt='question' reads each document once already: drop top_layers")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if dtype not in DTYPES:
+        raise ConfigurationError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
     location = model_location(base_name)
     try:
         tokenizer = tf.AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
         model = tf.AutoModelForCausalLM.from_pretrained(
-            location, dtype=dtype, trust_remote_code=trust_remote_code
+            location, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
         )
     except Exception as exc:
         raise ModelError(f"could not load {base_name!r} for training with transformers: {exc}") from None

@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,8 +40,8 @@ from scopeguard.detection.read.adapter import GGUF_ADAPTER, PEFT_DIR
 from scopeguard.detection.read.reader import TEMPLATE
 from scopeguard.detection.tune.card import CURVE_FILE, machine, render_card
 from scopeguard.detection.tune.examples import Example, ExampleSet, build_examples
-from scopeguard.detection.tune.model import ADAPT_MODES, TunableReader, _torch, load_tunable
-from scopeguard.errors import ConfigurationError
+from scopeguard.detection.tune.model import ADAPT_MODES, DTYPES, TunableReader, _torch, load_tunable
+from scopeguard.errors import ConfigurationError, ModelError
 from scopeguard.runs import RunFolder
 
 __all__ = ["DEFAULT_TARGETS", "DocumentStates", "TuneConfig", "TuneReport", "train_reader"]
@@ -49,6 +50,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 CHECKPOINT = "checkpoint"
+#: a run stops as diverged when more than half of this many recent updates were non-finite
+_DIVERGED_WINDOW = 20
 
 
 class TuneConfig(BaseModel):
@@ -70,6 +73,7 @@ class TuneConfig(BaseModel):
     epochs: int = 1
     batch: int = 8
     micro_batch: int = 0  # 0: 1 on the CPU, 8 on CUDA
+    dtype: str = "auto"  # the base's weights (DTYPES): "auto" is bfloat16 on CUDA, float32 on the CPU
     max_questions: int | None = None
     max_tokens: int = 768
     val_fraction: float = 0.1
@@ -93,6 +97,8 @@ class TuneConfig(BaseModel):
             raise ConfigurationError(f"max_tokens must be at least 64, got {self.max_tokens}")
         if self.adapt not in ADAPT_MODES:
             raise ConfigurationError(f"adapt must be one of {', '.join(ADAPT_MODES)}, got {self.adapt!r}")
+        if self.dtype not in DTYPES:
+            raise ConfigurationError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.eval_every < 1:
             raise ConfigurationError(f"eval_every must be >= 1, got {self.eval_every}")
 
@@ -104,6 +110,8 @@ class TuneReport(BaseModel):
     updates: int
     examples_seen: int
     seconds: float
+    #: updates not applied because their loss or gradient was not finite
+    skipped: int = 0
     before: dict[str, dict[str, float]]
     after: dict[str, dict[str, float]]
     curve: list[dict[str, Any]]
@@ -327,12 +335,33 @@ class _Run:
             total += float(loss.detach())
         norm = torch.nn.utils.clip_grad_norm_(self.reader.trainable(), self.config.max_grad_norm)
         lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
-        self.scheduler.step()
+        finite = math.isfinite(total) and bool(torch.isfinite(norm))
+        if finite:
+            self.optimizer.step()
+            self.scheduler.step()
+        else:  # one NaN step would make every weight NaN: leave the adapter as it was
+            self.optimizer.zero_grad(set_to_none=True)
+            with warnings.catch_warnings():  # the schedule moves on with the batches all the same
+                warnings.simplefilter("ignore", UserWarning)
+                self.scheduler.step()
         self.update += 1
         row = {"update": self.update, "loss": total, "grad_norm": float(norm), "lr": float(lr)}
+        if not finite:
+            row["skipped"] = True
+            logger.warning("update %d: non-finite loss or gradient, not applied", self.update)
         self.train_log.append(row)
+        self._check_divergence()
         return row
+
+    def _check_divergence(self) -> None:
+        """A run whose updates keep coming out non-finite learns nothing: stop it with the numbers."""
+        recent = self.train_log[-_DIVERGED_WINDOW:]
+        bad = sum(1 for r in recent if r.get("skipped"))
+        if len(recent) == _DIVERGED_WINDOW and bad > _DIVERGED_WINDOW // 2:
+            raise ModelError(
+                f"training diverged: {bad} of the last {len(recent)} updates had a non-finite loss or "
+                f"gradient (update {self.update}, lr {self.config.lr:g}); lower lr, or set dtype=float32"
+            )
 
 
 def train_reader(
@@ -374,6 +403,7 @@ def train_reader(
         top_layers=config.top_layers,
         adapt=config.adapt,
         device=device,
+        dtype=config.dtype,
         seed=config.seed,
     )
     cache: dict[tuple[str, str], tuple[list[int], int]] = {}
@@ -472,6 +502,7 @@ def _finish(
         updates=run.update,
         examples_seen=run.update * config.batch,
         seconds=run.seconds,
+        skipped=sum(1 for row in run.train_log if row.get("skipped")),
         before={k: first[k] for k in keep if k in first},
         after={k: last[k] for k in keep},
         curve=run.curve,

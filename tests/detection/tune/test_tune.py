@@ -291,6 +291,65 @@ def test_the_kept_lower_blocks_read_the_same_margin_as_a_whole_pass(smollm2_base
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_batch_reads_each_prompt_as_alone_and_a_non_finite_update_is_not_applied(
+    tmp_path: Path, smollm2_base: str
+) -> None:
+    """Prompts of different lengths in one micro-batch (CUDA's default of 8) give the margins they
+    give alone; an update whose gradient is NaN leaves the adapter as it was, and a run whose
+    updates keep coming out NaN stops as diverged instead of training on."""
+    torch = pytest.importorskip("torch")
+    from scopeguard.detection.tune.model import load_tunable
+    from scopeguard.detection.tune.train import _Run
+
+    reader, _, _ = load_tunable(
+        smollm2_base,
+        rank=4,
+        alpha=8,
+        dropout=0.0,
+        targets=["q_proj", "v_proj"],
+        template="answerability_verdict",
+    )
+    torch.manual_seed(0)
+    for name, p in reader.model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    reader.model.eval()
+    prompts = [reader.prompt(q, text)[0] for text, qs in _DOCS.values() for q, _ in qs[:2]]
+    assert len({len(ids) for ids in prompts}) > 2  # padding happens
+    with torch.no_grad():
+        alone = [float(reader.margins([ids])[0]) for ids in prompts]
+        together = reader.margins(prompts).tolist()
+    assert together == pytest.approx(alone, abs=1e-4)
+
+    config = _config(_write(tmp_path / "toy", _DOCS), smollm2_base, micro_batch=4, lr=1e-3, val_fraction=0.0)
+    cache: dict[tuple[str, str], tuple[list[int], int]] = {}
+
+    def count(question: str, passage: str) -> int:
+        cache[(question, passage)] = reader.prompt(question, passage)
+        return len(cache[(question, passage)][0])
+
+    examples = build_examples(config.datasets, count_tokens=count, val_fraction=0.0)
+    run = _Run(config, tmp_path / "run", examples, reader)
+    for e in examples.train:
+        run.ids[e.qid], run.splits[e.qid] = cache[(e.question, e.passage)]
+    before = {k: v.clone() for k, v in reader.lora_state().items()}
+    real = run.margins
+    run.margins = lambda chunk: real(chunk) * float("nan")  # type: ignore[method-assign]
+    row = run.step(examples.train[:2])
+    assert row["skipped"] and run.update == 1
+    assert all(torch.equal(before[k], v) for k, v in reader.lora_state().items())
+    run.margins = real  # type: ignore[method-assign]
+    row = run.step(examples.train[2:4])
+    assert "skipped" not in row and np.isfinite(row["grad_norm"])
+    assert any(not torch.equal(before[k], v) for k, v in reader.lora_state().items())
+    run.margins = lambda chunk: real(chunk) * float("nan")  # type: ignore[method-assign]
+    with pytest.raises(ModelError, match="diverged"):
+        for _ in range(20):
+            run.step(examples.train[:2])
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_question_side_adapter_trains_on_what_the_readers_read(tmp_path: Path, smollm2_base: str) -> None:
     """adapt="question": the tuner's margin (documents' state from the bare base, the question on
