@@ -10,7 +10,7 @@ import typer
 
 from scopeguard.cli._app import app, config_default, handle_errors, same_sources
 from scopeguard.detection.tune.card import before_after
-from scopeguard.detection.tune.train import DEFAULT_TARGETS, TuneConfig
+from scopeguard.detection.tune.config import DEFAULT_TARGETS, TuneConfig
 
 
 def _d(name: str) -> object:

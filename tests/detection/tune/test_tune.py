@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from scopeguard.cli import app
 from scopeguard.detection.read.adapter import GGUF_ADAPTER, READER_FILE, tuned_reader
 from scopeguard.detection.tune import TuneConfig, build_examples, train_reader, write_gguf_adapter
-from scopeguard.detection.tune.train import _schedule
+from scopeguard.detection.tune.loop import _schedule
 from scopeguard.errors import ConfigurationError, ModelError
 
 # invented paragraphs, each with questions it answers and questions it does not
@@ -299,8 +299,8 @@ def test_a_batch_reads_each_prompt_as_alone_and_a_non_finite_update_is_not_appli
     give alone; an update whose gradient is NaN leaves the adapter as it was, and a run whose
     updates keep coming out NaN stops as diverged instead of training on."""
     torch = pytest.importorskip("torch")
+    from scopeguard.detection.tune.loop import TuneRun
     from scopeguard.detection.tune.model import load_tunable
-    from scopeguard.detection.tune.train import _Run
 
     reader, _, _ = load_tunable(
         smollm2_base,
@@ -330,7 +330,7 @@ def test_a_batch_reads_each_prompt_as_alone_and_a_non_finite_update_is_not_appli
         return len(cache[(question, passage)][0])
 
     examples = build_examples(config.datasets, count_tokens=count, val_fraction=0.0)
-    run = _Run(config, tmp_path / "run", examples, reader)
+    run = TuneRun(config, tmp_path / "run", examples, reader)
     for e in examples.train:
         run.ids[e.qid], run.splits[e.qid] = cache[(e.question, e.passage)]
     before = {k: v.clone() for k, v in reader.lora_state().items()}
