@@ -53,6 +53,7 @@ class FakeOpenAIServer:
             (``completed``, ``failed``, ``expired`` or ``cancelled``).
         request_error: ``custom_id -> message or None``: requests failed into the errors file.
         garbage: answer chat requests with a 200 whose body is not a chat completion.
+        stream_gap: seconds between the events of a streamed reply (a slow or stalling stream).
         port: the port on 127.0.0.1 (0: a free one).
     """
 
@@ -66,6 +67,7 @@ class FakeOpenAIServer:
         batch_statuses: Sequence[str] = ("validating", "in_progress", "completed"),
         request_error: Callable[[str], str | None] | None = None,
         garbage: bool = False,
+        stream_gap: float = 0.0,
         port: int = 0,
     ) -> None:
         if not batch_statuses or batch_statuses[-1] not in _TERMINAL:
@@ -74,6 +76,7 @@ class FakeOpenAIServer:
         self.batch_statuses = tuple(batch_statuses)
         self.request_error = request_error
         self.garbage = garbage
+        self.stream_gap = stream_gap
         self.port = port
         self.files: dict[str, bytes] = {}  # the files present (deleted ones are gone)
         self._file_ids = 0
@@ -355,12 +358,16 @@ class _Handler(BaseHTTPRequestHandler):
         lines = [f"data: {json.dumps(e)}\n\n" for e in events]
         if self.fake.garbage:
             lines[1:] = ["data: {not json at all\n\n"]
-        data = ("".join(lines) + "data: [DONE]\n\n").encode()
+        parts = [line.encode() for line in [*lines, "data: [DONE]\n\n"]]
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Length", str(sum(map(len, parts))))
         self.end_headers()
-        self.wfile.write(data)
+        for i, part in enumerate(parts):
+            if i and self.fake.stream_gap:
+                time.sleep(self.fake.stream_gap)
+            self.wfile.write(part)
+            self.wfile.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -47,6 +47,18 @@ class ServeConfig(BaseModel):
     deadline: float = Field(
         default=30.0, gt=0, description="Seconds for one request's check and upstream reply."
     )
+    stream_idle_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a streamed reply may wait for the upstream's next chunk; then the stream "
+        "ends with an error event (stream_idle_timeout).",
+    )
+    stream_deadline: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds a streamed reply may take in all, from the request's arrival; then the "
+        "stream ends with an error event (stream_deadline_exceeded).",
+    )
     queue_size: int = Field(
         default=1024,
         ge=1,

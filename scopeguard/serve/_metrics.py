@@ -41,6 +41,12 @@ class Metrics:
         self.rejected = prom.Counter(
             "scopeguard_rejected", "Requests turned away before running (reason).", ["reason"], registry=r
         )
+        self.streams_cut = prom.Counter(
+            "scopeguard_streams_cut",
+            "Streamed replies ended early by a limit (reason: idle, deadline) or an upstream failure.",
+            ["reason"],
+            registry=r,
+        )
         self.in_flight = prom.Gauge("scopeguard_queue_depth", "Requests admitted and not done.", registry=r)
         self.admission_estimate = prom.Gauge(
             "scopeguard_admission_estimate_seconds",

@@ -10,7 +10,10 @@ streaming) and the ``X-Scopeguard-Verdict`` / ``X-Scopeguard-Action`` headers.
 
 Failures fail closed: no verdict in time is a 504, an upstream LLM that is down or sends garbage
 is a 502 (an error in the stream once it has started); the body says which, with the verdict.
-The deadline covers the check and the upstream reply (its first chunk when streaming).
+The deadline covers the check and the upstream reply (its first chunk when streaming); a stream
+after that is bounded by ``stream_idle_timeout`` (between chunks) and ``stream_deadline`` (in all,
+from the request's arrival): either ends it with an error event (``stream_idle_timeout`` or
+``stream_deadline_exceeded``, kind ``timeout``), counted in ``scopeguard_streams_cut_total``.
 """
 
 from __future__ import annotations
@@ -125,17 +128,41 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
         """The upstream stream and its first chunk, through the upstream model's retries."""
         return await runtime.upstream.aopen_stream(body)
 
-    async def relay(events: Any, first: Any, extra: dict[str, Any]) -> AsyncIterator[bytes]:
+    async def relay(events: Any, first: Any, extra: dict[str, Any], arrived: float) -> AsyncIterator[bytes]:
+        """The upstream's events as they come, within the stream's limits: an idle gap longer than
+        ``stream_idle_timeout`` or a stream past ``stream_deadline`` (from the request's arrival)
+        ends it with an error event naming the limit, as an upstream failure mid-stream does."""
+        cut: tuple[str, str, str] | None = None  # reason, error type, message
         try:
             if first is not None:
                 yield _sse({**first, "scopeguard": extra} if isinstance(first, dict) else first)
-            async for chunk in events:
+            upstream = events.__aiter__()
+            while True:
+                left = config.stream_deadline - (time.monotonic() - arrived)
+                wait = min(config.stream_idle_timeout, left)
+                try:
+                    chunk = await asyncio.wait_for(upstream.__anext__(), max(wait, 0.0))
+                except StopAsyncIteration:
+                    break
+                except asyncio.TimeoutError:
+                    if wait < config.stream_idle_timeout:
+                        limit = f"the stream ran past its deadline of {config.stream_deadline:g}s"
+                        cut = ("deadline", "stream_deadline_exceeded", limit)
+                    else:
+                        idle = f"the upstream LLM sent nothing for {config.stream_idle_timeout:g}s"
+                        cut = ("idle", "stream_idle_timeout", idle)
+                    break
                 if not isinstance(chunk, dict):
                     raise LLMResponseError("the upstream LLM streamed an event that is not a JSON object")
                 yield _sse(chunk)
-            yield _sse("[DONE]")
+            if cut is None:
+                yield _sse("[DONE]")
+            else:
+                metrics.streams_cut.labels(cut[0]).inc()
+                yield _sse(json.loads(error_body(cut[2], cut[1], kind="timeout")))
         except Exception as exc:  # the status is sent already: the error goes in the stream
             metrics.fail_closed.labels("upstream").inc()
+            metrics.streams_cut.labels("upstream").inc()
             message = f"the upstream LLM failed mid-stream: {type(exc).__name__}"
             # what the upstream's own iterator raises: a broken event (bad_reply) or a broken connection
             kind = error_kind(exc) if isinstance(exc, ScopeGuardError) else None
@@ -173,6 +200,7 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
     async def chat_completions(req: GuardedChatRequest) -> Any:
         """A chat completion request plus ``documents``; see the module docstring of
         ``scopeguard.serve._proxy`` (the README's Serve section) for what comes back."""
+        arrived = time.monotonic()
         question, docs = last_user_text(req.messages), checked_documents(config, req.documents)
         with runtime.admit(docs), deadline_block(config.deadline):
             done = await runtime.check(question, docs)
@@ -198,10 +226,14 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
                 )
             action = Action.FLAGGED if oos else Action.ANSWERED
             extra, headers = guard_field(verdict, action, closed), guard_headers(verdict, action)
-            return await forward_upstream(req, verdict, extra, headers)
+            return await forward_upstream(req, verdict, extra, headers, arrived)
 
     async def forward_upstream(
-        req: GuardedChatRequest, verdict: Verdict, extra: dict[str, Any], headers: dict[str, str]
+        req: GuardedChatRequest,
+        verdict: Verdict,
+        extra: dict[str, Any],
+        headers: dict[str, str],
+        arrived: float,
     ) -> Any:
         body = upstream_body(req)
         started = time.perf_counter()
@@ -221,7 +253,7 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
             metrics.upstream_seconds.observe(time.perf_counter() - started)
         if req.stream:
             return StreamingResponse(
-                relay(events, first, extra), media_type="text/event-stream", headers=headers
+                relay(events, first, extra, arrived), media_type="text/event-stream", headers=headers
             )
         return JSONResponse(
             {**reply.model_dump(mode="json", exclude_unset=True), "scopeguard": extra}, headers=headers

@@ -3,6 +3,7 @@ streaming) against a real server and a fake upstream LLM; upstream faults fail c
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 
@@ -163,3 +164,37 @@ def test_upstream_faults_fail_closed_and_the_server_stays_up(
         assert httpx.get(f"{url}/healthz").status_code == 200
         metrics = httpx.get(f"{url}/metrics").text
         assert 'scopeguard_fail_closed_total{reason="' in metrics
+
+
+# -- a stream is bounded: an idle upstream, or one that runs past the stream's deadline ---------
+@pytest.fixture(scope="module")
+def slow_stream() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(ScriptedChatModel(lambda prompt: ANSWER), stream_gap=0.4) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("limits", "error_type", "reason"),
+    [
+        ({"stream_idle_timeout": 0.15}, "stream_idle_timeout", "idle"),
+        ({"stream_idle_timeout": 5.0, "stream_deadline": 1.0}, "stream_deadline_exceeded", "deadline"),
+    ],
+)
+def test_a_stream_past_its_limits_ends_with_an_error_event_naming_the_limit(
+    slow_stream: FakeOpenAIServer, limits: dict[str, float], error_type: str, reason: str
+) -> None:
+    assert len(ANSWER.split()) >= 4  # enough gaps for the deadline to fall inside the stream
+    config = ServeConfig(detector="lexical", port=0, upstream=slow_stream.base_url, deadline=10.0, **limits)
+    with running_guard_server(config) as url:
+        body = {"model": "m", "messages": ask(IN_SCOPE), "stream": True, **DOCS}
+        with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=30) as r:
+            assert r.status_code == 200
+            events = [line[len("data: ") :] for line in r.iter_lines() if line.startswith("data: ")]
+        assert "[DONE]" not in events
+        assert '"scopeguard"' in events[0]  # the stream had started: the verdict rode on its first chunk
+        error = json.loads(events[-1])["error"]
+        assert error["type"] == error_type and error["kind"] == "timeout", error
+        assert len(events) < len(ANSWER.split()) + 2  # cut before the upstream's last chunk
+        metrics = httpx.get(f"{url}/metrics").text
+        assert f'scopeguard_streams_cut_total{{reason="{reason}"}} 1.0' in metrics
+        assert httpx.get(f"{url}/healthz").status_code == 200
