@@ -5,8 +5,11 @@ cloud VMs) a model loaded into the ``AMX`` extra buffer type dies by SIGSEGV on 
 of two or more tokens. A segfault cannot be caught in-process, so the first load of a model file
 on a machine runs a *canary* in a child process: it loads the model with extra buffers, reads a
 short prompt, loads it again without them, reads the same prompt, and prints both last-token
-logits' agreement. Extra buffers are used only when the child exited cleanly and the logits
-agree; a child that crashed, failed, timed out or disagreed means the safe parameters.
+logits' agreement, with three timed reads of a longer prompt each way. Extra buffers are used only
+when the child exited cleanly, the logits agree and the extra buffers read at least
+:data:`MIN_GAIN` faster (median of the timed reads: on AVX2/AVX-512 EPYC the repacked path read
+0.92x as fast, `benchmarks/results/llama_loader.json`); a child that crashed, failed, timed out or
+disagreed, or a fast path that is not faster, means the plain parameters.
 
 The verdict is cached per (CPU model and flags, llama.cpp build, model file, LoRA adapter: its
 sha256, since an adapter changes what the model computes; the child reads with it) under
@@ -25,6 +28,7 @@ import json
 import logging
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -48,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 ENV_VAR = "SCOPEGUARD_LLAMA_EXTRA_BUFFERS"
 CANARY_TIMEOUT_S = 300.0
+#: extra buffers must read at least this much faster than the plain path to be used
+MIN_GAIN = 0.10
 _ON = ("on", "1", "true", "yes")
 _OFF = ("off", "0", "false", "no")
 _MEMO: dict[str, LoaderDecision] = {}
@@ -65,6 +71,16 @@ class CanaryResult(BaseModel):
     seconds: float
     detail: str  # the child's report, or why it failed (the end of its stderr)
     max_logit_diff: float | None = None
+    #: the timed reads' seconds with and without extra buffers (None: the child timed none)
+    extra_reads_s: tuple[float, ...] | None = None
+    plain_reads_s: tuple[float, ...] | None = None
+
+    def speedup(self) -> float | None:
+        """How many times faster the extra buffers read (median over median), if timed."""
+        if not self.extra_reads_s or not self.plain_reads_s:
+            return None
+        extra = statistics.median(self.extra_reads_s)
+        return statistics.median(self.plain_reads_s) / extra if extra > 0 else None
 
 
 class LoaderDecision(BaseModel):
@@ -110,6 +126,7 @@ def _key(path: Path, adapter: Path | None = None) -> tuple[str, dict[str, object
         "model": str(path.resolve()),
         "model_size": st.st_size,
         "model_mtime_ns": st.st_mtime_ns,
+        "rule": "agree-and-faster",  # verdicts kept before the speed rule are not reused
     }
     if adapter is not None:  # absent for a bare model: the keys of bare models stay as they were
         material["adapter_sha256"] = _adapter_sha256(str(adapter.resolve()), *_stamp(adapter))
@@ -212,7 +229,18 @@ def run_canary(
         seconds=seconds,
         detail=str(report.get("detail", "")),
         max_logit_diff=report.get("max_logit_diff"),
+        extra_reads_s=_times(report.get("extra_reads_s")),
+        plain_reads_s=_times(report.get("plain_reads_s")),
     )
+
+
+def _times(raw: object) -> tuple[float, ...] | None:
+    if not isinstance(raw, list) or not raw:
+        return None
+    try:
+        return tuple(float(x) for x in raw)
+    except (TypeError, ValueError):
+        return None
 
 
 def _read_cached(path: Path) -> LoaderDecision | None:
@@ -285,14 +313,23 @@ def _run_and_store(path: Path, stored: Path, canary: Canary, safe: LoaderDecisio
         return safe.model_copy(
             update={"reason": f"the canary {result.detail}: safe parameters", "canary": result}
         )
-    if result.passed:
-        reason = f"the canary passed ({result.detail})"
+    use = result.passed
+    speedup = result.speedup()
+    if result.passed and speedup is not None and speedup < 1 + MIN_GAIN:
+        use = False
+        reason = (
+            f"the canary passed, but extra buffers read {speedup:.2f}x as fast as the plain path "
+            f"(median of {len(result.extra_reads_s or ())} reads; {1 + MIN_GAIN:.2f}x needed): plain path"
+        )
+    elif result.passed:
+        faster = "" if speedup is None else f"; extra buffers read {speedup:.2f}x as fast"
+        reason = f"the canary passed ({result.detail}{faster})"
     else:
         reason = f"the canary failed ({result.detail}): extra buffers off"
         logger.warning("llama.cpp's extra buffer types are off for %s: %s", path.name, result.detail)
     decision = safe.model_copy(
         update={
-            "extra_buffers": result.passed,
+            "extra_buffers": use,
             "source": "canary",
             "reason": reason,
             "checked_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -2,8 +2,11 @@
 
 Loads the model with extra buffer types, reads a short prompt in two decodes (several tokens,
 then a few more after them, as the reading stage does), keeps the last token's logits; then the
-same without extra buffers. Prints one JSON line: whether the two agree (finite logits correlated
-at least :data:`MIN_CORRELATION`, next-token distributions within :data:`MAX_TOTAL_VARIATION`).
+same without extra buffers. Each load also times :data:`REPEATS` reads of a longer prompt
+(:data:`TIMED_TOKENS` tokens in one decode, from an empty context), so the parent can keep the faster
+path. Prints one JSON line: whether the two agree (finite logits correlated at least
+:data:`MIN_CORRELATION`, next-token distributions within :data:`MAX_TOTAL_VARIATION`) and the reads'
+seconds each way.
 Repacked weights round differently (measured with Qwen2.5-Coder 0.5B / 1.5B Q4_K_M on an AVX2 CPU:
 correlation 0.999, total variation 0.03, the same top token); a broken kernel gives garbage or
 NaN. If the fast path crashes, the process dies here, in the child, and the parent chooses the
@@ -28,11 +31,15 @@ PROMPT = (
 )
 MIN_CORRELATION = 0.98
 MAX_TOTAL_VARIATION = 0.2
+TIMED_TOKENS = 192
+REPEATS = 3
 
 
-def read_logits(path: str, *, extra_buffers: bool, adapter: str | None = None) -> tuple[np.ndarray, float]:
+def read_logits(
+    path: str, *, extra_buffers: bool, adapter: str | None = None
+) -> tuple[np.ndarray, float, list[float]]:
     """Last-token logits after reading :data:`PROMPT` in two decodes (with the LoRA ``adapter``
-    applied), and the seconds it took."""
+    applied), the seconds it took, and the seconds of :data:`REPEATS` timed reads."""
     llm: Any = construct(
         path,
         extra_buffers=extra_buffers,
@@ -56,9 +63,24 @@ def read_logits(path: str, *, extra_buffers: bool, adapter: str | None = None) -
 
         ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, len(ids) - split - 1)
         logits = np.ctypeslib.as_array(ptr, shape=(int(llm.n_vocab()),)).astype(np.float64, copy=True)
-        return logits, seconds
+        return logits, seconds, _timed_reads(llm)
     finally:
         llm.close()
+
+
+def _timed_reads(llm: Any) -> list[float]:
+    long = list(llm.tokenize((PROMPT + " ").encode("utf-8") * 8, add_bos=True, special=False))
+    ids = long[:TIMED_TOKENS]
+    times = []
+    for _ in range(REPEATS):
+        llm._ctx.kv_cache_clear()
+        batch = llm._batch
+        batch.reset()
+        batch.set_batch(ids, 0, False)
+        start = time.perf_counter()
+        llm._ctx.decode(batch)
+        times.append(round(time.perf_counter() - start, 4))
+    return times
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -71,8 +93,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m scopeguard.llamacpp._child MODEL.gguf [ADAPTER.gguf]", file=sys.stderr)
         return 2
     adapter = argv[1] if len(argv) == 2 else None
-    fast, fast_s = read_logits(argv[0], extra_buffers=True, adapter=adapter)
-    safe, safe_s = read_logits(argv[0], extra_buffers=False, adapter=adapter)
+    fast, fast_s, fast_reads = read_logits(argv[0], extra_buffers=True, adapter=adapter)
+    safe, safe_s, safe_reads = read_logits(argv[0], extra_buffers=False, adapter=adapter)
     finite = bool(np.isfinite(fast).all())
     diff = float(np.abs(fast - safe).max()) if finite else float("inf")
     corr = float(np.corrcoef(fast, safe)[0, 1]) if finite else 0.0
@@ -84,7 +106,15 @@ def main(argv: list[str]) -> int:
         f"logits correlation {corr:.4f}, total variation {tv:.3f}, same top token: {same_top}"
     )
     print(
-        json.dumps({"agree": agree, "max_logit_diff": round(diff, 6) if finite else None, "detail": detail})
+        json.dumps(
+            {
+                "agree": agree,
+                "max_logit_diff": round(diff, 6) if finite else None,
+                "detail": detail,
+                "extra_reads_s": fast_reads,
+                "plain_reads_s": safe_reads,
+            }
+        )
     )
     return 0
 

@@ -126,6 +126,8 @@ def test_the_real_canary_reads_with_the_adapter(smollm2: Path, tmp_path: Path) -
     assert result.returncode == 0 or result.signal is not None, result.detail  # a crash only by the fast path
     if result.returncode == 0:
         assert "logits correlation" in result.detail
+        assert result.extra_reads_s is not None and len(result.extra_reads_s) == 3  # timed both ways
+        assert result.plain_reads_s is not None and all(t > 0 for t in result.plain_reads_s)
     bad = run_canary(smollm2, adapter=_text(tmp_path / "text.gguf"))  # the child says why, never hangs
     assert not bad.passed and "not a GGUF file" in bad.detail
 

@@ -96,6 +96,24 @@ def test_a_canary_that_hangs_is_stopped_and_counts_as_failed(model: Path) -> Non
     assert decision.extra_buffers is False and "timed out" in decision.reason
 
 
+@pytest.mark.parametrize(
+    ("extra", "plain", "used", "why"),
+    [
+        ([0.5, 0.52, 0.49], [1.0, 1.1, 0.98], True, "2.00x as fast"),
+        ([1.0, 0.98, 1.02], [1.05, 1.04, 1.07], False, "1.05x as fast as the plain path"),
+        ([1.2, 1.3, 1.25], [1.0, 1.1, 1.05], False, "plain path"),
+    ],
+)
+def test_extra_buffers_are_kept_only_where_they_read_faster(
+    model: Path, extra: list[float], plain: list[float], used: bool, why: str
+) -> None:
+    report = {"agree": True, "detail": "fine", "extra_reads_s": extra, "plain_reads_s": plain}
+    ok = [sys.executable, "-c", f"print({json.dumps(json.dumps(report))})"]
+    decision = extra_buffers_decision(model, canary=functools.partial(run_canary, command=ok))
+    assert decision.extra_buffers is used and why in decision.reason, decision.reason
+    assert decision.canary is not None and decision.canary.extra_reads_s == tuple(extra)
+
+
 def test_a_canary_that_passes_allows_extra_buffers(model: Path) -> None:
     ok = [sys.executable, "-c", 'print(\'{"agree": true, "detail": "fine", "max_logit_diff": 0.1}\')']
     decision = extra_buffers_decision(model, canary=functools.partial(run_canary, command=ok))
@@ -240,7 +258,9 @@ def test_the_real_canary_decides_for_this_cpu_and_the_process_reads_with_it(
     canary = decision.canary
     if canary.returncode == 0:  # the child read the model both ways and compared the logits
         assert "logits correlation" in canary.detail
-        assert decision.extra_buffers is canary.passed
+        speedup = canary.speedup()
+        assert speedup is not None  # the child timed three reads each way
+        assert decision.extra_buffers is (canary.passed and speedup >= 1 + _canary.MIN_GAIN), decision.reason
     else:  # the fast path crashed or failed in the child (an AMX CPU's SIGSEGV): the safe load
         assert decision.extra_buffers is False
         assert canary.signal is None or canary.signal in decision.reason
