@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from scopeguard.llamacpp._loader import construct
+from scopeguard.llamacpp._speed import timed_reads
 
 PROMPT = (
     "The harbour authority closed the northern pier in March after divers found cracks in two of "
@@ -70,17 +71,7 @@ def read_logits(
 
 def _timed_reads(llm: Any) -> list[float]:
     long = list(llm.tokenize((PROMPT + " ").encode("utf-8") * 8, add_bos=True, special=False))
-    ids = long[:TIMED_TOKENS]
-    times = []
-    for _ in range(REPEATS):
-        llm._ctx.kv_cache_clear()
-        batch = llm._batch
-        batch.reset()
-        batch.set_batch(ids, 0, False)
-        start = time.perf_counter()
-        llm._ctx.decode(batch)
-        times.append(round(time.perf_counter() - start, 4))
-    return times
+    return timed_reads(llm, long[:TIMED_TOKENS], REPEATS)
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

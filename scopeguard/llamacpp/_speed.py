@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from scopeguard.llamacpp._loader import construct
 
-__all__ = ["ReadSpeed", "measure_read_speed"]
+__all__ = ["ReadSpeed", "measure_read_speed", "timed_reads"]
 
 _TEXT = (
     "The river port handled more grain this year than in any year since the new locks opened, "
@@ -33,6 +33,21 @@ class ReadSpeed(BaseModel):
     seconds: list[float]
     tokens_per_s: float
     load_s: float
+
+
+def timed_reads(llm: Any, ids: list[int], repeats: int) -> list[float]:
+    """Seconds of ``repeats`` reads of ``ids`` by a loaded llama.cpp model, each from an empty
+    context in one decode."""
+    seconds = []
+    for _ in range(repeats):
+        llm._ctx.kv_cache_clear()
+        batch = llm._batch
+        batch.reset()
+        batch.set_batch(ids, 0, False)
+        t0 = time.perf_counter()
+        llm._ctx.decode(batch)
+        seconds.append(round(time.perf_counter() - t0, 4))
+    return seconds
 
 
 def measure_read_speed(
@@ -61,15 +76,7 @@ def measure_read_speed(
     load_s = time.perf_counter() - start
     try:
         ids = list(llm.tokenize((_TEXT * (tokens // 30 + 2)).encode("utf-8"), add_bos=False))[:tokens]
-        seconds = []
-        for _ in range(repeats):
-            llm._ctx.kv_cache_clear()
-            batch = llm._batch
-            batch.reset()
-            batch.set_batch(ids, 0, False)
-            t0 = time.perf_counter()
-            llm._ctx.decode(batch)
-            seconds.append(round(time.perf_counter() - t0, 4))
+        seconds = timed_reads(llm, ids, repeats)
     finally:
         llm.close()
     return ReadSpeed(
