@@ -1,18 +1,22 @@
-"""Helpers for adapters that put another library's model behind scopeguard's chat protocol.
+"""The base of adapters that put another library's model behind scopeguard's chat protocol.
 
-The LangChain and LlamaIndex adapters (in the integration packages) share these: a provider's
-exception becomes a :class:`~scopeguard.errors.LLMError`, and per-call options reach a pydantic
-model through a copy with the fields that carry them.
+The LangChain and LlamaIndex adapters (in the integration packages) are :class:`ForeignChatModel`
+subclasses: they say how their library's model is called (``_run`` / ``_arun``) and which of its
+fields carry ``temperature``, ``max_tokens`` and ``seed``; the base passes per-call options through
+a pydantic copy with those fields set (:func:`configured_copy`) and turns a provider's exception
+into an :class:`~scopeguard.errors.LLMError` (:func:`provider_error`), so the guard's ``on_error``
+applies to it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from scopeguard.errors import LLMConnectionError, LLMError
+from scopeguard.errors import LLMConnectionError, LLMError, ScopeGuardError
+from scopeguard.llm.base import BaseChatModel, Completion, Prompt
 
-__all__ = ["configured_copy", "provider_error"]
+__all__ = ["ForeignChatModel", "configured_copy", "provider_error"]
 
 M = TypeVar("M")
 
@@ -37,3 +41,63 @@ def configured_copy(model: M, fields: Mapping[str, tuple[str, ...]], **options: 
         if value is not None and field is not None and getattr(model, field) != value:
             update[field] = value
     return model.model_copy(update=update) if update else model  # type: ignore[attr-defined,no-any-return]
+
+
+class ForeignChatModel(BaseChatModel, Generic[M]):
+    """Another library's model (``foreign``) as a scopeguard chat model. Subclasses set
+    :attr:`fields` (option -> the model fields that carry it, first match wins) and implement
+    :meth:`_run` and :meth:`_arun` for the configured copy; errors are translated here."""
+
+    fields: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "temperature": ("temperature",),
+        "max_tokens": ("max_tokens",),
+        "seed": ("seed",),
+    }
+
+    def __init__(self, foreign: M, name: str) -> None:
+        self.foreign = foreign
+        self.model = name
+
+    def _run(self, model: M, prompt: Prompt, n: int) -> Completion:
+        raise NotImplementedError
+
+    async def _arun(self, model: M, prompt: Prompt, n: int) -> Completion:
+        raise NotImplementedError
+
+    def complete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        model = configured_copy(
+            self.foreign, self.fields, temperature=temperature, max_tokens=max_tokens, seed=seed
+        )
+        try:
+            return self._run(model, prompt, n)
+        except ScopeGuardError:
+            raise
+        except Exception as exc:
+            raise provider_error(exc, self.model) from exc
+
+    async def acomplete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        model = configured_copy(
+            self.foreign, self.fields, temperature=temperature, max_tokens=max_tokens, seed=seed
+        )
+        try:
+            return await self._arun(model, prompt, n)
+        except ScopeGuardError:
+            raise
+        except Exception as exc:
+            raise provider_error(exc, self.model) from exc

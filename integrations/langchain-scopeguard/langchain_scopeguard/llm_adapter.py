@@ -20,14 +20,9 @@ from typing import Any
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from scopeguard import (
-    ChatModel,
-    Completion,
-    ConfigurationError,
-    ScopeGuardError,
-)
-from scopeguard.llm.base import BaseChatModel, Prompt, to_messages
-from scopeguard.llm.foreign import configured_copy, provider_error
+from scopeguard import ChatModel, Completion, ConfigurationError
+from scopeguard.llm.base import Prompt, to_messages
+from scopeguard.llm.foreign import ForeignChatModel
 
 __all__ = ["LangChainLLM", "from_langchain"]
 
@@ -60,16 +55,17 @@ def _model_name(model: BaseLanguageModel[Any]) -> str:
     return type(model).__name__
 
 
-class LangChainLLM(BaseChatModel):
+class LangChainLLM(ForeignChatModel[BaseLanguageModel[Any]]):
     """A LangChain chat model (or LLM) behind scopeguard's chat protocol; see the module docstring."""
 
-    def __init__(self, model: BaseLanguageModel[Any]) -> None:
-        self.langchain_model = model
-        self.model = f"langchain:{_model_name(model)}"
+    fields = _FIELDS
 
-    def _configured(self, **options: Any) -> BaseLanguageModel[Any]:
-        """The model, or a copy with each given option set on the field that carries it."""
-        return configured_copy(self.langchain_model, _FIELDS, **options)
+    def __init__(self, model: BaseLanguageModel[Any]) -> None:
+        super().__init__(model, f"langchain:{_model_name(model)}")
+
+    @property
+    def langchain_model(self) -> BaseLanguageModel[Any]:
+        return self.foreign
 
     def _completion(self, outputs: list[Any]) -> Completion:
         usage = [getattr(o, "usage_metadata", None) or {} for o in outputs]
@@ -83,42 +79,13 @@ class LangChainLLM(BaseChatModel):
             finish_reasons=tuple(str(m.get("finish_reason") or m.get("stop_reason") or "") for m in metadata),
         )
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        model = self._configured(temperature=temperature, max_tokens=max_tokens, seed=seed)
+    def _run(self, model: BaseLanguageModel[Any], prompt: Prompt, n: int) -> Completion:
         messages = _to_langchain(prompt)
-        try:
-            outputs = [model.invoke(messages)] if n == 1 else model.batch([messages] * n)
-        except ScopeGuardError:
-            raise
-        except Exception as exc:
-            raise provider_error(exc, self.model) from exc
-        return self._completion(outputs)
+        return self._completion([model.invoke(messages)] if n == 1 else model.batch([messages] * n))
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        model = self._configured(temperature=temperature, max_tokens=max_tokens, seed=seed)
+    async def _arun(self, model: BaseLanguageModel[Any], prompt: Prompt, n: int) -> Completion:
         messages = _to_langchain(prompt)
-        try:
-            outputs = [await model.ainvoke(messages)] if n == 1 else await model.abatch([messages] * n)
-        except ScopeGuardError:
-            raise
-        except Exception as exc:
-            raise provider_error(exc, self.model) from exc
+        outputs = [await model.ainvoke(messages)] if n == 1 else await model.abatch([messages] * n)
         return self._completion(outputs)
 
 

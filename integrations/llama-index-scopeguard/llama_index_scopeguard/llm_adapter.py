@@ -17,19 +17,13 @@ yourself: ``Guard(llm=OpenAI(...))`` (and every other ``llm=`` of scopeguard) go
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse, MessageRole
 from llama_index.core.llms import LLM
 
-from scopeguard import (
-    ChatModel,
-    Completion,
-    ConfigurationError,
-    ScopeGuardError,
-)
-from scopeguard.llm.base import BaseChatModel, Prompt, to_messages
-from scopeguard.llm.foreign import configured_copy, provider_error
+from scopeguard import ChatModel, Completion, ConfigurationError
+from scopeguard.llm.base import Prompt, to_messages
+from scopeguard.llm.foreign import ForeignChatModel
 
 __all__ = ["LlamaIndexLLM", "from_llama_index"]
 
@@ -53,16 +47,17 @@ def _usage(response: ChatResponse | CompletionResponse) -> tuple[int, int]:
     return int(extra.get("prompt_tokens", 0) or 0), int(extra.get("completion_tokens", 0) or 0)
 
 
-class LlamaIndexLLM(BaseChatModel):
+class LlamaIndexLLM(ForeignChatModel[LLM]):
     """A LlamaIndex LLM behind scopeguard's chat protocol; see the module docstring."""
 
-    def __init__(self, llm: LLM) -> None:
-        self.llama_index_llm = llm
-        self.model = f"llama_index:{llm.metadata.model_name}"
+    fields = _FIELDS
 
-    def _configured(self, **options: Any) -> LLM:
-        """The LLM, or a copy with each given option set on the field that carries it."""
-        return configured_copy(self.llama_index_llm, _FIELDS, **options)
+    def __init__(self, llm: LLM) -> None:
+        super().__init__(llm, f"llama_index:{llm.metadata.model_name}")
+
+    @property
+    def llama_index_llm(self) -> LLM:
+        return self.foreign
 
     def _call(self, llm: LLM, prompt: Prompt) -> tuple[str, int, int]:
         if isinstance(prompt, str) and not llm.metadata.is_chat_model:
@@ -87,40 +82,11 @@ class LlamaIndexLLM(BaseChatModel):
             requests=len(replies),
         )
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        llm = self._configured(temperature=temperature, max_tokens=max_tokens, seed=seed)
-        try:
-            replies = [self._call(llm, prompt) for _ in range(n)]
-        except ScopeGuardError:
-            raise
-        except Exception as exc:
-            raise provider_error(exc, self.model) from exc
-        return self._completion(replies)
+    def _run(self, model: LLM, prompt: Prompt, n: int) -> Completion:
+        return self._completion([self._call(model, prompt) for _ in range(n)])
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        llm = self._configured(temperature=temperature, max_tokens=max_tokens, seed=seed)
-        try:
-            replies = await asyncio.gather(*(self._acall(llm, prompt) for _ in range(n)))
-        except ScopeGuardError:
-            raise
-        except Exception as exc:
-            raise provider_error(exc, self.model) from exc
+    async def _arun(self, model: LLM, prompt: Prompt, n: int) -> Completion:
+        replies = await asyncio.gather(*(self._acall(model, prompt) for _ in range(n)))
         return self._completion(list(replies))
 
 
