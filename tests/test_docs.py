@@ -1,0 +1,78 @@
+"""The documentation site builds with ``mkdocs build --strict``, and its references are complete:
+every public name (``scopeguard.__all__`` and the integrations' ``__all__``) has an API entry and
+every ``scopeguard`` command a CLI entry. Skips without the docs tools (the ``dev`` extra)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mkdocs", reason="the docs tools are in the dev extra")
+pytest.importorskip("material", reason="mkdocs-material is in the dev extra")
+pytest.importorskip("mkdocstrings_handlers.python", reason="mkdocstrings[python] is in the dev extra")
+
+import typer.main
+
+import scopeguard
+from scopeguard.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+INTEGRATIONS = {
+    "langchain_scopeguard": ROOT / "integrations/langchain-scopeguard/langchain_scopeguard/__init__.py",
+    "llama_index_scopeguard": ROOT / "integrations/llama-index-scopeguard/llama_index_scopeguard/__init__.py",
+}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def _declared_all(init: Path) -> list[str]:
+    """A package's ``__all__`` read from its source (the integrations' libraries need not be installed)."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    raise AssertionError(f"no __all__ in {init}")
+
+
+def test_site_builds_strict(site: Path) -> None:
+    assert (site / "getting-started" / "index.html").is_file()
+    assert (site / "reference" / "api" / "index.html").is_file()
+
+
+def test_every_public_name_has_an_api_entry(site: Path) -> None:
+    page = (site / "reference" / "api" / "index.html").read_text()
+    missing = [name for name in scopeguard.__all__ if f'id="scopeguard.{name}"' not in page]
+    assert not missing, f"add to docs/reference/api.md: {missing}"
+
+
+@pytest.mark.parametrize("package", sorted(INTEGRATIONS))
+def test_every_integration_name_has_an_api_entry(site: Path, package: str) -> None:
+    page = (site / "reference" / "integrations" / "index.html").read_text()
+    names = _declared_all(INTEGRATIONS[package])
+    missing = [name for name in names if f'id="{package}.{name}"' not in page]
+    assert not missing, f"add to docs/reference/integrations.md: {missing}"
+
+
+def test_every_command_has_a_cli_entry(site: Path) -> None:
+    page = (site / "reference" / "cli" / "index.html").read_text()
+    commands = list(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    assert len(commands) > 10
+    missing = [name for name in commands if f'id="scopeguard-{name}"' not in page]
+    assert not missing, f"the CLI reference lacks: {missing}"
