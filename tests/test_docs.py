@@ -5,6 +5,7 @@ every ``scopeguard`` command a CLI entry. Skips without the docs tools (the ``de
 from __future__ import annotations
 
 import ast
+import importlib
 import os
 import re
 import subprocess
@@ -23,6 +24,15 @@ import scopeguard
 from scopeguard.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
+SUBPACKAGES = [
+    "scopeguard.client",
+    "scopeguard.testing",
+    "scopeguard.verification",
+    "scopeguard.retrieval",
+    "scopeguard.judging",
+    "scopeguard.scale",
+    "scopeguard.batch",
+]
 OUR_PACKAGES = {"scopeguard", "langchain_scopeguard", "llama_index_scopeguard"}
 INTEGRATIONS = {
     "langchain_scopeguard": ROOT / "integrations/langchain-scopeguard/langchain_scopeguard/__init__.py",
@@ -62,6 +72,15 @@ def test_every_public_name_has_an_api_entry(site: Path) -> None:
     page = (site / "reference" / "api" / "index.html").read_text()
     missing = [name for name in scopeguard.__all__ if f'id="scopeguard.{name}"' not in page]
     assert not missing, f"add to docs/reference/api.md: {missing}"
+
+
+@pytest.mark.parametrize("module", SUBPACKAGES)
+def test_every_subpackage_name_has_an_api_entry(site: Path, module: str) -> None:
+    page = (site / "reference" / "subpackages" / "index.html").read_text()
+    names = importlib.import_module(module).__all__
+    # a function named like its own module (retrieval.study) has its entry under the module's path
+    missing = [n for n in names if f'id="{module}.{n}"' not in page and f'id="{module}.{n}.{n}"' not in page]
+    assert not missing, f"add to docs/reference/subpackages.md: {missing}"
 
 
 @pytest.mark.parametrize("package", sorted(INTEGRATIONS))
