@@ -99,25 +99,40 @@ def test_every_command_has_a_cli_entry(site: Path) -> None:
     assert not missing, f"the CLI reference lacks: {missing}"
 
 
-def _python_blocks() -> list[tuple[str, str]]:
+def _python_blocks() -> list[tuple[str, str, str]]:
+    """Every Python example of the README and the docs: where it is, its run marker, its code. An
+    example preceded by ``<!-- doctest: slow -->`` (invisible once rendered) is also run."""
     files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    pattern = re.compile(r"^(?:<!-- doctest: (\w+) -->\n)?```python\n(.*?)^```", re.S | re.M)
     return [
-        (f"{path.relative_to(ROOT)}#{i}", block)
+        (f"{path.relative_to(ROOT)}#{i}", marker, code)
         for path in files
-        for i, block in enumerate(re.findall(r"^```python\n(.*?)^```", path.read_text(), re.S | re.M))
+        for i, (marker, code) in enumerate(pattern.findall(path.read_text()))
     ]
 
 
 BLOCKS = _python_blocks()
 
 
-@pytest.mark.parametrize(("where", "code"), BLOCKS, ids=[where for where, _ in BLOCKS])
+@pytest.mark.parametrize(("where", "code"), [(w, c) for w, _, c in BLOCKS], ids=[w for w, _, _ in BLOCKS])
 def test_python_examples_parse_and_import(where: str, code: str) -> None:
     """Every Python example parses, and the names it imports from scopeguard and its integrations
-    exist (an example that names a renamed class fails here; running them needs the models)."""
+    exist (an example that names a renamed class fails here)."""
     tree = ast.parse(code, filename=where)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in OUR_PACKAGES:
             module = pytest.importorskip(node.module)
             missing = [alias.name for alias in node.names if not hasattr(module, alias.name)]
             assert not missing, f"{where}: {node.module} has no {missing}"
+
+
+RUN = [(w, c) for w, marker, c in BLOCKS if marker == "slow"]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.parametrize(("where", "code"), RUN, ids=[w for w, _ in RUN])
+def test_marked_examples_run(where: str, code: str) -> None:
+    """The examples marked to run do, as written, with the packaged models (they are offline)."""
+    pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
+    exec(compile(code, where, "exec"), {"__name__": "__doc_example__"})
