@@ -15,7 +15,7 @@ Measured, one row per stage:
 3. Generation through the fake LLM of ``benchmarks/generation_scale.py`` (``EloqChatModel``: ELOQ-shaped
    replies after ``--latency`` seconds of non-blocking wait per call, like a remote endpoint) on
    ``--gen-docs`` documents at ``--concurrency``: documents per second, LLM calls and (whitespace)
-   tokens per document, which the README's "Running 1M documents" section prices.
+   tokens per document, which docs/guides/scale-out.md ("Running 1M documents") prices.
 4. Resume: the same generation again on the finished folder (every document skipped): its cost per
    document and extrapolated to the whole corpus.
 5. Generation over HTTP: the same generator through ``OpenAIChatModel`` (the openai SDK, retries,
