@@ -136,3 +136,41 @@ def test_marked_examples_run(where: str, code: str) -> None:
     """The examples marked to run do, as written, with the packaged models (they are offline)."""
     pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
     exec(compile(code, where, "exec"), {"__name__": "__doc_example__"})
+
+
+def _shell_commands() -> list[tuple[str, str]]:
+    """Every ``scopeguard COMMAND ...`` line of the README's and the docs' shell examples."""
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = []
+    for path in files:
+        for block in re.findall(r"^```(?:bash|sh|console)\n(.*?)^```", path.read_text(), re.S | re.M):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split(" #")[0]
+                if not line.lstrip().startswith("pip") and re.search(r"(?:^|\s)scopeguard\s+[a-z]", line):
+                    found.append((str(path.relative_to(ROOT)), line.strip()))
+    return found
+
+
+def test_shell_examples_name_real_commands_and_options() -> None:
+    """An example that names a command or an option the CLI no longer has fails here."""
+    root = typer.main.get_command(app)
+    options = {
+        name: {o for p in command.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}
+        for name, command in root.commands.items()  # type: ignore[attr-defined]
+    }
+    examples = _shell_commands()
+    assert len(examples) > 10
+    wrong = []
+    for where, line in examples:
+        match = re.search(r"(?:^|\s)scopeguard\s+([a-z-]+)(.*)", line)
+        assert match
+        command, rest = match.groups()
+        if command not in options:
+            wrong.append(f"{where}: no command {command!r}: {line}")
+            continue
+        wrong += [
+            f"{where}: {command} has no {option}: {line}"
+            for option in re.findall(r"(?<!\S)(--?[a-zA-Z][\w-]*)", rest)
+            if option not in options[command]
+        ]
+    assert not wrong, "\n".join(wrong)
