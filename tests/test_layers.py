@@ -1,7 +1,8 @@
-"""The layers of the README's architecture map hold: a module imports only from its own layer or below.
+"""The layers of the architecture map (docs/concepts/architecture.md) hold: a module imports only
+from its own layer or below.
 
 Every ``import scopeguard...`` counts, at module level or inside a function (a lazy import is still
-a dependency). The layers are listed bottom to top, as in the README's map.
+a dependency). The layers are listed bottom to top, as in that map.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def _rank(top: str) -> int:
     for i, layer in enumerate(LAYERS):
         if top in layer:
             return i
-    raise AssertionError(f"scopeguard.{top} is in no layer: add it to LAYERS and to the README's map")
+    raise AssertionError(
+        f"scopeguard.{top} is in no layer: add it to LAYERS and to docs/concepts/architecture.md"
+    )
 
 
 def test_no_module_imports_from_a_layer_above_it() -> None:

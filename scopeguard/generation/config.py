@@ -142,7 +142,7 @@ class GenerationConfig(BaseModel):
         The judge filter votes ``m=9`` times (section 4.4) with no follow-up turn and no reply cap;
         :data:`PAPER_IN_SCOPE` in-scope questions per document. Pair it with
         ``Generator(judge="judge")`` for the paper's LLM-judge filter. What still differs from the
-        paper is listed in the README's generation section.
+        paper is listed in docs/guides/train-on-your-corpus.md.
         """
         additions: dict[str, object] = {
             "mode": "faithful",

@@ -11,7 +11,7 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 
 
 class Metrics:
-    """The server's counters, histograms and gauges (see the README's metrics list)."""
+    """The server's counters, histograms and gauges (listed in docs/guides/serve.md)."""
 
     def __init__(self) -> None:
         prom = require("prometheus_client", extra="serve", feature="scopeguard serve's metrics")

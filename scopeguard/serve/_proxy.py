@@ -199,7 +199,7 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
     @app.post("/v1/chat/completions", summary="OpenAI-compatible chat, guarded")
     async def chat_completions(req: GuardedChatRequest) -> Any:
         """A chat completion request plus ``documents``; see the module docstring of
-        ``scopeguard.serve._proxy`` (the README's Serve section) for what comes back."""
+        ``scopeguard.serve._proxy`` (docs/guides/serve.md) for what comes back."""
         arrived = time.monotonic()
         question, docs = last_user_text(req.messages), checked_documents(config, req.documents)
         with runtime.admit(docs), deadline_block(config.deadline):
