@@ -49,3 +49,22 @@ async def test_compressor_per_document_with_a_remote_guard(remote: GuardClient) 
     kept = await compressor.acompress_documents(DOCS, "When was the railway opened?")
     assert [d.page_content for d in kept] == ["The railway opened in 1887."]
     assert kept[0].metadata["scopeguard"]["out_of_scope"] is False
+
+
+def test_guarded_rag_with_a_remote_guard(remote: GuardClient) -> None:
+    """The chain's check and its policy response come from the server (detector ``lexical``,
+    policy ``clarify``); the in-scope answer from the chain, given the retrieved context."""
+    from langchain_scopeguard import GuardedRAG
+
+    from scopeguard import Action
+
+    seen: list[dict[str, str]] = []
+    chain = RunnableLambda(lambda x: seen.append(x) or "It opened in 1887.")
+    rag = GuardedRAG(retriever=RunnableLambda(lambda q: DOCS[:1]), chain=chain, guard=remote)
+    out = rag.invoke("When was the railway opened?")
+    assert out["action"] == Action.ANSWERED and out["answer"] == "It opened in 1887."
+    assert out["verdict"].label == "in_scope" and out["verdict"].detector == "lexical"
+    assert "1887" in seen[0]["context"]
+    out = rag.invoke("Who was the chief engineer of the railway company?")
+    assert out["action"] == Action.CLARIFIED and "engineer" in out["answer"]
+    assert len(seen) == 1  # the chain did not run for the out-of-scope question

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -47,3 +48,28 @@ async def test_async_postprocessor_with_a_remote_guard(remote: GuardClient) -> N
     pp = ScopeGuardPostprocessor(guard=remote, granularity="document")
     kept = await pp.apostprocess_nodes(NODES, query_str="When was the railway opened?")
     assert [n.node.node_id for n in kept] == ["rail"]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_guarded_query_engine_with_a_remote_guard(
+    remote: GuardClient, retriever: Any, use_async: bool
+) -> None:
+    """The engine's check and its policy response come from the server (detector ``lexical``,
+    policy ``clarify``); the in-scope answer from the engine's own synthesizer."""
+    from li_testkit import IN_SCOPE
+
+    out_of_scope = "Who was the chief engineer of the railway company?"  # lexical: 0.75 out of scope
+    from llama_index.core.llms import MockLLM
+    from llama_index_scopeguard import GuardedQueryEngine
+
+    from scopeguard import Action
+
+    engine = GuardedQueryEngine(retriever=retriever, guard=remote, llm=MockLLM())
+    answered = await engine.aquery(IN_SCOPE) if use_async else engine.query(IN_SCOPE)
+    meta = answered.metadata["scopeguard"]  # type: ignore[index]
+    assert meta["action"] == Action.ANSWERED and meta["verdict"].detector == "lexical"
+    assert len(answered.source_nodes) == 1
+    refused = await engine.aquery(out_of_scope) if use_async else engine.query(out_of_scope)
+    meta = refused.metadata["scopeguard"]  # type: ignore[index]
+    assert meta["action"] == Action.CLARIFIED and meta["verdict"].label == "out_of_scope"
+    assert "engineer" in str(refused)
