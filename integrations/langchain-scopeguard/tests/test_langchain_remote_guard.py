@@ -59,7 +59,12 @@ def test_guarded_rag_with_a_remote_guard(remote: GuardClient) -> None:
     from scopeguard import Action
 
     seen: list[dict[str, str]] = []
-    chain = RunnableLambda(lambda x: seen.append(x) or "It opened in 1887.")
+
+    def answer(inputs: dict[str, str]) -> str:
+        seen.append(inputs)
+        return "It opened in 1887."
+
+    chain = RunnableLambda(answer)
     rag = GuardedRAG(retriever=RunnableLambda(lambda q: DOCS[:1]), chain=chain, guard=remote)
     out = rag.invoke("When was the railway opened?")
     assert out["action"] == Action.ANSWERED and out["answer"] == "It opened in 1887."
