@@ -37,6 +37,15 @@ from scopeguard.detection.tune.card import CURVE_FILE
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def _machine(threads: int | None) -> str:
+    """Where the runs trained: the GPU where torch sees one (the tuner uses it), else the CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (CUDA), host {cpu_model()}"
+    return f"{cpu_model()}, {threads or 'all'} threads"
+
+
 def _settings(pairs: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     fields = TuneConfig.model_fields
@@ -171,7 +180,7 @@ def main() -> None:
     documents = DocumentStates(args.prefix_cache_mb)  # the base's document states, shared by the runs
     rows = {name: _run(name, cfg, args.work, args.threads, documents) for name, cfg in runs.items()}
     result: dict[str, Any] = {
-        "machine": f"{cpu_model()}, {args.threads or 'all'} threads",
+        "machine": _machine(args.threads),
         "mode": args.mode,
         "runs": {name: {"config": _read_back(args.work, name), **row} for name, row in rows.items()},
     }
