@@ -24,6 +24,10 @@ heads' verdicts are paired per question (McNemar's exact test).
 ``--with-shared`` adds a third head: the shipped head's own recipe (the same shared sets and
 document samples, ``SHIPPED_RECIPE``) with the generated set as one more dataset, the way a user
 adapts the packaged detector to a corpus, scored and paired against the shipped head the same way.
+``--tune-reader BASE`` closes the loop through the reader itself (#36): ``scopeguard train-reader
+WORK/generated --base BASE`` LoRA-tunes the reading model on the generated set, and ``logprob`` reads
+the scored questions through the bare BASE and through the tuned reader (llama.cpp, each at its own
+threshold), paired the same way; ``--no-heads`` skips the heads (their features cost a 1.5B read).
 ``--oracle`` adds the ceiling of that loop: the same recipe with the generation documents' own human
 questions (SQuAD's labels) in place of the generated set, so that what a perfect generator on those
 documents could add is measured too. ``--same-docs`` also scores the heads on the generation
@@ -75,12 +79,16 @@ SHIPPED_MAX_DOCS = dict(SHIPPED_RECIPE)["squad2-train"]  # the squad2-train docu
 
 
 def evaluate(
-    heldout: Path, head: Path | None, detector: str, per_question: Path
+    heldout: Path, head: Path | None, detector: str, per_question: Path, llm: str | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``scopeguard eval-detector``'s figures and its per-question rows (id, label, predicted, score)."""
     args = ["eval-detector", str(heldout), "--detector", detector, "--json", "--no-progress"]
     out = _cli(
-        *args, "--per-question", str(per_question), *(["--model", str(head)] if head is not None else [])
+        *args,
+        "--per-question",
+        str(per_question),
+        *(["--model", str(head)] if head is not None else []),
+        *(["--llm", llm] if llm else []),
     )
     line = [ln for ln in out.splitlines() if ln.startswith("{")][-1]
     return json.loads(line), list(read_jsonl(per_question))
@@ -164,6 +172,21 @@ def main() -> None:
         help="also score every head not fitted on them on the generation documents' own human "
         "questions (the user's case: the corpus generated on is the corpus asked about)",
     )
+    ap.add_argument(
+        "--tune-reader",
+        metavar="BASE",
+        default=None,
+        help="also LoRA-tune BASE's reader on the generated set (train-reader) and score logprob "
+        "through the bare and the tuned reader",
+    )
+    ap.add_argument(
+        "--tune-options",
+        default="--adapt question --lr 1e-4 --batch 4 --val-questions 24 --eval-every 20",
+        help="train-reader's options for --tune-reader",
+    )
+    ap.add_argument(
+        "--heads", action=argparse.BooleanOptionalAction, default=True, help="fit and score the heads"
+    )
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
 
@@ -184,10 +207,10 @@ def main() -> None:
     human = human_set(args.work / "generation-docs-human", gen_docs, questions)
     fit_log = ""
     heads: list[tuple[str, Path | None, Path | None]] = [("shipped", None, None)]  # name, head, added set
-    fits: list[tuple[str, Path, bool]] = [("generated corpus", generated, False)]
-    if args.with_shared:
+    fits: list[tuple[str, Path, bool]] = [("generated corpus", generated, False)] if args.heads else []
+    if args.with_shared and args.heads:
         fits.append(("shipped recipe + generated corpus", generated, True))
-    if args.oracle:  # the ceiling: SQuAD's own labels on the generation documents
+    if args.oracle and args.heads:  # the ceiling: SQuAD's own labels on the generation documents
         fits.append(("shipped recipe + human questions of the generation documents", human, True))
     # the shipped head's datasets first, then the added one (the --max-docs order)
     recipe = [str(OWN / n if (OWN / n).is_dir() else args.data.parent / n) for n, _ in SHIPPED_RECIPE]
@@ -208,6 +231,30 @@ def main() -> None:
             str(args.seed),
         )
         heads.append((name, fitted, added))
+    readers: list[tuple[str, str]] = []  # name, logprob's --llm
+    tune_log = ""
+    if args.tune_reader:
+        tuned = args.work / "reader"
+        if not (tuned / "reader.json").is_file():
+            tune_log = _cli(
+                "train-reader",
+                str(generated),
+                "--base",
+                args.tune_reader,
+                "--out",
+                str(tuned),
+                "--seed",
+                str(args.seed),
+                "--no-progress",
+                *args.tune_options.split(),
+                *(["--resume"] if (tuned / "checkpoint").is_dir() else []),
+            )
+        if not (tuned / "reader.json").is_file():
+            raise SystemExit(f"train-reader wrote no tuned reader in {tuned}:\n{tune_log}")
+        readers = [
+            (f"bare {args.tune_reader}", f"local:{args.tune_reader}"),
+            ("tuned on generated", f"local:{tuned}"),
+        ]
     scored = [("other documents", "other", heldout)]
     if args.same_docs:
         scored.append(("generation documents", "same", human))
@@ -223,6 +270,24 @@ def main() -> None:
             rows.append({"head": name, "scored on": where, **{m: _round(result.get(m)) for m in METRICS}})
             if fitted is not None:
                 paired[f"{name} ({where})"] = _paired(right["shipped"], right[name])
+        for j, (name, llm) in enumerate(readers):
+            result, per_q = evaluate(folder, None, "logprob", args.work / f"{tag}-reader-{j}.jsonl", llm)
+            right[name] = {str(r["id"]): r["label"] == r["predicted"] for r in per_q}
+            rows.append(
+                {
+                    "head": f"logprob, {name}",
+                    "scored on": where,
+                    **{m: _round(result.get(m)) for m in METRICS},
+                }
+            )
+        if readers:
+            bare, tuned_name = (name for name, _ in readers)
+            only_bare, only_tuned, p = mcnemar(right[bare], right[tuned_name])
+            paired[f"tuned reader vs bare ({where})"] = {
+                "only_bare_right": only_bare,
+                "only_tuned_right": only_tuned,
+                "mcnemar_p": p,
+            }
     report(
         rows,
         {
@@ -242,6 +307,8 @@ def main() -> None:
             },
             "paired": paired,
             "train_detector_output": fit_log.splitlines()[-12:],
+            "train_reader_output": tune_log.splitlines()[-12:],
+            "tune_options": args.tune_options if args.tune_reader else None,
             "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": threads, "note": args.note},
         },
         args.out,
