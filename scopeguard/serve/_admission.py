@@ -14,7 +14,9 @@ making the client wait).
 once, whatever the estimate.
 
 Before a kind has been measured, its first requests are admitted on the prior (the warm-up check's
-time, or nothing); each completion corrects it.
+time, or nothing); each completion corrects it. A request may count as several ``units`` of its
+kind (a batch's items; the server counts a request's new documents in warm-up documents' worth of
+text), and its estimate is per unit.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -51,6 +52,26 @@ def _reading_scorer(detector: str) -> Any:
     from scopeguard.detection.read import verdict_scorer
 
     return verdict_scorer()
+
+
+#: the warm-up check's document: a retrieved passage of a typical length (about 200 words), so that
+#: the admission's prior for a new document is what reading one costs (a request's new documents
+#: count in units of its length: :meth:`Runtime.new_units`)
+WARMUP_DOCUMENT = " ".join(
+    [
+        "The harbour board met on Tuesday to review the spring timetable for the island ferries.",
+        "Two crossings a day will run from April, rising to four in the summer months, and the",
+        "early sailing on Sundays returns after a year's absence. The board said the new vessel,",
+        "built at a yard on the east coast, passed its sea trials in February and will enter",
+        "service once the crew have finished their training. Ticket prices stay as they were for",
+        "residents, while visitors will pay a small surcharge in the busiest weeks. The pier at",
+        "the northern landing is being strengthened, so some sailings may leave from the old",
+        "quay until the work ends. Passengers with bicycles are asked to book ahead, because",
+        "space on the car deck is limited, and the café on board will open on the longer routes.",
+        "A public meeting on the winter service is planned for the autumn, when the board will",
+        "publish the figures for this year's passenger numbers and the cost of the new vessel.",
+    ]
+)
 
 
 class ReadingLane:
@@ -192,7 +213,7 @@ class Runtime:
             with span("scopeguard.load", detector=self.detector_name):
                 if self.config.preload:
                     started = time.perf_counter()
-                    self.guard.detector.detect("Is this a warm-up question?", ["A warm-up document."])
+                    self.guard.detector.detect("Is this a warm-up question?", [WARMUP_DOCUMENT])
                     self.admission.seed("new", time.perf_counter() - started)  # the prior, until measured
                     loader = getattr(self.guard.detector, "load", None)
                     if callable(loader):
@@ -202,6 +223,13 @@ class Runtime:
         except Exception as exc:  # reported by /readyz; requests still try (and fail closed)
             self.load_error = f"{type(exc).__name__}: {exc}"
             logger.error("loading the detector failed: %s", self.load_error)
+
+    def new_units(self, documents: Sequence[Document]) -> int:
+        """The documents not read here yet, in warm-up documents' worth of text (at least 1): a
+        new document's read costs about its length, and the ``new`` estimate is one warm-up's."""
+        with self._seen_lock:
+            chars = sum(len(d.text) for d in documents if d.content_hash not in self._seen)
+        return max(1, math.ceil(chars / len(WARMUP_DOCUMENT)))
 
     def kind_of(self, documents: Sequence[Document]) -> str:
         """``known`` when every document was checked here before (its state kept), else ``new``."""
@@ -223,6 +251,8 @@ class Runtime:
         """Admission for one request about ``documents`` (see :mod:`scopeguard.serve._admission`),
         or :class:`~scopeguard.serve._admission.Rejected` (the server answers 429 at once)."""
         kind = kind or self.kind_of(documents)
+        if kind == "new":  # each item a unit at least, the new text its warm-up documents' worth
+            units = max(units, self.new_units(documents))
         try:
             ticket = self.admission.admit(kind, units)
         except Rejected as exc:

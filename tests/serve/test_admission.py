@@ -43,6 +43,25 @@ def test_the_queue_size_is_the_last_guard_and_a_lone_request_always_runs() -> No
     gate.done(first)
 
 
+def test_a_new_document_costs_its_length_in_warm_up_documents_and_a_known_one_a_request() -> None:
+    pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+    pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+    from scopeguard.serve import ServeConfig
+    from scopeguard.serve._runtime import WARMUP_DOCUMENT, Runtime
+    from scopeguard.types import Document
+
+    runtime = Runtime(ServeConfig(detector="lexical", port=0, deadline=100.0))
+    runtime.admission.seed("new", 1.0)  # one warm-up document's read
+    runtime.admission.cost["known"] = 0.25
+    long = Document(text=WARMUP_DOCUMENT * 3)
+    assert runtime.new_units([Document(text="A short note.")]) == 1
+    assert runtime.new_units([long]) == 3
+    with runtime.admit([long]):
+        assert runtime.admission.pending == pytest.approx(3.0)  # three warm-ups' worth of reading
+    with runtime.admit([long]):  # read once already: a known document, one request's worth
+        assert runtime.admission.pending == pytest.approx(0.25)
+
+
 @pytest.mark.integration
 def test_a_burst_gets_200s_within_the_deadline_and_prompt_429s() -> None:
     pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
