@@ -10,7 +10,8 @@ applies to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, ClassVar, Generic, TypeVar
 
 from scopeguard.errors import LLMConnectionError, LLMError, ScopeGuardError
@@ -64,6 +65,21 @@ class ForeignChatModel(BaseChatModel, Generic[M]):
     async def _arun(self, model: M, prompt: Prompt, n: int) -> Completion:
         raise NotImplementedError
 
+    def _configured(self, temperature: float, max_tokens: int | None, seed: int | None) -> M:
+        return configured_copy(
+            self.foreign, self.fields, temperature=temperature, max_tokens=max_tokens, seed=seed
+        )
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """A provider's exception as an :class:`LLMError` (scopeguard's own pass through)."""
+        try:
+            yield
+        except ScopeGuardError:
+            raise
+        except Exception as exc:
+            raise provider_error(exc, self.model) from exc
+
     def complete(
         self,
         prompt: Prompt,
@@ -73,15 +89,9 @@ class ForeignChatModel(BaseChatModel, Generic[M]):
         max_tokens: int | None = None,
         seed: int | None = None,
     ) -> Completion:
-        model = configured_copy(
-            self.foreign, self.fields, temperature=temperature, max_tokens=max_tokens, seed=seed
-        )
-        try:
+        model = self._configured(temperature, max_tokens, seed)
+        with self._translated():
             return self._run(model, prompt, n)
-        except ScopeGuardError:
-            raise
-        except Exception as exc:
-            raise provider_error(exc, self.model) from exc
 
     async def acomplete(
         self,
@@ -92,12 +102,6 @@ class ForeignChatModel(BaseChatModel, Generic[M]):
         max_tokens: int | None = None,
         seed: int | None = None,
     ) -> Completion:
-        model = configured_copy(
-            self.foreign, self.fields, temperature=temperature, max_tokens=max_tokens, seed=seed
-        )
-        try:
+        model = self._configured(temperature, max_tokens, seed)
+        with self._translated():
             return await self._arun(model, prompt, n)
-        except ScopeGuardError:
-            raise
-        except Exception as exc:
-            raise provider_error(exc, self.model) from exc
