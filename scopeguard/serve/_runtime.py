@@ -74,6 +74,10 @@ WARMUP_DOCUMENT = " ".join(
 )
 
 
+def _text_units(documents: Sequence[Document]) -> int:
+    return max(1, math.ceil(sum(len(d.text) for d in documents) / len(WARMUP_DOCUMENT)))
+
+
 class ReadingLane:
     """One thread for the reading model; a queued call gives up when its deadline passes."""
 
@@ -224,17 +228,15 @@ class Runtime:
             self.load_error = f"{type(exc).__name__}: {exc}"
             logger.error("loading the detector failed: %s", self.load_error)
 
+    def _unread(self, documents: Sequence[Document]) -> list[Document]:
+        """The documents not checked here before (their states not kept)."""
+        with self._seen_lock:
+            return [d for d in documents if d.content_hash not in self._seen]
+
     def new_units(self, documents: Sequence[Document]) -> int:
         """The documents not read here yet, in warm-up documents' worth of text (at least 1): a
         new document's read costs about its length, and the ``new`` estimate is one warm-up's."""
-        with self._seen_lock:
-            chars = sum(len(d.text) for d in documents if d.content_hash not in self._seen)
-        return max(1, math.ceil(chars / len(WARMUP_DOCUMENT)))
-
-    def kind_of(self, documents: Sequence[Document]) -> str:
-        """``known`` when every document was checked here before (its state kept), else ``new``."""
-        with self._seen_lock:
-            return "known" if all(d.content_hash in self._seen for d in documents) else "new"
+        return _text_units(self._unread(documents))
 
     def _remember(self, documents: Sequence[Document]) -> None:
         with self._seen_lock:
@@ -250,9 +252,11 @@ class Runtime:
     ) -> Iterator[None]:
         """Admission for one request about ``documents`` (see :mod:`scopeguard.serve._admission`),
         or :class:`~scopeguard.serve._admission.Rejected` (the server answers 429 at once)."""
-        kind = kind or self.kind_of(documents)
-        if kind == "new":  # each item a unit at least, the new text its warm-up documents' worth
-            units = max(units, self.new_units(documents))
+        if kind is None:  # "known" when every document was checked here before, else "new"
+            unread = self._unread(documents)
+            kind = "new" if unread else "known"
+            if unread:  # each item a unit at least, the new text its warm-up documents' worth
+                units = max(units, _text_units(unread))
         try:
             ticket = self.admission.admit(kind, units)
         except Rejected as exc:
