@@ -249,20 +249,18 @@ class TuneRun:
             total += float(loss.detach())
         norm = torch.nn.utils.clip_grad_norm_(self.reader.trainable(), self.config.max_grad_norm)
         lr = self.optimizer.param_groups[0]["lr"]
-        finite = math.isfinite(total) and bool(torch.isfinite(norm))
-        if finite:
+        self.update += 1
+        row = {"update": self.update, "loss": total, "grad_norm": float(norm), "lr": float(lr)}
+        if math.isfinite(total) and bool(torch.isfinite(norm)):
             self.optimizer.step()
             self.scheduler.step()
         else:  # one NaN step would make every weight NaN: leave the adapter as it was
+            row["skipped"] = True
+            logger.warning("update %d: non-finite loss or gradient, not applied", self.update)
             self.optimizer.zero_grad(set_to_none=True)
             with warnings.catch_warnings():  # the schedule moves on with the batches all the same
                 warnings.simplefilter("ignore", UserWarning)
                 self.scheduler.step()
-        self.update += 1
-        row = {"update": self.update, "loss": total, "grad_norm": float(norm), "lr": float(lr)}
-        if not finite:
-            row["skipped"] = True
-            logger.warning("update %d: non-finite loss or gradient, not applied", self.update)
         self.train_log.append(row)
         self._check_divergence()
         return row

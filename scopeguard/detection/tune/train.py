@@ -34,13 +34,42 @@ from scopeguard.detection.tune.card import CURVE_FILE, machine, render_card
 from scopeguard.detection.tune.config import DEFAULT_TARGETS, TuneConfig, TuneReport
 from scopeguard.detection.tune.examples import build_examples
 from scopeguard.detection.tune.loop import CHECKPOINT, DocumentStates, TuneRun
-from scopeguard.detection.tune.model import _torch, load_tunable
+from scopeguard.detection.tune.model import TunableReader, _torch, load_tunable
 from scopeguard.errors import ConfigurationError
 from scopeguard.runs import RunFolder
 
 __all__ = ["DEFAULT_TARGETS", "DocumentStates", "TuneConfig", "TuneReport", "train_reader"]
 
 logger = logging.getLogger(__name__)
+
+
+def prepare_run(config: TuneConfig, root: Path, reader: TunableReader, documents: DocumentStates) -> TuneRun:
+    """The run's examples (drawn by :func:`build_examples`, each prompt tokenised once) and its
+    state before the first update."""
+    cache: dict[tuple[str, str], tuple[list[int], int]] = {}
+
+    def count(question: str, passage: str) -> int:
+        key = (question, passage)
+        if key not in cache:
+            cache[key] = reader.prompt(question, passage)
+        return len(cache[key][0])
+
+    examples = build_examples(
+        config.datasets,
+        count_tokens=count,
+        evaluate=config.evaluate,
+        max_questions=config.max_questions,
+        max_tokens=config.max_tokens,
+        val_fraction=config.val_fraction,
+        val_questions=config.val_questions,
+        same_source=config.same_source,
+        seed=config.seed,
+    )
+    run = TuneRun(config, root, examples, reader, documents=documents)
+    for items in (examples.train, *examples.validation.values(), *examples.evaluation.values()):
+        for e in items:
+            run.ids[e.qid], run.splits[e.qid] = cache[(e.question, e.passage)]
+    return run
 
 
 def train_reader(
@@ -85,29 +114,7 @@ def train_reader(
         dtype=config.dtype,
         seed=config.seed,
     )
-    cache: dict[tuple[str, str], tuple[list[int], int]] = {}
-
-    def count(question: str, passage: str) -> int:
-        key = (question, passage)
-        if key not in cache:
-            cache[key] = reader.prompt(question, passage)
-        return len(cache[key][0])
-
-    examples = build_examples(
-        config.datasets,
-        count_tokens=count,
-        evaluate=config.evaluate,
-        max_questions=config.max_questions,
-        max_tokens=config.max_tokens,
-        val_fraction=config.val_fraction,
-        val_questions=config.val_questions,
-        same_source=config.same_source,
-        seed=config.seed,
-    )
-    run = TuneRun(config, root, examples, reader, documents=documents or DocumentStates(prefix_cache_mb))
-    for items in (examples.train, *examples.validation.values(), *examples.evaluation.values()):
-        for e in items:
-            run.ids[e.qid], run.splits[e.qid] = cache[(e.question, e.passage)]
+    run = prepare_run(config, root, reader, documents or DocumentStates(prefix_cache_mb))
     started = time.strftime("%Y-%m-%d")
     if not (resume and run.load()):
         run.evaluate()

@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -260,27 +261,36 @@ def test_a_killed_run_resumes_to_the_same_adapter(tmp_path: Path, smollm2_base: 
     assert [r["update"] for r in resumed.curve] == [r["update"] for r in whole.curve]  # no duplicate points
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_the_kept_lower_blocks_read_the_same_margin_as_a_whole_pass(smollm2_base: str) -> None:
-    torch = pytest.importorskip("torch")
+def _moving_adapter(base: str, top_layers: int = 0) -> Any:
+    """SmolLM2 with a LoRA (r=4 on q/v) whose B matrices are random, so it moves the margin; in
+    evaluation mode."""
+    import torch
+
     from scopeguard.detection.tune.model import load_tunable
 
     reader, _, _ = load_tunable(
-        smollm2_base,
+        base,
         rank=4,
         alpha=8,
         dropout=0.0,
         targets=["q_proj", "v_proj"],
         template="answerability_verdict",
-        top_layers=6,
+        top_layers=top_layers,
     )
-    assert reader.split == 30 - 6
     torch.manual_seed(0)
     for name, p in reader.model.named_parameters():
         if "lora_B" in name:
-            torch.nn.init.normal_(p, std=0.05)  # an adapter that moves the margin
+            torch.nn.init.normal_(p, std=0.05)
     reader.model.eval()
+    return reader
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_kept_lower_blocks_read_the_same_margin_as_a_whole_pass(smollm2_base: str) -> None:
+    torch = pytest.importorskip("torch")
+    reader = _moving_adapter(smollm2_base, top_layers=6)
+    assert reader.split == 30 - 6
     text, questions = _DOCS["ferry"][0], [q for q, _ in _DOCS["ferry"][1]]
     with torch.no_grad():
         for q in questions:
@@ -299,22 +309,9 @@ def test_a_batch_reads_each_prompt_as_alone_and_a_non_finite_update_is_not_appli
     give alone; an update whose gradient is NaN leaves the adapter as it was, and a run whose
     updates keep coming out NaN stops as diverged instead of training on."""
     torch = pytest.importorskip("torch")
-    from scopeguard.detection.tune.loop import TuneRun
-    from scopeguard.detection.tune.model import load_tunable
+    from scopeguard.detection.tune.train import DocumentStates, prepare_run
 
-    reader, _, _ = load_tunable(
-        smollm2_base,
-        rank=4,
-        alpha=8,
-        dropout=0.0,
-        targets=["q_proj", "v_proj"],
-        template="answerability_verdict",
-    )
-    torch.manual_seed(0)
-    for name, p in reader.model.named_parameters():
-        if "lora_B" in name:
-            torch.nn.init.normal_(p, std=0.05)
-    reader.model.eval()
+    reader = _moving_adapter(smollm2_base)
     prompts = [reader.prompt(q, text)[0] for text, qs in _DOCS.values() for q, _ in qs[:2]]
     assert len({len(ids) for ids in prompts}) > 2  # padding happens
     with torch.no_grad():
@@ -323,16 +320,8 @@ def test_a_batch_reads_each_prompt_as_alone_and_a_non_finite_update_is_not_appli
     assert together == pytest.approx(alone, abs=1e-4)
 
     config = _config(_write(tmp_path / "toy", _DOCS), smollm2_base, micro_batch=4, lr=1e-3, val_fraction=0.0)
-    cache: dict[tuple[str, str], tuple[list[int], int]] = {}
-
-    def count(question: str, passage: str) -> int:
-        cache[(question, passage)] = reader.prompt(question, passage)
-        return len(cache[(question, passage)][0])
-
-    examples = build_examples(config.datasets, count_tokens=count, val_fraction=0.0)
-    run = TuneRun(config, tmp_path / "run", examples, reader)
-    for e in examples.train:
-        run.ids[e.qid], run.splits[e.qid] = cache[(e.question, e.passage)]
+    run = prepare_run(config, tmp_path / "run", reader, DocumentStates())
+    examples = run.examples
     before = {k: v.clone() for k, v in reader.lora_state().items()}
     real = run.margins
     run.margins = lambda chunk: real(chunk) * float("nan")  # type: ignore[method-assign]
