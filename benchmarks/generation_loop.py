@@ -129,9 +129,11 @@ def mcnemar(a: dict[str, bool], b: dict[str, bool]) -> tuple[int, int, float]:
     return only_a, only_b, round(min(1.0, 2 * tail), 3)
 
 
-def _paired(a: dict[str, bool], b: dict[str, bool]) -> dict[str, object]:
+def _paired(
+    a: dict[str, bool], b: dict[str, bool], names: tuple[str, str] = ("shipped", "corpus")
+) -> dict[str, object]:
     only_a, only_b, p = mcnemar(a, b)
-    return {"only_shipped_right": only_a, "only_corpus_right": only_b, "mcnemar_p": p}
+    return {f"only_{names[0]}_right": only_a, f"only_{names[1]}_right": only_b, "mcnemar_p": p}
 
 
 def main() -> None:
@@ -282,12 +284,8 @@ def main() -> None:
             )
         if readers:
             bare, tuned_name = (name for name, _ in readers)
-            only_bare, only_tuned, p = mcnemar(right[bare], right[tuned_name])
-            paired[f"tuned reader vs bare ({where})"] = {
-                "only_bare_right": only_bare,
-                "only_tuned_right": only_tuned,
-                "mcnemar_p": p,
-            }
+            pair = _paired(right[bare], right[tuned_name], ("bare", "tuned"))
+            paired[f"tuned reader vs bare ({where})"] = pair
     report(
         rows,
         {

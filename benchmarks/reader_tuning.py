@@ -29,21 +29,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import cpu_model, report
+from _report import report
 
 from scopeguard.detection.tune import DocumentStates, TuneConfig, train_reader
-from scopeguard.detection.tune.card import CURVE_FILE
+from scopeguard.detection.tune.card import CURVE_FILE, machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _machine(threads: int | None) -> str:
-    """Where the runs trained: the GPU where torch sees one (the tuner uses it), else the CPU."""
-    import torch
-
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} (CUDA), host {cpu_model()}"
-    return f"{cpu_model()}, {threads or 'all'} threads"
 
 
 def _settings(pairs: list[str]) -> dict[str, Any]:
@@ -179,8 +170,10 @@ def main() -> None:
                 runs[name] = TuneConfig(datasets=rest, evaluate=[left, *args.eval], **{**shared, **sized})
     documents = DocumentStates(args.prefix_cache_mb)  # the base's document states, shared by the runs
     rows = {name: _run(name, cfg, args.work, args.threads, documents) for name, cfg in runs.items()}
+    import torch
+
     result: dict[str, Any] = {
-        "machine": _machine(args.threads),
+        "machine": machine("cuda" if torch.cuda.is_available() else "cpu"),  # where the runs trained
         "mode": args.mode,
         "runs": {name: {"config": _read_back(args.work, name), **row} for name, row in rows.items()},
     }
