@@ -38,7 +38,7 @@ from scopeguard.detection.tune.model import TunableReader, _torch, load_tunable
 from scopeguard.errors import ConfigurationError
 from scopeguard.runs import RunFolder
 
-__all__ = ["DEFAULT_TARGETS", "DocumentStates", "TuneConfig", "TuneReport", "train_reader"]
+__all__ = ["DEFAULT_TARGETS", "DocumentStates", "TuneConfig", "TuneReport", "prepare_run", "train_reader"]
 
 logger = logging.getLogger(__name__)
 
