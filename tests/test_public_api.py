@@ -80,6 +80,7 @@ LISTED_MODULES = [
     "scopeguard.detection.read.fast",
     "scopeguard.detection.read.features",
     "scopeguard.detection.read.hidden_states",
+    "scopeguard.detection.read.llama_prompt",
     "scopeguard.detection.read.llama_states",
     "scopeguard.detection.read.llamacpp",
     "scopeguard.detection.read.llamacpp_probe",

@@ -9,7 +9,8 @@
 repacking, AMX) are safe here with a one-time canary in a child process (see
 :func:`extra_buffers_decision`), and constructs the model. :func:`server_command` is the same
 for ``llama_cpp.server`` in a child process. :class:`LayerTap` reads chosen layers' hidden
-states from a decode that computes the logits anyway (llama.cpp's eval callback).
+states from a decode that computes the logits anyway (llama.cpp's eval callback). :func:`decode`
+and :func:`logits_row` read tokens into a context and copy logits out, for the readers.
 ``SCOPEGUARD_LLAMA_EXTRA_BUFFERS=on|off`` forces either way; ``scopeguard doctor`` shows the decision and why.
 """
 
@@ -20,6 +21,7 @@ from scopeguard.llamacpp._canary import (
     extra_buffers_decision,
     run_canary,
 )
+from scopeguard.llamacpp._decode import decode, logits_row
 from scopeguard.llamacpp._layers import LayerTap, resolve_layers
 from scopeguard.llamacpp._loader import check_gguf, load_llama, set_adapter
 from scopeguard.llamacpp._server import server_command
@@ -32,8 +34,10 @@ __all__ = [
     "LoaderDecision",
     "ReadSpeed",
     "check_gguf",
+    "decode",
     "extra_buffers_decision",
     "load_llama",
+    "logits_row",
     "measure_read_speed",
     "resolve_layers",
     "run_canary",

@@ -39,10 +39,11 @@ import numpy as np
 from scopeguard._optional import require
 from scopeguard._paths import cache_dir
 from scopeguard.detection.read.adapter import file_sha256, gguf_reading
-from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp, variant_strings
+from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp
+from scopeguard.detection.read.llama_prompt import chat_formatter, render_prompt, single_token_ids, wanted_bos
 from scopeguard.detection.read.llama_states import KeptStates, common_prefix
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
-from scopeguard.llamacpp import load_llama
+from scopeguard.llamacpp import decode, load_llama, logits_row
 from scopeguard.llm.base import ChatMessage
 
 __all__ = ["LlamaCppVerdicts"]
@@ -183,49 +184,20 @@ class LlamaCppVerdicts:
             except Exception:
                 llm.close()
                 raise
-        meta: dict[str, str] = dict(llm.metadata or {})
-        template = meta.get("tokenizer.chat_template")
-        if template:
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-            def piece(token_id: int) -> str:
-                if token_id < 0:
-                    return ""
-                return str(llm.detokenize([token_id], special=True).decode("utf-8", errors="replace"))
-
-            self._formatter = Jinja2ChatFormatter(
-                template=template,
-                eos_token=piece(int(llm.token_eos())),
-                bos_token=piece(int(llm.token_bos())),
-                add_generation_prompt=True,
-            )
-        bos = int(llm.token_bos())
-        adds_bos = str(meta.get("tokenizer.ggml.add_bos_token", "false")).lower() == "true"
-        self._bos = bos if adds_bos and bos >= 0 else None
-        self._yes = self._token_ids(llm, YES_WORDS)
-        self._no = self._token_ids(llm, NO_WORDS)
+        self._formatter = chat_formatter(llm)
+        self._bos = wanted_bos(llm)
+        self._yes = single_token_ids(llm, YES_WORDS)
+        self._no = single_token_ids(llm, NO_WORDS)
         if not self._yes or not self._no:
             raise ModelError(f"{self.path.name}: the tokenizer has no single token for Yes or No")
         self._llm = llm
         return llm
 
-    @staticmethod
-    def _token_ids(llm: Any, words: Sequence[str]) -> list[int]:
-        ids: list[int] = []
-        for text in variant_strings(words):
-            toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-            if len(toks) == 1 and int(toks[0]) not in ids:
-                ids.append(int(toks[0]))
-        return ids
-
     # -- prompts ----------------------------------------------------------------------------
     def render(self, messages: Sequence[ChatMessage]) -> str:
         """The prompt text the model reads (its chat template, generation prompt appended)."""
         self._load()
-        if self._formatter is None:  # a base model without a chat template: plain text
-            return "\n\n".join(m.content for m in messages) + "\n"
-        out = self._formatter(messages=[m.model_dump() for m in messages])
-        return str(out.prompt)
+        return render_prompt(self._formatter, messages)
 
     def _ids(self, messages: Sequence[ChatMessage]) -> list[int]:
         return self._tokens(self.render(messages))
@@ -243,20 +215,6 @@ class LlamaCppVerdicts:
         return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     # -- scoring ----------------------------------------------------------------------------
-    def _decode(self, ids: list[int], n_past: int) -> int:
-        """Decode ``ids`` after ``n_past`` cached tokens in n_batch pieces; index of the last logits row."""
-        llm = self._llm
-        step = int(llm.n_batch)
-        last = 0
-        for start in range(0, len(ids), step):
-            piece = ids[start : start + step]
-            batch = llm._batch
-            batch.reset()
-            batch.set_batch(piece, n_past + start, False)
-            llm._ctx.decode(batch)
-            last = len(piece) - 1
-        return last
-
     def _split(self, text: str, ids: list[int]) -> int | None:
         """How many of the prompt's ``ids`` a question-side adapter leaves to the bare base (the
         instruction and documents; see :func:`~scopeguard.detection.read.reader.question_cut`),
@@ -306,11 +264,11 @@ class LlamaCppVerdicts:
             row = 0
             if bare is not None and shared < bare:
                 self._adapter(False)
-                row = self._decode(ids[shared:bare], shared)
+                row = decode(self._llm, ids[shared:bare], shared)
                 shared = bare
             if shared < len(ids):
                 self._adapter(bare is None or bare < len(ids))
-                row = self._decode(ids[shared:], shared)
+                row = decode(self._llm, ids[shared:], shared)
         except Exception:
             self._past = []
             raise
@@ -335,7 +293,7 @@ class LlamaCppVerdicts:
                 self._tap.start()
             try:
                 row = self._read(ids, logits=True, bare=self._split(text, ids))
-                ptr = self._lib.llama_get_logits_ith(ctx.ctx, row)
+                logits = logits_row(llm, row)
             except Exception as exc:
                 if self._tap is not None:
                     self._tap.abort()
@@ -343,9 +301,6 @@ class LlamaCppVerdicts:
             if self._tap is not None:
                 hidden = self._tap.stop()  # a ModelError if the graph had no such layer
             self._kept.capture(ctx.ctx, ids)
-            if not ptr:
-                raise LLMError("llama.cpp returned no logits for the verdict prompt")
-            logits = np.ctypeslib.as_array(ptr, shape=(int(llm.n_vocab()),)).astype(np.float64, copy=True)
         top = float(logits.max())
         log_z = top + math.log(float(np.exp(logits - top).sum()))
         return VerdictScore(

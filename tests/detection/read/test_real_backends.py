@@ -59,8 +59,9 @@ def test_llamacpp_saved_states_reuse_a_document_read_before_another(smollm2: Pat
 
 
 def test_llamacpp_primed_instruction_is_read_from_disk_by_the_next_process(
-    smollm2: Path, tmp_path: Path
+    smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from scopeguard.detection.read import llamacpp as module
     from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
     from scopeguard.detection.read.reader import _DOCUMENT_SLOT
 
@@ -77,13 +78,13 @@ def test_llamacpp_primed_instruction_is_read_from_disk_by_the_next_process(
     second = LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_dir=tmp_path)
     second.load()
     decoded: list[tuple[int, int]] = []
-    real_decode = second._decode
+    real_decode = module.decode
 
-    def counting(ids: list[int], n_past: int) -> int:
+    def counting(llm: object, ids: list[int], n_past: int, **kw: bool) -> int:
         decoded.append((len(ids), n_past))
-        return real_decode(ids, n_past)
+        return real_decode(llm, ids, n_past, **kw)
 
-    second._decode = counting  # type: ignore[method-assign]
+    monkeypatch.setattr(module, "decode", counting)
     assert primed(second) == n and decoded == []
     got = [second.score(verdict_messages(q, DOC)).margin for q in QUESTIONS]
     assert decoded[0][1] == n  # the first prompt is read from the end of the instruction on
@@ -96,7 +97,10 @@ def test_llamacpp_primed_instruction_is_read_from_disk_by_the_next_process(
     assert not state.exists()
 
 
-def test_preread_documents_cost_later_questions_only_their_own_tokens(smollm2: Path, tmp_path: Path) -> None:
+def test_preread_documents_cost_later_questions_only_their_own_tokens(
+    smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scopeguard.detection.read import llamacpp as module
     from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 
     def detector(**kw: object) -> LogProbDetector:
@@ -111,13 +115,13 @@ def test_preread_documents_cost_later_questions_only_their_own_tokens(smollm2: P
     later.load()
     decoded: list[tuple[int, int]] = []
     scorer = later.scorer
-    real_decode = scorer._decode  # type: ignore[attr-defined]
+    real_decode = module.decode
 
-    def counting(ids: list[int], n_past: int) -> int:
+    def counting(llm: object, ids: list[int], n_past: int, **kw: bool) -> int:
         decoded.append((len(ids), n_past))
-        return int(real_decode(ids, n_past))
+        return real_decode(llm, ids, n_past, **kw)
 
-    scorer._decode = counting  # type: ignore[attr-defined]
+    monkeypatch.setattr(module, "decode", counting)
     got = [later.reader.read(q, [DOC])[0].margin for q in QUESTIONS]
     assert got == pytest.approx(expected, abs=1e-3)
     n_doc = scorer.count_tokens(DOC)
