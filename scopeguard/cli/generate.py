@@ -72,8 +72,9 @@ def generate(
         "--mode",
         help="auto (offline with a packaged local model, else faithful); faithful (the paper's "
         "Algorithm 1, 13 calls) or efficient (batched recovery); the offline modes for small local "
-        "models: perturb (SQuAD 2.0-style edits of in-scope questions), followup (follow-up "
-        "questions), offline (both). Offline candidates are kept by the logprob detector.",
+        "models: unstated (what a sentence names but does not say), followup (follow-up "
+        "questions), offline (both), perturb (SQuAD 2.0-style edits of in-scope questions). Offline "
+        "candidates are kept by the logprob detector.",
     ),
     claims: int = typer.Option(
         config_default(GenerationConfig, "n_claims"), "--claims", help="Claims extracted per document."

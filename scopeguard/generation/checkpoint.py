@@ -75,9 +75,9 @@ class GeneratedQuestion(_Frozen):
     """A kept question with its provenance.
 
     The paper's modes fill the claim fields; the offline modes fill ``edit_kind`` (an edit kind of
-    :data:`~scopeguard.generation.config.EDIT_KINDS`, ``"followup"`` or ``"direct"`` for an in-scope
-    question), ``source_question`` (the in-scope question it was made from) and ``overlap`` (the
-    share of its content words found in the document).
+    :data:`~scopeguard.generation.config.EDIT_KINDS`, ``"unstated"``, ``"followup"`` or
+    ``"direct"`` for an in-scope question), ``source_question`` (the in-scope question it was made
+    from) and ``overlap`` (the share of its content words found in the document).
     """
 
     id: str

@@ -4,8 +4,8 @@ The CLI (``scopeguard generate``) reads its option defaults from these fields, a
 is :meth:`GenerationConfig.paper`.
 
 Modes: ``faithful`` and ``efficient`` are the paper's Algorithm 1 (guided hallucination);
-``perturb``, ``followup`` and ``offline`` (both) are scopeguard's offline modes for small local
-models (:mod:`scopeguard.generation.steps`); ``auto`` is resolved by the
+``unstated``, ``followup``, ``offline`` (both) and ``perturb`` are scopeguard's offline modes for
+small local models (:mod:`scopeguard.generation.steps`); ``auto`` is resolved by the
 :class:`~scopeguard.generation.pipeline.Generator`: ``offline`` with a packaged GGUF model,
 ``faithful`` otherwise.
 """
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "EDIT_KINDS",
+    "NATURAL_EDIT_KINDS",
     "OFFLINE_MODES",
     "PAPER_IN_SCOPE",
     "PAPER_VOTES",
@@ -49,8 +50,8 @@ def is_packaged_local(llm: object) -> bool:
     return False
 
 
-Mode = Literal["auto", "faithful", "efficient", "perturb", "followup", "offline"]
-OFFLINE_MODES: tuple[str, ...] = ("perturb", "followup", "offline")
+Mode = Literal["auto", "faithful", "efficient", "perturb", "followup", "unstated", "offline"]
+OFFLINE_MODES: tuple[str, ...] = ("perturb", "followup", "unstated", "offline")
 # The kinds of edit SQuAD 2.0's crowdworkers used to make answerable questions unanswerable
 # (Rajpurkar et al., 2018, "Know What You Don't Know", section 3, Table 2).
 EditKind = Literal[
@@ -64,6 +65,11 @@ EDIT_KINDS: tuple[EditKind, ...] = (
     "impossible_condition",
     "other_neutral",
 )
+# The kinds `perturb` uses unless told otherwise. Read by hand, the packaged 1.5B's
+# mutual-exclusion and impossible-condition rewrites were never a question a person would send
+# (0 of 6 and 0 of 7 in benchmarks/generation_natural.py's first sample; 1 of 7 and 0 of 8 in
+# issue #39's: "... instead of ...", "... for the second time?"); both stay available.
+NATURAL_EDIT_KINDS: tuple[EditKind, ...] = ("negation", "antonym", "entity_swap", "other_neutral")
 
 
 class GenerationConfig(BaseModel):
@@ -96,7 +102,8 @@ class GenerationConfig(BaseModel):
     # kept out-of-scope questions gets up to ``extra_rounds`` more recovery rounds, sampled at
     # ``extra_temperature`` (a greedy repeat would give the same replies), each followed by the
     # removal, question and filter steps for the claims that round changed. 0 = the paper.
-    min_oos: int = Field(default=1, ge=0, le=20)
+    # (2 since issue #39: a test set needs at least two out-of-scope questions per document)
+    min_oos: int = Field(default=2, ge=0, le=20)
     extra_rounds: int = Field(default=2, ge=0, le=10)
     extra_temperature: float = Field(default=0.7, ge=0.0)
     # scopeguard's addition: when the paper's recovery prompt gives no usable reply (after its
@@ -108,16 +115,24 @@ class GenerationConfig(BaseModel):
     # omitted, as the paper's prompt allows. False = the paper.
     question_fallback: bool = True
     # The offline modes (scopeguard's, not the paper's). In-scope candidates: n_in_scope + 2, kept
-    # when the filter finds them answerable; perturb_sources of them are each rewritten once per
-    # edit kind (perturb, offline); `followups` follow-up questions are written from the in-scope
-    # questions without the document (followup, offline). An out-of-scope candidate is kept when at
+    # when the filter finds them answerable; `unstated_per_sentence` questions about what each of
+    # the same sentences leaves unsaid (unstated, offline); `followups` follow-up questions written
+    # from the in-scope questions without the document (followup, offline); perturb_sources of
+    # them each rewritten once per edit kind (perturb). An out-of-scope candidate is kept when at
     # least min_overlap of its content words occur in the document (confusing, not off-topic) and
     # the filter finds it out of scope with P(out of scope) >= its threshold + oos_margin.
     perturb_sources: int = Field(default=3, ge=1, le=20)
-    perturb_kinds: tuple[EditKind, ...] = EDIT_KINDS
+    perturb_kinds: tuple[EditKind, ...] = NATURAL_EDIT_KINDS
     followups: int = Field(default=5, ge=1, le=20)
+    unstated_per_sentence: int = Field(default=2, ge=1, le=5)
     min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)
-    oos_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
+    # 0.25 since issue #39: of 13 answerable questions kept in a hand-read sample, 11 scored under
+    # threshold + 0.25 (benchmarks/generation_natural.py)
+    oos_margin: float = Field(default=0.25, ge=0.0, lt=1.0)
+    # scopeguard's addition: an out-of-scope question that copies a phrase or a name from a
+    # prompt's worked example (and not from its document) is dropped with the phrase as the
+    # reason (scopeguard.generation.steps._natural). False = the paper.
+    natural_screen: bool = True
 
     @field_validator("perturb_kinds")
     @classmethod
@@ -153,5 +168,6 @@ class GenerationConfig(BaseModel):
             "min_oos": 0,
             "recover_fallback": False,
             "question_fallback": False,
+            "natural_screen": False,
         }
         return cls(**{**additions, **settings})  # type: ignore[arg-type]

@@ -16,6 +16,20 @@ through it (``tests/prompts`` renders every template with hostile values to chec
 
 from __future__ import annotations
 
-from scopeguard.prompts._render import available_templates, fenced, render, render_documents, template_source
+from scopeguard.prompts._render import (
+    available_templates,
+    fenced,
+    render,
+    render_documents,
+    template_examples,
+    template_source,
+)
 
-__all__ = ["available_templates", "fenced", "render", "render_documents", "template_source"]
+__all__ = [
+    "available_templates",
+    "fenced",
+    "render",
+    "render_documents",
+    "template_examples",
+    "template_source",
+]

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
 from scopeguard.errors import ConfigurationError
 
-__all__ = ["available_templates", "fenced", "render", "render_documents", "template_source"]
+__all__ = [
+    "available_templates",
+    "fenced",
+    "render",
+    "render_documents",
+    "template_examples",
+    "template_source",
+]
 
 _DELIMITER_RUN = re.compile(r'"{3,}|`{3,}')
 _LOOKALIKE = {'"': "\u201d", "`": "\u02cb"}  # right double quotation mark, modifier letter grave
@@ -58,6 +65,24 @@ def template_source(name: str) -> str:
             f"unknown prompt template {name!r}; available: {', '.join(available_templates())}"
         )
     return path.read_text(encoding="utf-8")
+
+
+@cache
+def template_examples(name: str) -> tuple[str, ...]:
+    """Every string the template ``name`` sets with ``{% set %}`` (its worked examples and their
+    parts), longest first: text a model may copy from the prompt into its reply, which the question
+    generator screens for (:func:`scopeguard.generation.steps.copied_phrase`). Strings written
+    inline in a template's body are not found: a template that shows examples sets them."""
+    import jinja2.nodes
+
+    tree = _env().parse(template_source(name))
+    found = {
+        node.value
+        for assign in tree.find_all(jinja2.nodes.Assign)
+        for node in assign.node.find_all(jinja2.nodes.Const)
+        if isinstance(node.value, str)
+    }
+    return tuple(sorted(found, key=lambda s: (-len(s), s)))
 
 
 def render(name: str, /, **variables: Any) -> str:

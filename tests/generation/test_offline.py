@@ -16,29 +16,40 @@ from scopeguard.generation.checkpoint import CheckpointStore
 from scopeguard.testing import ScriptedChatModel, ScriptedDetector
 
 SENTENCES = [
-    "The council of Alderby approved the harbour plan on Monday evening.",
+    "The council of Wrenfield approved the harbour plan on Monday evening.",
     "Mayor Ines Holt said the work on the harbour starts in May.",
-    "The plan adds a new pier for the ferry Kestrel, which carries 180 passengers.",
-    "Fishermen of Alderby welcomed the plan at the meeting in the town hall.",
-    "The new pier of the harbour plan will serve the ferry Kestrel.",
+    "The plan adds a new pier for the ferry Marlin, which carries 180 passengers.",
+    "Fishermen of Wrenfield welcomed the plan at the meeting in the town hall.",
+    "The new pier of the harbour plan will serve the ferry Marlin.",
 ]
 DOC = " ".join(SENTENCES)
 IN_SCOPE = [
-    "When did the council of Alderby approve the harbour plan?",
+    "When did the council of Wrenfield approve the harbour plan?",
     "When does the work on the harbour start?",
-    "How many passengers does the ferry Kestrel carry?",
+    "How many passengers does the ferry Marlin carry?",
     "Who welcomed the plan at the meeting in the town hall?",
-    "What does the plan add for the ferry Kestrel?",
+    "What does the plan add for the ferry Marlin?",
 ]
-# verdicts by question: P(out of scope); the detector's threshold is 0.5, the margin 0.1
+# one per sentence, asked in mode unstated / offline
+UNSTATED = [
+    "Who paid for the harbour plan of Wrenfield?",  # kept (0.9)
+    "What did you think of the harbour work, Mayor Ines Holt?",  # talks to the writer: dropped
+    "What is the ticket price on the ferry Marlin, and who sets it?",  # two questions: dropped
+    "What did the fishermen of Wrenfield welcome?",  # answerable: dropped
+    "How long will the new pier of the harbour plan be?",  # kept (0.85)
+]
+# verdicts by question: P(out of scope); the detector's threshold is 0.5, the margin 0.25
 SCORES = {
     **{q: 0.1 for q in IN_SCOPE[:4]},
     IN_SCOPE[4]: 0.9,  # the detector finds this in-scope candidate unanswerable: dropped
-    "When did the council of Alderby reject the harbour plan?": 0.95,  # kept
-    "How much did the council of Alderby spend on the harbour plan?": 0.55,  # within the margin
+    "When did the council of Wrenfield vote down the harbour plan?": 0.95,  # kept
+    "How much did the council of Wrenfield spend on the harbour plan?": 0.55,  # within the margin
     "Who opposed the plan at the meeting in the town hall?": 0.2,  # answerable: dropped
-    "How much will the new pier for the ferry Kestrel cost the council of Alderby?": 0.9,  # kept
-    "Which shipyard in Alderby built the ferry Kestrel and its new pier?": 0.8,  # kept
+    "How much will the new pier for the ferry Marlin cost the council of Wrenfield?": 0.9,  # kept
+    "Which shipyard in Wrenfield built the ferry Marlin and its new pier?": 0.8,  # kept
+    UNSTATED[0]: 0.9,
+    UNSTATED[3]: 0.1,
+    UNSTATED[4]: 0.85,
 }
 OFF_TOPIC = "What is the capital city of distant Mongolia today?"
 DEGENERATE = "Why did Ines Holt say Ines Holt said that?"
@@ -53,8 +64,8 @@ def _reply(prompt: str) -> str:
         if source == IN_SCOPE[0]:
             return json.dumps(
                 {
-                    "negation": "When did the council of Alderby reject the harbour plan?",
-                    "other_neutral": "How much did the council of Alderby spend on the harbour plan?",
+                    "negation": "When did the council of Wrenfield vote down the harbour plan?",
+                    "other_neutral": "How much did the council of Wrenfield spend on the harbour plan?",
                     "entity_swap": source,  # a copy of its source: dropped
                 }
             )
@@ -67,12 +78,15 @@ def _reply(prompt: str) -> str:
                 "entity_swap": DEGENERATE,
             }
         )
+    if "that the sentence does not answer" in prompt:
+        sentence = prompt.split('Sentence: "', 1)[1].split('"\n', 1)[0]
+        return json.dumps({"questions": [UNSTATED[SENTENCES.index(sentence)]]})
     if "follow-up questions" in prompt:
         return json.dumps(
             {
                 "questions": [
-                    "How much will the new pier for the ferry Kestrel cost the council of Alderby?",
-                    "Which shipyard in Alderby built the ferry Kestrel and its new pier?",
+                    "How much will the new pier for the ferry Marlin cost the council of Wrenfield?",
+                    "Which shipyard in Wrenfield built the ferry Marlin and its new pier?",
                 ]
             }
         )
@@ -80,11 +94,13 @@ def _reply(prompt: str) -> str:
 
 
 CONFIG = GenerationConfig(
-    mode="offline",
+    mode="perturb",
     n_in_scope=3,
     perturb_sources=3,
     perturb_kinds=("negation", "other_neutral", "entity_swap"),
     followups=2,
+    unstated_per_sentence=1,
+    min_oos=1,
 )
 RULE = LengthRule(min_words=None, max_words=None)
 
@@ -95,7 +111,32 @@ def _generator(config: GenerationConfig = CONFIG, script=_reply) -> tuple[Genera
     return Generator(llm, config=config, judge=detector, concurrency=1, progress=False), llm
 
 
-def test_offline_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp_path: Path) -> None:
+def test_offline_mode_asks_each_sentence_and_follows_up_and_screens_what_no_one_would_ask(
+    tmp_path: Path,
+) -> None:
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "offline"}))
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    ds = load_dataset(tmp_path)
+    oos = {q.question: q.metadata["provenance"] for q in ds.questions if q.label == "out_of_scope"}
+    assert sorted(oos) == sorted(
+        [
+            UNSTATED[0],
+            UNSTATED[4],
+            "How much will the new pier for the ferry Marlin cost the council of Wrenfield?",
+            "Which shipyard in Wrenfield built the ferry Marlin and its new pier?",
+        ]
+    )
+    assert oos[UNSTATED[0]]["edit_kind"] == "unstated" and oos[UNSTATED[0]]["mode"] == "offline"
+    reasons = {d.question: d.reason for d in CheckpointStore(tmp_path).load_all()["wrenfield"].dropped}
+    assert reasons[UNSTATED[1]] == "not a usable question: asks the document's writer (you), not the document"
+    assert reasons[UNSTATED[2]] == "not a usable question: asks two questions at once"
+    assert reasons[UNSTATED[3]] == "filter: answerable from the document"
+    # 5 in-scope prompts, then one per sentence (the sentence shown), then one follow-up prompt
+    assert not any("Rewrite a question in" in c.prompt for c in llm.calls)
+    assert [sum(s in c.prompt for s in SENTENCES) for c in llm.calls] == [1] * 10 + [0]
+
+
+def test_perturb_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp_path: Path) -> None:
     gen, llm = _generator()
     summary = gen.run([{"doc_id": "alderby", "text": DOC}], tmp_path, length_rule=RULE)
     ds = load_dataset(tmp_path)
@@ -103,27 +144,21 @@ def test_offline_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp
         label: [q for q in ds.questions if q.label == label] for label in ("in_scope", "out_of_scope")
     }
     assert [q.question for q in by_label["in_scope"]] == IN_SCOPE[:4]
-    assert sorted(q.question for q in by_label["out_of_scope"]) == sorted(
-        [
-            "When did the council of Alderby reject the harbour plan?",
-            "How much will the new pier for the ferry Kestrel cost the council of Alderby?",
-            "Which shipyard in Alderby built the ferry Kestrel and its new pier?",
-        ]
-    )
+    assert [q.question for q in by_label["out_of_scope"]] == [
+        "When did the council of Wrenfield vote down the harbour plan?"
+    ]
     prov = {q.question: q.metadata["provenance"] for q in by_label["out_of_scope"]}
-    negation = prov["When did the council of Alderby reject the harbour plan?"]
-    assert negation["generator"] == "scopeguard-offline" and negation["mode"] == "offline"
+    negation = prov["When did the council of Wrenfield vote down the harbour plan?"]
+    assert negation["generator"] == "scopeguard-offline" and negation["mode"] == "perturb"
     assert negation["edit_kind"] == "negation" and negation["source_question"] == IN_SCOPE[0]
     assert negation["overlap"] >= 0.5 and negation["filter"]["score"] == 0.95
-    followup = prov["Which shipyard in Alderby built the ferry Kestrel and its new pier?"]
-    assert followup["edit_kind"] == "followup" and "source_question" not in followup
     # the in-scope questions are the detector-confirmed ones, recorded as direct
     assert {q.metadata["provenance"]["edit_kind"] for q in by_label["in_scope"]} == {"direct"}
     record = CheckpointStore(tmp_path).load_all()["alderby"]
     reasons = {d.question: d.reason for d in record.dropped}
     assert reasons[IN_SCOPE[4]].startswith("filter: not answerable")
-    assert reasons["How much did the council of Alderby spend on the harbour plan?"].startswith(
-        "filter: out of scope within the margin (P=0.55 < 0.60)"
+    assert reasons["How much did the council of Wrenfield spend on the harbour plan?"].startswith(
+        "filter: out of scope within the margin (P=0.55 < 0.75)"
     )
     assert (
         reasons["Who opposed the plan at the meeting in the town hall?"]
@@ -135,12 +170,12 @@ def test_offline_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp
     # the unusable perturbation reply was retried once, firmly, and recorded
     firm = [c for c in llm.calls if "Your previous answer could not be used" in c.prompt]
     assert len(firm) == 1 and any(i.step == "perturb" and i.reason == "not_json" for i in record.issues)
-    # the document's prompts: 5 in-scope (one a sentence), 3 perturbations (+1 retry), 1 follow-up;
-    # the perturbation and follow-up prompts are shown questions, never the document
-    assert len(llm.calls) == 10
-    assert [sum(s in c.prompt for s in SENTENCES) for c in llm.calls] == [1] * 5 + [0] * 5
+    # the document's prompts: 5 in-scope (one a sentence), 3 perturbations (+1 retry); the
+    # perturbation prompts are shown questions, never the document
+    assert len(llm.calls) == 9
+    assert [sum(s in c.prompt for s in SENTENCES) for c in llm.calls] == [1] * 5 + [0] * 4
     assert record.questions[-1].true_claim == SENTENCES[3]  # an in-scope question keeps its sentence
-    assert (summary.oos_kept, summary.in_scope, summary.docs_with_both) == (3, 4, 1)
+    assert (summary.oos_kept, summary.in_scope, summary.docs_with_both) == (1, 4, 1)
 
 
 def test_perturb_and_followup_modes_ask_only_their_own_candidates(tmp_path: Path) -> None:
@@ -174,16 +209,16 @@ def _too_long(prompt: str) -> str:
 def test_bad_documents_get_a_recorded_reason_and_the_corpus_goes_on(tmp_path: Path) -> None:
     corpus = [
         {"doc_id": "empty", "text": "   "},
-        {"doc_id": "one", "text": "The harbour plan of Alderby was approved on Monday."},
+        {"doc_id": "one", "text": "The harbour plan of Wrenfield was approved on Monday."},
         {
             "doc_id": "german",
-            "text": "Der Stadtrat von Alderby hat am Montag den Hafenplan beschlossen. Die Arbeiten "
+            "text": "Der Stadtrat von Wrenfield hat am Montag den Hafenplan beschlossen. Die Arbeiten "
             "beginnen im Mai, sagte Bürgermeisterin Ines Holt. Die Fischer begrüßten den Plan "
             "bei der Versammlung im Rathaus, und die Fähre Kestrel bekommt einen neuen Steg.",
         },
         {
             "doc_id": "long",
-            "text": "Ferries of the Northern Bay Company sail from Alderby to Kestrel Point. " + DOC,
+            "text": "Ferries of the Northern Bay Company sail from Wrenfield to Kestrel Point. " + DOC,
         },
         {"doc_id": "good", "text": DOC},
     ]
@@ -255,7 +290,7 @@ def test_the_cli_names_every_mode(tmp_path: Path) -> None:
         app, ["generate", str(tmp_path), "--out", str(tmp_path / "o"), "--mode", "bogus"]
     )
     assert result.exit_code == 2
-    for mode in ("auto", "faithful", "efficient", "perturb", "followup", "offline"):
+    for mode in ("auto", "faithful", "efficient", "perturb", "followup", "unstated", "offline"):
         assert mode in result.output
 
 
@@ -282,35 +317,35 @@ def test_a_document_longer_than_the_filters_limit_is_skipped_with_the_reason(tmp
     assert all(DOC[:40] not in c.prompt or "Sentence:" in c.prompt for c in llm.calls)
 
 
-def test_a_rewrite_that_copies_the_prompts_example_is_dropped(tmp_path: Path) -> None:
-    from scopeguard.detection.read.text import content_stems
-    from scopeguard.generation.config import EDIT_KINDS
-    from scopeguard.generation.steps._offline import EXAMPLE_WORDS
-    from scopeguard.prompts import render
-
-    example = render("gen_perturb_question", question="Q?", kinds=list(EDIT_KINDS), firm=False)
-    assert set(content_stems(example)) >= EXAMPLE_WORDS  # the words still name the template's example
+def test_a_rewrite_that_copies_a_prompt_example_is_dropped(tmp_path: Path) -> None:
     text = (
-        "The ferry Kestrel of Port Lanner carries 180 passengers to the island every morning. "
-        "Captain Mira Osk said the ferry Kestrel will get a new engine in the spring."
+        "The ferry Marlin of Port Lanner carries 180 passengers to the island every morning. "
+        "Captain Mira Osk said the ferry Marlin will get a new engine in the spring."
     )
-    copied = "How much did the council of Alderby spend on the ferry Kestrel engine?"
-    own = "Who built the new engine of the ferry Kestrel for Captain Mira Osk?"
+    copied = "How much will the harbour plan of the ferry Marlin cost?"  # the example's phrase
+    named = "When did Norbury buy the ferry Marlin from Port Lanner?"  # an example's invented name
+    artefact = "Who will get a new engine for the ferry Marlin for the second time?"
+    own = "Who built the new engine of the ferry Marlin for Captain Mira Osk?"
+    kinds = ("negation", "antonym", "entity_swap", "other_neutral")
 
     def script(prompt: str) -> str:
         if "Write one question that this sentence answers" in prompt:
             return json.dumps(
-                {"questions": ["Who said the ferry Kestrel will get a new engine in the spring?"]}
+                {"questions": ["Who said the ferry Marlin will get a new engine in the spring?"]}
             )
-        return json.dumps({"negation": copied, "entity_swap": own})
+        return json.dumps(dict(zip(kinds, [copied, named, artefact, own], strict=True)))
 
-    config = CONFIG.model_copy(update={"mode": "perturb", "perturb_kinds": ("negation", "entity_swap")})
+    config = CONFIG.model_copy(update={"mode": "perturb", "perturb_kinds": kinds})
     gen, _ = _generator(config, script)
-    gen.run([{"doc_id": "kestrel", "text": text}], tmp_path, length_rule=RULE)
-    record = CheckpointStore(tmp_path).load_all()["kestrel"]
+    gen.run([{"doc_id": "marlin", "text": text}], tmp_path, length_rule=RULE)
+    record = CheckpointStore(tmp_path).load_all()["marlin"]
     assert [q.question for q in record.questions if q.label == "out_of_scope"] == [own]
     reasons = {d.question: d.reason for d in record.dropped}
-    assert reasons[copied] == "not a usable question: copies the prompt's example (alderby, council)"
+    assert reasons[copied] == 'not a usable question: copies "the harbour plan" from a prompt example'
+    assert reasons[named] == "not a usable question: copies the name 'norbury' from a prompt example"
+    assert reasons[artefact] == (
+        'not a usable question: holds "for the second time", a phrase small models add to any question'
+    )
 
 
 @pytest.mark.parametrize(
@@ -333,7 +368,7 @@ def test_a_rewrite_that_copies_the_prompts_example_is_dropped(tmp_path: Path) ->
     ],
 )
 def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(written: str, kept: str) -> None:
-    from scopeguard.generation.steps._offline import standalone
+    from scopeguard.generation.steps._natural import standalone
 
     assert standalone(written) == kept
 
@@ -348,7 +383,7 @@ def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(wri
     ],
 )
 def test_a_question_left_referring_to_its_sentence_is_unusable(question: str, reason: str | None) -> None:
-    from scopeguard.generation.steps._offline import degenerate, unmoored
+    from scopeguard.generation.steps._natural import degenerate, unmoored
 
     assert degenerate(question) == reason
     assert unmoored(question, "The captain was sentenced in this text and rivers are listed.") == reason
@@ -399,3 +434,26 @@ def test_a_document_whose_writer_asks_about_no_sentence_fails_with_its_dropped_c
     assert record.status == "failed" and summary.docs_failed == 1
     assert record.error == "in-scope questions: none usable (1 written, each dropped with its reason)"
     assert [d.reason for d in record.dropped] == ["not a usable question: shares no word with its sentence"]
+
+
+def test_in_scope_questions_are_topped_up_from_more_sentences_while_short(tmp_path: Path) -> None:
+    # eight sentences with one name each: the first five are asked, then more while fewer than 3 kept
+    towns = ["Arlow", "Bexley", "Corran", "Dunmore", "Elston", "Farrow", "Glenby", "Harlow"]
+    sentences = [f"The ferry from {t} leaves the harbour every morning at a fixed hour." for t in towns]
+
+    def script(prompt: str) -> str:
+        if "Write one question that this sentence answers" in prompt:
+            town = next(t for t in towns if t in prompt)
+            return json.dumps({"questions": [f"When does the ferry from {town} leave the harbour?"]})
+        return json.dumps({"questions": ["Who owns the ferry company of the harbour?"] * 2})
+
+    answerable = {f"When does the ferry from {t} leave the harbour?" for t in ("Arlow", "Farrow", "Glenby")}
+    llm = ScriptedChatModel(script, model="fake")
+    detector = ScriptedDetector(lambda q: 0.1 if q in answerable else 0.99)
+    config = CONFIG.model_copy(update={"mode": "unstated", "min_oos": 0})
+    gen = Generator(llm, config=config, judge=detector, concurrency=1, progress=False)
+    gen.run([{"doc_id": "ferries", "text": " ".join(sentences)}], tmp_path, length_rule=RULE)
+    asked = [t for c in llm.calls if "Write one question that" in c.prompt for t in towns if t in c.prompt]
+    assert asked == towns[:7]  # five, then Farrow and Glenby until three are kept; Harlow never
+    record = CheckpointStore(tmp_path).load_all()["ferries"]
+    assert [q.question for q in record.questions if q.label == "in_scope"] == sorted(answerable, key=str)

@@ -43,6 +43,7 @@ POOL: dict[str, Any] = {
     "evidence_id": "ferry#p0",
     "questions": ["How many passengers does the Kestrel carry?", "How long does the crossing take?"],
     "kinds": ["negation", "entity_swap", "other_neutral"],
+    "example": 1,
     "sentence": "The Kestrel carries 180 passengers across the bay in 35 minutes.",
 }
 

@@ -9,33 +9,39 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    small model asks the same generic question again and again), kept when they are about that
    sentence (not about "the sentence" itself, and sharing a content word with it) and the filter
    finds them answerable (``edit_kind="direct"``, the sentence as ``true_claim``);
-2. ``perturb`` (and ``offline``): each of the first ``perturb_sources`` kept questions rewritten
-   once per edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018): the rewrite keeps the
-   question's words and asks for something else. The document is not shown, so the model cannot
-   copy it;
+2. ``unstated`` (and ``offline``): for each of the same sentences, ``unstated_per_sentence``
+   questions about what it names but does not say (a price, a date, a reason), the sentence shown;
 3. ``followup`` (and ``offline``): follow-up questions a reader would ask next, written from the
    in-scope questions alone (about the same people and events, often on what the document leaves out);
-4. every out-of-scope candidate is kept only when at least ``min_overlap`` of its content words
-   occur in the document (it is confusing, not off-topic) and the filter finds it out of scope with
-   P(out of scope) at least its threshold plus ``oos_margin``; the rest are recorded as dropped,
-   with the reason.
+4. ``perturb`` (alone): each of the first ``perturb_sources`` kept questions rewritten once per
+   edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018): the rewrite keeps the question's words
+   and asks for something else, the document not shown. Read by hand, the packaged 1.5B's rewrites
+   were rarely a question a person would send, so ``offline`` leaves them out (issue #39);
+5. every out-of-scope candidate is kept only when it is a usable question (not degenerate, and,
+   with ``natural_screen``, nothing :func:`~._natural.unnatural` finds: a prompt example's phrase,
+   a question to the document's writer, two questions in one), at least ``min_overlap`` of its
+   content words occur in the document (it is confusing, not off-topic) and the filter finds it out
+   of scope with P(out of scope) at least its threshold plus ``oos_margin``; the rest are recorded
+   as dropped, with the reason.
 
 A document short of ``min_oos`` kept questions gets up to ``extra_rounds`` sampled rounds (at
-``extra_temperature``) of the cheapest source of candidates for its mode.
+``extra_temperature``) of its mode's source of candidates (``unstated`` for ``offline``).
 """
 
 from __future__ import annotations
 
-import itertools
+import hashlib
 import re
 from typing import Literal
 
 from scopeguard._sentences import split_sentences
-from scopeguard.detection.read.text import content_stem_set, content_stems
+from scopeguard.detection.read.text import content_stem_set
 from scopeguard.errors import DocumentTooLongError
+from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, FilterRecord, GeneratedQuestion
 from scopeguard.generation.steps._context import DocumentContext, Sampling, words
 from scopeguard.generation.steps._filter import filter_question
+from scopeguard.generation.steps._natural import degenerate, overlap, standalone, unmoored, unnatural
 from scopeguard.generation.steps._offline_replies import (
     MAX_TOKENS_PER_QUESTION,
     edits_schema,
@@ -45,83 +51,12 @@ from scopeguard.generation.steps._offline_replies import (
 )
 from scopeguard.generation.steps._offline_screen import unusable_reason
 
-__all__ = [
-    "EXAMPLE_WORDS",
-    "degenerate",
-    "generate_offline",
-    "informative_sentences",
-    "overlap",
-    "standalone",
-    "unmoored",
-]
+__all__ = ["example_index", "generate_offline", "informative_sentences"]
 
 _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
-_MIN_WORDS = 5
-# The invented example of gen_perturb_question.j2 (its names and its topic): a rewrite that uses
-# one of them when neither the document nor the source question does copied the example.
-EXAMPLE_WORDS = frozenset(content_stems("Alderby Bramford harbour bridge council plan approve"))
+_MORE_IN_SCOPE = 3  # sentences asked after those while fewer than n_in_scope are kept
 _SENTENCE_WORDS = (8, 45)
 _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
-# "... mentioned in the sentence?": shown one sentence, the model refers to it; a user never does
-_SHOWN_UNIT = re.compile(
-    r",?\s+(?:(?:that|which) (?:is|are) )?(?:(?:mentioned|stated|described|listed|given|named) )?"
-    r"(?:in|by|from) (?:the|this) (?:sentence|text|passage|statement)\s*(?=\?$)",
-    re.IGNORECASE,
-)
-
-
-# what standalone() leaves: "What players are mentioned in the (other) sentence?" has no sense apart
-# from the prompt ("sentence" only: a user may ask about "this text" or "the passage of a bill")
-_SHOWN_SENTENCE = re.compile(
-    r"\b(?:in|from)\s+(?:(?:the|this|that)\s+)?(?:(?:other|previous|next|following|given|above|same)\s+)?"
-    r"sentences?\b",
-    re.IGNORECASE,
-)
-_REFERS = "refers to the sentence it was written from"
-
-
-def standalone(question: str) -> str:
-    """``question`` without a reference to the sentence it was written from ("What are the largest
-    predatory creatures mentioned in the sentence?" -> "What are the largest predatory creatures?")."""
-    cut = _SHOWN_UNIT.sub("", question).strip()
-    # "Which rivers are listed in this text?" needs its verb: left as it is
-    return question if cut.rstrip("?").split()[-1:] in (["is"], ["are"], ["was"], ["were"]) else cut
-
-
-def degenerate(question: str) -> str | None:
-    """Why ``question`` is not a usable question (it refers to the sentence shown to its writer, is too
-    short, or says a run of words twice), or ``None``.
-
-    Small models' edits sometimes repeat the subject ("Why was Ann Lee not Ann Lee?"): such a
-    question is unanswerable but useless as a test.
-    """
-    if _SHOWN_SENTENCE.search(question):
-        return _REFERS
-    tokens = question.lower().rstrip("?").split()
-    if len(tokens) < _MIN_WORDS:
-        return f"too short ({len(tokens)} words)"
-    stems = content_stems(question)
-    pairs = list(itertools.pairwise(stems))
-    if len(set(pairs)) < len(pairs) or any(a == b for a, b in pairs):
-        return "repeats its own words"
-    return None
-
-
-def unmoored(question: str, sentence: str) -> str | None:
-    """Why an in-scope candidate is no question about ``sentence``, the one its writer was shown, or
-    ``None``: it refers to "the sentence" ("What players are mentioned in the sentence?"), or shares
-    no content word with it ("What are the people, places, and things?": the prompt's words)."""
-    if _SHOWN_SENTENCE.search(question):
-        return _REFERS
-    if not set(content_stems(question)) & set(content_stems(sentence)):
-        return "shares no word with its sentence"
-    return None
-
-
-def overlap(question: str, document_stems: set[str]) -> float:
-    """The share of ``question``'s content words (stems) that occur in the document."""
-    stems = content_stems(question)
-    return sum(s in document_stems for s in stems) / len(stems) if stems else 0.0
 
 
 class _Keeper:
@@ -156,19 +91,18 @@ class _Keeper:
         kind: str,
         source: str | None,
         reply_id: str,
-        prompt_words: frozenset[str] = frozenset(),
+        sentence: str | None = None,
     ) -> None:
-        """Keep or drop one candidate; ``prompt_words``: stems of the prompt's invented example (a
-        candidate that uses one the document and its source lack copied the example)."""
+        """Keep or drop one candidate (``source``: the question it was rewritten from; ``sentence``:
+        the sentence it was written from)."""
         ctx = self.ctx
         question = standalone(question)
         if not ctx.unique(step, [question], reply_id):
             self._drop(question, "a copy of a question already written", kind, source, None)
             return
-        copied = sorted(
-            set(content_stems(question)) & prompt_words - self.stems - set(content_stems(source or ""))
-        )
-        bad = f"copies the prompt's example ({', '.join(copied)})" if copied else degenerate(question)
+        bad = degenerate(question) or (unmoored(question, sentence) if sentence else None)
+        if bad is None and ctx.cfg.natural_screen:
+            bad = unnatural(question, f"{ctx.doc.text}\n{source or ''}")
         if bad is not None:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
@@ -236,6 +170,26 @@ def _generated(
     )
 
 
+async def _ask_questions(
+    ctx: DocumentContext, step: str, template: str, count: int, sampling: Sampling | None, **variables: object
+) -> tuple[list[str], CachedReply] | None:
+    """``count`` questions from ``template`` (a JSON reply held to the questions schema), or ``None``."""
+    return await ctx.ask(
+        step,
+        template,
+        lambda r, lenient: parse_questions(r.text, count, truncated=r.truncated, lenient=lenient),
+        max_tokens=MAX_TOKENS_PER_QUESTION * count + 40,
+        sampling=sampling,
+        schema=questions_schema(count),
+        **variables,
+    )
+
+
+def example_index(source: str) -> int:
+    """Which worked example the perturbation prompt shows for ``source`` (varied, reproducible)."""
+    return int(hashlib.sha256(source.encode("utf-8")).hexdigest()[:8], 16)
+
+
 def informative_sentences(text: str, k: int) -> list[str]:
     """The ``k`` sentences of ``text`` with the most names and numbers (8 to 45 words), in order."""
     sentences = [
@@ -248,19 +202,21 @@ def informative_sentences(text: str, k: int) -> list[str]:
 async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list[str], list[DroppedQuestion]]:
     """The kept in-scope questions, every usable candidate (sources if none is kept), and the dropped.
 
-    One call per informative sentence (``n_in_scope + 2`` of them): the question it answers.
+    One call per informative sentence (``n_in_scope + 2`` of them): the question it answers; while
+    fewer than ``n_in_scope`` are kept, up to ``_MORE_IN_SCOPE`` more sentences are asked.
     """
     kept: list[GeneratedQuestion] = []
     dropped: list[DroppedQuestion] = []
     candidates: list[str] = []
-    for sentence in informative_sentences(ctx.doc.text, max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE):
-        got = await ctx.ask(
-            "offline_in_scope",
-            "gen_offline_in_scope",
-            lambda r, lenient: parse_questions(r.text, 1, truncated=r.truncated, lenient=lenient),
-            max_tokens=MAX_TOKENS_PER_QUESTION + 40,
-            schema=questions_schema(1),
-            sentence=sentence,
+    n = max(ctx.cfg.n_in_scope, 1)
+    first = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE)
+    wider = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE + _MORE_IN_SCOPE)
+    more = [s for s in wider if s not in first]
+    for sentence in first + more:
+        if sentence in more and len(kept) >= ctx.cfg.n_in_scope:
+            break
+        got = await _ask_questions(
+            ctx, "offline_in_scope", "gen_offline_in_scope", 1, None, sentence=sentence
         )
         if got is None:
             continue
@@ -312,28 +268,34 @@ async def _perturb(
             schema=edits_schema(kinds),
             question=source,
             kinds=kinds,
+            example=example_index(source),
         )
         if got is None:
             continue
         edits, reply = got
         for kind, question in edits.items():
-            await keeper.consider("perturb", question, kind, source, reply.id, EXAMPLE_WORDS)
+            await keeper.consider("perturb", question, kind, source, reply.id)
+
+
+async def _unstated(ctx: DocumentContext, keeper: _Keeper, sampling: Sampling | None) -> None:
+    """``unstated_per_sentence`` questions per informative sentence about what it names but does
+    not say."""
+    n = ctx.cfg.unstated_per_sentence
+    for sentence in informative_sentences(ctx.doc.text, max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE):
+        got = await _ask_questions(
+            ctx, "unstated", "gen_unstated_question", n, sampling, sentence=sentence, n=n
+        )
+        if got is not None:
+            questions, reply = got
+            for question in questions:
+                await keeper.consider("unstated", question, "unstated", None, reply.id, sentence=sentence)
 
 
 async def _followup(
     ctx: DocumentContext, keeper: _Keeper, sources: list[str], sampling: Sampling | None
 ) -> None:
     n = ctx.cfg.followups
-    got = await ctx.ask(
-        "followup",
-        "gen_followup_questions",
-        lambda r, lenient: parse_questions(r.text, n, truncated=r.truncated, lenient=lenient),
-        max_tokens=MAX_TOKENS_PER_QUESTION * n + 40,
-        sampling=sampling,
-        schema=questions_schema(n),
-        questions=sources,
-        n=n,
-    )
+    got = await _ask_questions(ctx, "followup", "gen_followup_questions", n, sampling, questions=sources, n=n)
     if got is None:
         return
     questions, reply = got
@@ -356,8 +318,10 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         )
     sources = [q.question for q in in_scope] or candidates
     keeper = _Keeper(ctx)
-    if cfg.mode in ("perturb", "offline"):
+    if cfg.mode == "perturb":
         await _perturb(ctx, keeper, sources, None)
+    if cfg.mode in ("unstated", "offline"):
+        await _unstated(ctx, keeper, None)
     if cfg.mode in ("followup", "offline"):
         await _followup(ctx, keeper, sources, None)
     extra = 0
@@ -366,6 +330,8 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         sampling = (cfg.extra_temperature, None if cfg.seed is None else cfg.seed + extra)
         if cfg.mode == "perturb":
             await _perturb(ctx, keeper, sources, sampling)
+        elif cfg.mode in ("unstated", "offline"):
+            await _unstated(ctx, keeper, sampling)
         else:
             await _followup(ctx, keeper, sources, sampling)
     if extra:

@@ -9,6 +9,7 @@ from scopeguard.generation.checkpoint import ClaimVersion, DroppedQuestion, Filt
 from scopeguard.generation.parsers import parse_questions_by_number
 from scopeguard.generation.steps._context import DocumentContext, words
 from scopeguard.generation.steps._filter import CUT_AT_CAP, filter_question
+from scopeguard.generation.steps._natural import copied_phrase
 
 
 def _drop_reason(filt: FilterRecord) -> str:
@@ -34,6 +35,17 @@ async def oos_questions(
     dropped: list[DroppedQuestion] = []
     for j, question, reply_id in written:
         h = hallucinated[remaining[j]]
+        copied = copied_phrase(question, f"{ctx.doc.text}\n{h.text}") if ctx.cfg.natural_screen else None
+        if copied is not None:
+            dropped.append(
+                DroppedQuestion(
+                    question=question,
+                    claim_index=h.position,
+                    reason=f"not a usable question: {copied}",
+                    filter=None,
+                )
+            )
+            continue
         filt = await filter_question(ctx, question)
         if filt is not None and filt.label != "out_of_scope":
             dropped.append(

@@ -1,0 +1,330 @@
+"""Are generated out-of-scope questions ones a person would ask? Hand labels by edit kind (issue #39).
+
+    # 1. the sample: SubjQA reviews (../shared, read at run time) and the invented stories and news
+    #    paragraphs of benchmarks/data/implied and near-miss, none used to tune the generator; split
+    #    in two halves: A (labelled before a change, may guide it) and B (fresh, labelled after it)
+    python benchmarks/generation_natural.py corpus --work /tmp/natural
+
+    # 2. generate on a half with the packaged 1.5B (scopeguard generate's pipeline, offline mode)
+    python benchmarks/generation_natural.py generate --half B --run after --work /tmp/natural
+
+    # 3. write the questions to label (text stays in --work, never in the repo), label them by hand
+    #    in benchmarks/results/generation_natural_review.json, then summarise
+    python benchmarks/generation_natural.py review --run after --work /tmp/natural
+    python benchmarks/generation_natural.py report --work /tmp/natural
+    # can the reading model itself tell the natural ones? (fluency, its own Yes/No; AUROC)
+    python benchmarks/generation_natural.py signals --work /tmp/natural
+
+A hand label is keyed by the question's sha256 (first 12 hex digits, as in generation_offline.py):
+``natural`` (a person reading or writing about the document could send it: grammatical, no phrase
+of a prompt's example, a premise that makes sense) and ``answerable`` (the document answers it).
+The report gives, per run and edit kind, the kept out-of-scope questions labelled, the shares
+natural, unanswerable and both, the in-scope and out-of-scope questions per document, seconds per
+document and the machine; ``report`` writes ``benchmarks/results/generation_natural.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import random
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _report import cpu_model, report
+from generation_offline import question_sha
+
+from scopeguard.data import read_jsonl
+from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
+
+HERE = Path(__file__).resolve().parent
+SHARED = HERE.parents[1] / "shared" / "data"
+INVENTED = (HERE / "data" / "implied", HERE / "data" / "near-miss")
+REVIEW = HERE / "results" / "generation_natural_review.json"
+RESULT = HERE / "results" / "generation_natural.json"
+SIGNALS = HERE / "results" / "generation_natural_signals.json"
+REVIEWS_PER_HALF, INVENTED_PER_HALF = 6, 2  # per half: SubjQA reviews; documents of each invented set
+REVIEW_WORDS = (100, 300)
+# drawn after the halves, for B only: ELOQ's length rule (scopeguard generate's default) skips
+# documents under 150 words, the near-miss paragraphs among them, and B needs about 60 kept
+# out-of-scope questions
+EXTRA_REVIEWS_B, EXTRA_INVENTED_B, MIN_WORDS = 8, 2, 150
+# C: a third sample, drawn after the screens and the filter margin were changed on B's labels
+REVIEWS_C, INVENTED_C = 10, 3
+MODEL = "qwen2.5-coder-1.5b"
+logger = logging.getLogger("generation_natural")
+# what each run recorded here was generated with (issue #39), in order
+RUNS = {
+    "before": "commit 06b1331: offline = perturb (6 SQuAD kinds, one fixed prompt example) + follow-ups",
+    "after-A": "offline = one unstated question per sentence + follow-ups; example-phrase, 'you' and "
+    "double-question screens (half A again, labelled while the change was made)",
+    "after": "as after-A with two unstated questions per sentence and min_oos 2 (first fresh half)",
+    "after-C": "as after with filter margin 0.25, the name-of-a-named-thing screen, no 'a name' in the "
+    "unstated prompt and in-scope top-up sentences (changed on B's labels; C is fresh)",
+}
+
+
+def _corpus(work: Path, seed: int) -> None:
+    """Write ``work/A/documents.jsonl`` and ``work/B/documents.jsonl`` (disjoint samples)."""
+    rng = random.Random(seed)
+    reviews = [
+        d
+        for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
+        if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
+    ]
+    picked = {"A": [], "B": [], "C": []}  # type: dict[str, list[dict[str, Any]]]
+    chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
+    for i, half in enumerate(("A", "B")):
+        picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
+    for folder in INVENTED:
+        docs = rng.sample(list(read_jsonl(folder / "documents.jsonl")), 2 * INVENTED_PER_HALF)
+        picked["A"] += docs[:INVENTED_PER_HALF]
+        picked["B"] += docs[INVENTED_PER_HALF:]
+    taken = {d["doc_id"] for docs in picked.values() for d in docs}
+    stories = list(read_jsonl(INVENTED[0] / "documents.jsonl"))
+    for half, pool, n in (
+        ("B", reviews, EXTRA_REVIEWS_B),
+        ("B", stories, EXTRA_INVENTED_B),
+        ("C", reviews, REVIEWS_C),
+        ("C", stories, INVENTED_C),
+    ):
+        fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
+        picked[half] += rng.sample(fresh, n)
+        taken |= {d["doc_id"] for d in picked[half]}
+    for half, docs in picked.items():
+        out = work / half
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "documents.jsonl").open("w", encoding="utf-8") as f:
+            for d in docs:
+                f.write(json.dumps({"doc_id": d["doc_id"], "text": d["text"]}) + "\n")
+        logger.info("wrote %d documents to %s", len(docs), out)
+
+
+def _generate(work: Path, half: str, run: str, threads: int) -> None:
+    from scopeguard.generation import GenerationConfig, Generator
+    from scopeguard.llm.local import LlamaCppChatModel
+
+    os.environ["SCOPEGUARD_N_THREADS"] = str(threads)  # the filter's model too
+    docs = list(read_jsonl(work / half / "documents.jsonl"))
+    llm = LlamaCppChatModel(MODEL, n_threads=threads)
+    out = work / run
+    Generator(llm, config=GenerationConfig(mode="offline"), progress=True).run(docs, out)  # type: ignore[arg-type]
+    (out / "half.txt").write_text(half, encoding="utf-8")
+
+
+def _records(work: Path, run: str) -> list[DocumentRecord]:
+    return sorted(CheckpointStore(work / run).load_all().values(), key=lambda r: r.order)
+
+
+def _to_label(work: Path, run: str) -> None:
+    """``work/RUN/to_label.jsonl``: each kept out-of-scope question beside its document, for a reader."""
+    half = (work / run / "half.txt").read_text(encoding="utf-8")
+    docs = {d["doc_id"]: d["text"] for d in read_jsonl(work / half / "documents.jsonl")}
+    path = work / run / "to_label.jsonl"
+    with path.open("w", encoding="utf-8") as f:
+        for r in _records(work, run):
+            for q in r.questions:
+                f.write(
+                    json.dumps(
+                        {
+                            "question_sha": question_sha(q.question),
+                            "doc_id": r.doc_id,
+                            "label": q.label,
+                            "edit_kind": q.edit_kind,
+                            "source_question": q.source_question,
+                            "question": q.question,
+                            "document": docs.get(r.doc_id, "")[:2000],
+                        }
+                    )
+                    + "\n"
+                )
+    logger.info("wrote %s", path)
+
+
+def _share(items: list[bool]) -> float | None:
+    return round(sum(items) / len(items), 3) if items else None
+
+
+def _rows(work: Path, labels: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for run in sorted(p.name for p in work.iterdir() if (p / "half.txt").is_file()):
+        records = [r for r in _records(work, run) if r.status == "done"]
+        by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        missing = 0
+        for r in records:
+            for q in r.questions:
+                if q.label != "out_of_scope":
+                    continue
+                lab = labels.get(question_sha(q.question))
+                if lab is None:
+                    missing += 1
+                    continue
+                by_kind[str(q.edit_kind)].append(lab)
+                by_kind["all"].append(lab)
+        seconds = [r.seconds for r in records]
+        for kind, labs in sorted(by_kind.items(), key=lambda kv: (kv[0] == "all", kv[0])):
+            rows.append(
+                {
+                    "run": run,
+                    "half": (work / run / "half.txt").read_text(encoding="utf-8"),
+                    "edit_kind": kind,
+                    "labelled": len(labs),
+                    "unlabelled": missing if kind == "all" else None,
+                    "natural": _share([lab["natural"] for lab in labs]),
+                    "unanswerable": _share([not lab["answerable"] for lab in labs]),
+                    "natural_and_unanswerable": _share(
+                        [lab["natural"] and not lab["answerable"] for lab in labs]
+                    ),
+                    "docs": len(records) if kind == "all" else None,
+                    "in_scope_per_doc": round(statistics.mean(r.count("in_scope") for r in records), 2)
+                    if kind == "all" and records
+                    else None,
+                    "oos_per_doc": round(statistics.mean(r.count("out_of_scope") for r in records), 2)
+                    if kind == "all" and records
+                    else None,
+                    "docs_with_3_in_2_out": sum(
+                        r.count("in_scope") >= 3 and r.count("out_of_scope") >= 2 for r in records
+                    )
+                    if kind == "all"
+                    else None,
+                    "seconds_per_doc_median": round(statistics.median(seconds), 1)
+                    if kind == "all" and seconds
+                    else None,
+                    "seconds_per_doc_max": round(max(seconds), 1) if kind == "all" and seconds else None,
+                }
+            )
+    return rows
+
+
+def _auroc(pos: list[float], neg: list[float]) -> float | None:
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return round(wins / (len(pos) * len(neg)), 3)
+
+
+# the reading model asked whether a question is natural (the two wordings tried)
+_VERDICT = {
+    "alone": 'Someone asked this question about a product review or a short text:\n\n"{q}"\n\n'
+    "Is it a clear, sensible question that a real person would ask? Answer Yes or No.",
+    "with_document": 'Text:\n"""{d}"""\n\nQuestion: "{q}"\n\nIs the question a clear, sensible question '
+    "that a reader of this text could really ask (even if the text does not answer it)? Answer Yes or No.",
+}
+
+
+def _mean_logprob(llm: Any, text: str) -> float:
+    """Mean log-probability of ``text``'s tokens read alone after "Question: " (not scored)."""
+    from scopeguard.llamacpp import decode, logits_row
+
+    head = len(llm.tokenize(b"Question: ", add_bos=True, special=False))
+    ids = list(llm.tokenize(f"Question: {text}".encode(), add_bos=True, special=False))
+    llm._ctx.kv_cache_clear()
+    decode(llm, ids, 0, all_logits=True)
+    total = 0.0
+    for row in range(head - 1, len(ids) - 1):
+        logits = logits_row(llm, row)
+        top = float(logits.max())
+        total += float(logits[ids[row + 1]]) - top - math.log(float(np.exp(logits - top).sum()))
+    return total / (len(ids) - head)
+
+
+def _signals(work: Path, labels: dict[str, dict[str, Any]], threads: int) -> dict[str, Any]:
+    """Can the reading model tell natural questions from the rest? AUROC over the labelled
+    out-of-scope questions of every run of: its fluency (the mean token log-prob of the question
+    read alone, and the same minus the median of its document's in-scope questions: the screen
+    issue #39 proposed) and its own log P(Yes) - log P(No) asked whether the question is natural."""
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+    from scopeguard.llamacpp import load_llama
+    from scopeguard.llm.base import ChatMessage
+    from scopeguard.models import local_gguf
+
+    llm = load_llama(local_gguf(MODEL), purpose="fluency", n_ctx=256, n_batch=256, n_threads=threads)
+    verdicts = LlamaCppVerdicts(MODEL, n_threads=threads)
+    scores: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    for run in sorted(p.name for p in work.iterdir() if (p / "half.txt").is_file()):
+        half = (work / run / "half.txt").read_text(encoding="utf-8")
+        docs = {d["doc_id"]: d["text"] for d in read_jsonl(work / half / "documents.jsonl")}
+        for r in _records(work, run):
+            ins = [q.question for q in r.questions if q.label == "in_scope"]
+            base = statistics.median(_mean_logprob(llm, q) for q in ins) if ins else None
+            for q in r.questions:
+                lab = labels.get(question_sha(q.question))
+                if q.label != "out_of_scope" or lab is None:
+                    continue
+                natural = bool(lab["natural"])
+                fluency = _mean_logprob(llm, q.question)
+                scores["fluency"].append((fluency, natural))
+                if base is not None:
+                    scores["fluency_minus_in_scope_median"].append((fluency - base, natural))
+                for name, template in _VERDICT.items():
+                    text = template.format(q=q.question, d=docs.get(r.doc_id, "")[:1500])
+                    said = verdicts.score([ChatMessage(role="user", content=text)])
+                    scores[f"verdict_{name}"].append((said.logp_yes - said.logp_no, natural))
+    return {
+        name: {
+            "n": len(pairs),
+            "natural": sum(n for _, n in pairs),
+            "auroc": _auroc([x for x, n in pairs if n], [x for x, n in pairs if not n]),
+        }
+        for name, pairs in scores.items()
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals"])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
+    ap.add_argument("--half", choices=["A", "B", "C"], default="C")
+    ap.add_argument("--run", default="after")
+    ap.add_argument("--seed", type=int, default=39)
+    ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
+    ap.add_argument("--note", default="", help="recorded with the figures (e.g. a shared machine)")
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    threads = args.threads or os.cpu_count() or 1
+    if args.step == "corpus":
+        _corpus(args.work, args.seed)
+    elif args.step == "generate":
+        _generate(args.work, args.half, args.run, threads)
+        _to_label(args.work, args.run)
+    elif args.step == "review":
+        _to_label(args.work, args.run)
+    elif args.step == "signals":
+        labels = {lab["question_sha"]: lab for lab in json.loads(REVIEW.read_text(encoding="utf-8"))}
+        found = _signals(args.work, labels, threads)
+        rows = [{"signal": k, **v} for k, v in found.items()]
+        report(rows, {"benchmark": "generation_natural signals", "machine": {"cpu": cpu_model()}}, SIGNALS)
+    else:
+        labels = {lab["question_sha"]: lab for lab in json.loads(REVIEW.read_text(encoding="utf-8"))}
+        report(
+            _rows(args.work, labels),
+            {
+                "benchmark": "generation_natural",
+                "data": f"SubjQA reviews of {REVIEW_WORDS[0]}-{REVIEW_WORDS[1]} words and the invented "
+                f"implied / near-miss documents, seed {args.seed}: half A ({REVIEWS_PER_HALF} + "
+                f"{2 * INVENTED_PER_HALF}) and half B (as many, disjoint, and {EXTRA_REVIEWS_B} + "
+                f"{EXTRA_INVENTED_B} more of at least {MIN_WORDS} words), half C ({REVIEWS_C} + "
+                f"{INVENTED_C} of at least {MIN_WORDS} words, drawn after B's labels changed the "
+                f"screens); ELOQ's length rule skips those under {MIN_WORDS} words",
+                "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",
+                "runs": RUNS,
+                "machine": {
+                    "cpu": cpu_model(),
+                    "cores": os.cpu_count(),
+                    "threads": threads,
+                    "note": args.note,
+                },
+            },
+            args.out,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The screen for prompt-example phrases in generated questions, and the varied perturbation examples."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from scopeguard.detection.read.text import STOPWORDS
+from scopeguard.generation.config import EDIT_KINDS, GenerationConfig
+from scopeguard.generation.steps._natural import FIXED_ARTEFACTS, copied_phrase, unnatural
+from scopeguard.generation.steps._offline import example_index
+from scopeguard.prompts import available_templates, render, template_examples
+
+# a document that shares no invented name or topic with any template's examples
+BAKERY = (
+    "The Marsh Lane bakery opened in 1998. Its owner, Rosa Vent, trained in Lyon and bakes rye "
+    "bread every morning. The shop is closed on Mondays and sells about 400 loaves a week."
+)
+GENERATION = [t for t in available_templates() if t.startswith("gen_")]
+
+
+@pytest.mark.parametrize("name", GENERATION)
+def test_no_question_may_copy_any_phrase_of_a_generation_templates_examples(name: str) -> None:
+    """Three words in a row from any example of any generation template, inside a question the
+    writer made about another document, are found (unless they are function words alone)."""
+    checked = 0
+    bakery = set(re.findall(r"[a-z0-9]+", BAKERY.lower()))
+    for text in template_examples(name):
+        words = re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
+        for i in range(len(words) - 2):
+            window = words[i : i + 3]
+            if sum(w not in STOPWORDS for w in window) < 2:
+                continue  # "what is the", "paid for the": everyday English
+            if any(w in bakery for w in window):
+                continue  # the document's own words
+            checked += 1
+            question = f"Did Rosa Vent say {' '.join(window)} at the bakery?"
+            assert copied_phrase(question, BAKERY) is not None, (name, window)
+    assert checked or not template_examples(name)
+
+
+def test_every_example_question_of_the_perturbation_prompt_is_screened() -> None:
+    questions = [t for t in template_examples("gen_perturb_question") if t.endswith("?")]
+    assert len(questions) == 4 * (1 + len(EDIT_KINDS))  # four worked examples, every kind
+    for q in questions:
+        assert copied_phrase(q, BAKERY) is not None, q
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "When did the Marsh Lane bakery open?",
+        "Where did Rosa Vent train before she opened the bakery?",
+        "How many loaves of rye bread does the bakery sell on Mondays?",
+        "What is the price of a loaf at the Marsh Lane bakery?",
+        "Why is the shop closed on Mondays?",
+        "Who took over the bakery from Rosa Vent in 2015?",
+    ],
+)
+def test_the_writers_own_questions_pass(question: str) -> None:
+    assert copied_phrase(question, BAKERY) is None
+
+
+def test_a_phrase_the_document_uses_is_not_a_copy() -> None:
+    council = "The council of Alderby approved the harbour plan. It will cost 3 million."
+    assert copied_phrase("When did the council of Alderby reject the harbour plan?", BAKERY) is not None
+    assert copied_phrase("How much will the harbour plan cost?", council) is None
+    assert copied_phrase("Why did the council delay the vote?", "The council met on Monday.") is None
+
+
+@pytest.mark.parametrize("artefact", FIXED_ARTEFACTS)
+def test_fixed_artefacts_are_dropped_unless_the_document_says_them(artefact: str) -> None:
+    question = f"When did Rosa Vent open the bakery {artefact}?"
+    assert copied_phrase(question, BAKERY) == f'holds "{artefact}", a phrase small models add to any question'
+    assert copied_phrase(question, BAKERY + f" It reopened {artefact} in 2004.") is None
+
+
+def test_the_perturbation_prompt_shows_one_of_four_examples_chosen_by_the_source() -> None:
+    shown = {
+        render("gen_perturb_question", question="Q?", kinds=["negation"], example=i, firm=False)
+        .split('Example question: "', 1)[1]
+        .split('"', 1)[0]
+        for i in range(8)
+    }
+    assert len(shown) == 4
+    sources = [f"When did shop {i} open?" for i in range(40)]
+    assert len({example_index(s) % 4 for s in sources}) == 4
+    assert example_index(sources[0]) == example_index(sources[0])  # reproducible: the cache holds
+
+
+def test_the_offline_defaults_leave_out_the_kinds_that_read_unnaturally() -> None:
+    kinds = GenerationConfig().perturb_kinds
+    assert set(kinds) == {"negation", "antonym", "entity_swap", "other_neutral"}
+    assert GenerationConfig(perturb_kinds=EDIT_KINDS).perturb_kinds == EDIT_KINDS  # still available
+    assert GenerationConfig().natural_screen and not GenerationConfig.paper().natural_screen
+
+
+@pytest.mark.parametrize(
+    ("question", "reason"),
+    [
+        ("What did you think of the rye bread?", "asks the document's writer (you), not the document"),
+        ("Where did Rosa Vent train, and who taught her?", "asks two questions at once"),
+        ("What is the name of Marsh Lane?", "asks the name of something already named"),
+        ("What is the name of the baker who trained Rosa Vent?", None),
+    ],
+)
+def test_questions_no_one_would_send_are_screened(question: str, reason: str | None) -> None:
+    assert unnatural(question, BAKERY) == reason
