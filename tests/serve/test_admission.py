@@ -62,6 +62,32 @@ def test_a_new_document_costs_its_length_in_warm_up_documents_and_a_known_one_a_
         assert runtime.admission.pending == pytest.approx(0.25)
 
 
+def test_the_warm_up_seeds_both_kinds_from_reads_after_the_models_load() -> None:
+    pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+    pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+    from scopeguard.serve import ServeConfig
+    from scopeguard.serve._runtime import Runtime
+    from scopeguard.testing import ScriptedDetector
+
+    class Slow(ScriptedDetector):
+        """Loading 0.6 s, a new document's read 0.2 s, a known one 0.02 s."""
+
+        def detect(self, question, documents):  # type: ignore[no-untyped-def]
+            texts = [getattr(d, "text", d) for d in documents]
+            time.sleep(0.6 if not read else 0.02 if texts[0] in read else 0.2)
+            read.update(texts)
+            return super().detect(question, documents)
+
+    read: set[str] = set()
+
+    detector = Slow(lambda q: 0.1)
+    runtime = Runtime(ServeConfig(detector="lexical", port=0, deadline=30.0), detector=detector)
+    runtime.load()
+    assert runtime.ready
+    assert 0.15 < runtime.admission.estimate("new") < 0.5  # not the load's 0.6 s
+    assert 0.0 < runtime.admission.estimate("known") < runtime.admission.estimate("new")
+
+
 @pytest.mark.integration
 def test_a_burst_gets_200s_within_the_deadline_and_prompt_429s() -> None:
     pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
