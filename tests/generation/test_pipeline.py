@@ -402,3 +402,27 @@ def test_questions_lost_to_repeats_are_asked_for_one_fact_at_a_time(tmp_path: Pa
     record = CheckpointStore(tmp_path / "paper").load_all()["harbour"]
     assert len([q for q in record.questions if q.label == "out_of_scope"]) == 1
     assert "oos_questions_each" not in record.usage
+
+
+def test_a_copied_example_phrase_is_dropped_unless_the_screen_is_off(tmp_path: Path) -> None:
+    # the mayor of gen_remove_claims' worked example
+    copied = "Why did Mayor Ilse Varno decide to sponsor the harbour plan that year?"
+
+    def script(prompt: str) -> str:
+        reply = eloq_reply(prompt)
+        if "hallucinated facts:" in prompt and prompt.rstrip().endswith("Questions:"):
+            lines = reply.split("\n")
+            lines[1] = f"2. {copied}"
+            reply = "\n".join(lines)
+        return reply
+
+    for screen in (True, False):
+        gen, _ = _generator(script, natural_screen=screen)
+        gen.run(DOCS[:1], tmp_path / str(screen))
+        record = CheckpointStore(tmp_path / str(screen)).load_all()["harbour"]
+        reasons = {d.question: d.reason for d in record.dropped}
+        if screen:
+            expected = 'not a usable question: copies "mayor ilse varno" from a prompt example'
+            assert reasons[copied] == expected
+        else:
+            assert not reasons.get(copied, "").startswith("not a usable question")
