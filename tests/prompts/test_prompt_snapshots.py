@@ -15,6 +15,7 @@ import jinja2.meta
 import pytest
 
 from scopeguard import Document
+from scopeguard.errors import ConfigurationError
 from scopeguard.prompts import available_templates, render
 from scopeguard.prompts._render import _env
 
@@ -82,3 +83,16 @@ def test_paper_templates_cite_their_source() -> None:
     for name, section in cited.items():
         header = env.loader.get_source(env, f"{name}.j2")[0].split("#}")[0]
         assert "ELOQ" in header and section in header, name
+
+
+def test_template_examples_are_every_string_a_template_sets() -> None:
+    from scopeguard.prompts import template_examples
+
+    perturb = template_examples("gen_perturb_question")
+    assert "When did the council of Alderby approve the harbour plan?" in perturb
+    assert "Who scored the winning goal for Hale Rovers in the cup final?" in perturb
+    assert list(perturb) == sorted(perturb, key=lambda s: (-len(s), s))  # longest first
+    assert template_examples("gen_unstated_question") == ()  # no example to copy
+    assert any("Brackwater" in s for s in template_examples("gen_remove_claims"))
+    with pytest.raises(ConfigurationError, match="unknown prompt template"):
+        template_examples("no_such_template")
