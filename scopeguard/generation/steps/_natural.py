@@ -2,24 +2,22 @@
 
 :func:`unnatural` gives the first reason found: a phrase copied from a prompt's example
 (:func:`copied_phrase`), a question put to the document's writer ("What did you think of ...?",
-"Have you noticed ...?": followed up from a review, a small model talks to its author), or two
+"Have you noticed ...?": followed up from a review, a small model talks to its author), two
 questions in one ("What other keyboards are there, and what are their prices?", which the ELOQ
 prompt itself forbids), or the name of something already named ("What is the name of DirecTV?").
-Each was common in hand-read samples (issue #39).
+Each was common in hand-read samples (issue #39, ``benchmarks/generation_natural.py``).
+
+A small model shown one worked example copies its phrases ("for the second time", "instead of").
+Every string a generation template sets (its examples,
+:func:`~scopeguard.prompts.template_examples`) is cut into word trigrams; a question holding one of
+them that its document and source question do not hold, with a content word they lack, or an
+invented name from an example, copied the prompt and is dropped with the phrase as the reason.
+Trigrams with fewer than two content words ("what is the", "paid for the") are everyday English,
+not a copy; so is "the council met" about a document on a council.
 
 Below them, the checks every candidate of the offline modes meets first: :func:`standalone` cuts a
 reference to the sentence it was written from, :func:`degenerate` and :func:`unmoored` say why a
 reply is no usable question, :func:`overlap` measures how much of it the document's words cover.
-
-
-A small model shown one worked example copies its phrases: with a single example, "for the second
-time" and "instead of" ended up in a quarter of the rewrites, questions no person would send
-(issue #39). Every string a generation template sets (its examples,
-:func:`~scopeguard.prompts.template_examples`) is cut into word trigrams; a question that holds one
-of them (with a word its document and its source question lack), or a name from an example, that
-neither its document nor the question it was rewritten from holds copied the prompt and is dropped
-with the phrase as the reason. Trigrams with fewer than two content words ("what is the", "paid
-for the") are everyday English, not a copy; so is "the council met" about a document on a council.
 """
 
 from __future__ import annotations
@@ -56,8 +54,8 @@ _COMMON_NAMES = frozenset(
 )
 
 
-# phrases a small model adds to any question once an example showed them (issue #39: "for the
-# second time" in 8 of 48 rewrites, none natural); kept out unless the document says them
+# phrases a small model adds to any question once an example showed them (issue #39: the 8
+# impossible-condition rewrites that carried them, none natural); kept out unless the document says them
 FIXED_ARTEFACTS = ("for the second time", "for the first time")
 
 
