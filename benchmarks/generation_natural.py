@@ -41,6 +41,7 @@ from _report import cpu_model, report
 from generation_offline import question_sha
 
 from scopeguard.data import read_jsonl
+from scopeguard.detection.head.calibration import auroc
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
 
 HERE = Path(__file__).resolve().parent
@@ -202,13 +203,6 @@ def _rows(work: Path, labels: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
     return rows
 
 
-def _auroc(pos: list[float], neg: list[float]) -> float | None:
-    if not pos or not neg:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return round(wins / (len(pos) * len(neg)), 3)
-
-
 # the reading model asked whether a question is natural (the two wordings tried)
 _VERDICT = {
     "alone": 'Someone asked this question about a product review or a short text:\n\n"{q}"\n\n'
@@ -270,7 +264,7 @@ def _signals(work: Path, labels: dict[str, dict[str, Any]], threads: int) -> dic
         name: {
             "n": len(pairs),
             "natural": sum(n for _, n in pairs),
-            "auroc": _auroc([x for x, n in pairs if n], [x for x, n in pairs if not n]),
+            "auroc": round(auroc([x for x, _ in pairs], [int(n) for _, n in pairs]), 3),
         }
         for name, pairs in scores.items()
     }

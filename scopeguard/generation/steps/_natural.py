@@ -108,7 +108,7 @@ def copied_phrase(question: str, context: str, phrases: ExamplePhrases | None = 
         new = any(w not in known and w not in STOPWORDS for w in trigram)
         if new and trigram in phrases.trigrams and trigram not in own:
             return f'copies "{" ".join(trigram)}" from a prompt example'
-    names = sorted({w for w in words if w in phrases.names} - set(allowed))
+    names = sorted({w for w in words if w in phrases.names} - known)
     if names:
         return f"copies the name {names[0]!r} from a prompt example"
     return None
