@@ -16,7 +16,8 @@ longer deadline on a small machine (``--clients 8 --pairs 16 --deadline 300``).
 
     python benchmarks/serve.py --detectors fast --bursts 256 2048 --deadline 2 [--new-documents]
 
-``--bursts`` instead sends each burst of N checks at once (one client, N connections) to a fresh
+``--bursts`` instead sends each burst of N checks at once (N connections, each request written as
+prebuilt bytes so that the client costs little) to a fresh
 server with ``--deadline``: status counts (only 200s and prompt 429s are right: deadline-aware
 admission), how long the 200s and the 429s took, the ``Retry-After`` asked; the rows go to the
 same file under ``bursts``.
@@ -169,11 +170,38 @@ async def _served(
     return row
 
 
+async def _raw_request(url: httpx.URL, path: str, body: bytes | None) -> tuple[int, dict[str, str]]:
+    """One POST (GET without ``body``) on its own connection, written as prebuilt bytes: the
+    status and the headers. A
+    burst's client must cost little, or it spreads the burst out (httpx, one client with 2,048
+    connections, spent 31 CPU-seconds sending one, which the server then saw over 40 s)."""
+    host, port = url.host, url.port
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        head = f"{'GET' if body is None else 'POST'} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        writer.write(f"{head}Connection: close\r\n\r\n".encode() + (body or b""))
+        await writer.drain()
+        status = await reader.readline()
+        if not status:
+            raise ConnectionResetError("the server closed the connection without a reply")
+        headers = {}
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            key, _, value = line.decode("latin-1").partition(":")
+            headers[key.strip().lower()] = value.strip()
+        await reader.read()  # the body, to the end of the connection
+        return int(status.split()[1]), headers
+    finally:
+        writer.close()
+
+
 async def _bursts(
     detector: str, pairs: list[Pair], sizes: list[int], deadline: float, warm: bool
 ) -> list[dict[str, Any]]:
-    """Each burst: ``n`` checks sent at once (one client, ``n`` connections) to a fresh server with
-    ``deadline``; the status counts, how long 200s and 429s took, the ``Retry-After`` asked. With
+    """Each burst: ``n`` checks sent at once (``n`` connections) to a fresh server with
+    ``deadline``; the status counts, how long 200s and 429s took (as the client and as the server
+    timed them), the ``Retry-After`` asked, and how long ``n`` health checks at once took. With
     ``warm``, every document is checked once first (known documents); else they are new to it."""
     rows = []
     for n in sizes:
@@ -183,22 +211,39 @@ async def _bursts(
                     warmup = {"question": "Is this a warm-up question?", "documents": [doc]}
                     await c.post("/v1/check", json=warmup)
 
-            async def one(i: int) -> tuple[int | str, float, str | None]:
-                q, d = pairs[i % len(pairs)]
+            bodies = [
+                json.dumps({"question": q, "documents": [d]}).encode()
+                for q, d in (pairs[i % len(pairs)] for i in range(n))
+            ]
+
+            async def one(body: bytes) -> tuple[int | str, float, str | None, float | None]:
                 started = time.perf_counter()
                 try:
-                    r = await c.post("/v1/check", json={"question": q, "documents": [d]})
-                except httpx.TransportError as exc:  # counted, never a crash of the benchmark
-                    return type(exc).__name__, time.perf_counter() - started, None
-                return r.status_code, time.perf_counter() - started, r.headers.get("retry-after")
+                    code, headers = await _raw_request(c.base_url, "/v1/check", body)
+                except OSError as exc:  # counted, never a crash of the benchmark
+                    return type(exc).__name__, time.perf_counter() - started, None, None
+                took = headers.get("server-timing", "").removeprefix("app;dur=")
+                server = float(took) / 1000 if took else None  # the server's own time
+                return code, time.perf_counter() - started, headers.get("retry-after"), server
 
-            replies = await asyncio.gather(*(one(i) for i in range(n)))
+            replies = await asyncio.gather(*(one(body) for body in bodies))
+
+            async def health() -> float:
+                started = time.perf_counter()
+                with contextlib.suppress(OSError):
+                    await _raw_request(c.base_url, "/healthz", None)
+                return time.perf_counter() - started
+
+            # the floor: as many requests that do nothing, at once (what the HTTP stack alone costs)
+            floor = max(await asyncio.gather(*(health() for _ in range(n))))
         codes: dict[str, int] = {}
-        for code, _, _ in replies:
+        for code, _, _, _ in replies:
             codes[str(code)] = codes.get(str(code), 0) + 1
-        ok = [t for code, t, _ in replies if code == 200]
-        busy = [t for code, t, _ in replies if code == 429]
-        after = [int(a) for code, _, a in replies if code == 429 and a is not None]
+        ok = [t for code, t, _, _ in replies if code == 200]
+        busy = [t for code, t, _, _ in replies if code == 429]
+        ok_server = [s for code, _, _, s in replies if code == 200 and s is not None]
+        busy_server = [s for code, _, _, s in replies if code == 429 and s is not None]
+        after = [int(a) for code, _, a, _ in replies if code == 429 and a is not None]
         rows.append(
             {
                 "detector": detector,
@@ -211,6 +256,10 @@ async def _bursts(
                 "rejected_p50_s": round(float(np.median(busy)), 3) if busy else None,
                 "rejected_max_s": round(max(busy), 3) if busy else None,
                 "retry_after_s": [min(after), max(after)] if after else None,
+                # the same, timed by the server (Server-Timing): from the request reaching it to its reply
+                "server_ok_max_s": round(max(ok_server), 3) if ok_server else None,
+                "server_rejected_max_s": round(max(busy_server), 3) if busy_server else None,
+                "healthz_burst_max_s": round(floor, 3),
                 "exit_code": ended["exit_code"],
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             }

@@ -10,6 +10,12 @@ requests that arrive after one (and wait behind it) do not make it look cheaper.
 ``pending + cost(kind)``; it is admitted when that fits inside ``headroom * deadline``, and turned
 away at once otherwise, with a ``Retry-After`` of the seconds by which it would overrun (never after
 making the client wait).
+A request also waits before the server's handler sees it: for its bytes to be read and parsed by
+the event loop. Under a burst that loop is the bottleneck (on two cores, thousands of requests'
+parsing and replies cost more than the checks), so the server measures the loop's lag (how late a
+timer set for a known moment wakes) and counts it as time already spent: ``lag + pending +
+cost(kind)``. When the lag alone is past the line, every request is turned away until the loop
+has caught up, which costs it little (a 429 is sent before the body is read).
 ``queue_size`` stays as the last guard: at most that many requests (and their bodies) are held at
 once, whatever the estimate.
 
@@ -77,6 +83,7 @@ class Admission:
         self.cost: dict[str, float] = {}
         self.in_flight = 0
         self.pending = 0.0
+        self.lag = 0.0  # seconds a request waits before its handler runs (the event loop's lag)
         self._lock = threading.Lock()
 
     def seed(self, kind: str, seconds: float) -> None:
@@ -93,7 +100,7 @@ class Admission:
 
     def expected_finish(self, kind: str, units: int = 1) -> float:
         """Seconds a request of ``kind`` arriving now is expected to take."""
-        return self.pending + units * self.estimate(kind)
+        return self.lag + self.pending + units * self.estimate(kind)
 
     def _refusal(self, cost: float) -> Rejected | None:
         """Why a request costing ``cost`` would be turned away now (``None``: it would not be)."""
@@ -103,9 +110,11 @@ class Admission:
                 max(1, math.ceil(cost)),
                 f"the server is busy ({self.queue_size} requests in flight)",
             )
-        finish = self.pending + cost
-        if self.deadline is not None and self.in_flight and finish > self.headroom * self.deadline:
-            over = finish - self.headroom * self.deadline
+        finish = self.lag + self.pending + cost
+        line = None if self.deadline is None else self.headroom * self.deadline
+        # a lone request runs whatever it costs, unless the server is already behind by the line
+        if line is not None and finish > line and (self.in_flight or self.lag > line):
+            over = finish - line
             return Rejected(
                 "deadline",
                 max(1, math.ceil(over)),

@@ -80,9 +80,11 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(runtime.executor)  # detectors' to_thread calls run on the workers
         loader = loop.run_in_executor(None, runtime.load)
+        watcher = asyncio.create_task(runtime.watch_loop())  # the loop's lag, for admission
         try:
             yield
         finally:
+            watcher.cancel()
             loader.cancel()
             runtime.close()
 

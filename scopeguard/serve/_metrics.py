@@ -54,6 +54,11 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.loop_lag = prom.Gauge(
+            "scopeguard_event_loop_lag_seconds",
+            "How late the server's event loop ran a timer (time a new request waits to be read).",
+            registry=r,
+        )
         self.reading_queue = prom.Gauge(
             "scopeguard_reading_queue_depth", "Calls waiting for or holding the reading model.", registry=r
         )

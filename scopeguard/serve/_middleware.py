@@ -64,7 +64,14 @@ class GuardrailsMiddleware:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+                # the server's own time to the reply's start (W3C Server-Timing): what a client
+                # measures beyond it was spent before the request reached the server, or after
+                took = f"app;dur={(time.perf_counter() - started) * 1000:.1f}".encode()
+                message["headers"] = [
+                    *message["headers"],
+                    (b"x-request-id", request_id.encode()),
+                    (b"server-timing", took),
+                ]
             await send(message)
 
         try:

@@ -10,13 +10,14 @@ server remembers which documents it has pre-read.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextvars
 import logging
 import math
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,6 +77,7 @@ WARMUP_DOCUMENT = " ".join(
 
 # as long as the warm-up document, not read before the second warm-up check
 _WARMUP_OTHER = " ".join(reversed(WARMUP_DOCUMENT.split(". ")))
+_WARMUP_QUESTIONS = ("When does the early Sunday sailing return?", "How many crossings run in summer?")
 
 
 def _text_units(documents: Sequence[Document]) -> int:
@@ -207,6 +209,7 @@ class Runtime:
         self.admission = Admission(config.deadline, config.queue_size, headroom=config.admission_headroom)
         self._seen: OrderedDict[str, None] = OrderedDict()  # documents checked before (newest last)
         self._seen_lock = threading.Lock()
+        self._reading: Counter[str] = Counter()  # documents an admitted request is reading now
         self.preread_hashes: set[str] = set()
         self._preread_lock = threading.Lock()
         self.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="scopeguard")
@@ -227,9 +230,10 @@ class Runtime:
                         loader()
                     # the priors until measured: a new document's read, then the same one known
                     # (the first check's time is mostly loading, far above either)
-                    for kind in ("new", "known"):
+                    # (another question the second time: the same one again may be a cached verdict)
+                    for kind, question in (("new", _WARMUP_QUESTIONS[0]), ("known", _WARMUP_QUESTIONS[1])):
                         started = time.perf_counter()
-                        detect("Is this a second warm-up question?", [_WARMUP_OTHER])
+                        detect(question, [_WARMUP_OTHER])
                         self.admission.seed(kind, time.perf_counter() - started)
             self.ready = True
             logger.info("models loaded", extra={"detector": self.detector_name})
@@ -238,9 +242,11 @@ class Runtime:
             logger.error("loading the detector failed: %s", self.load_error)
 
     def _unread(self, documents: Sequence[Document]) -> list[Document]:
-        """The documents not checked here before (their states not kept)."""
+        """The documents neither checked here before (their states kept) nor being read now by a
+        request admitted earlier (a burst about one new document pays its read once)."""
         with self._seen_lock:
-            return [d for d in documents if d.content_hash not in self._seen]
+            seen, reading = self._seen, self._reading
+            return [d for d in documents if d.content_hash not in seen and d.content_hash not in reading]
 
     def new_units(self, documents: Sequence[Document]) -> int:
         """The documents not read here yet, in warm-up documents' worth of text (at least 1): a
@@ -261,24 +267,43 @@ class Runtime:
     ) -> Iterator[None]:
         """Admission for one request about ``documents`` (see :mod:`scopeguard.serve._admission`),
         or :class:`~scopeguard.serve._admission.Rejected` (the server answers 429 at once)."""
-        if kind is None:  # "known" when every document was checked here before, else "new"
+        if kind is None:  # "known" when every document was checked here before or is being read, else "new"
             unread = self._unread(documents)
             kind = "new" if unread else "known"
-            if unread:  # each item a unit at least, the new text its warm-up documents' worth
-                units = max(units, _text_units(unread))
+            # each item a unit at least, the text its warm-up documents' worth: the new text for a
+            # new read, all of it for a known one (a check costs more on a longer document too)
+            units = max(units, _text_units(unread if unread else documents))
         try:
             ticket = self.admission.admit(kind, units)
         except Rejected as exc:
             self.metrics.rejected.labels(exc.reason).inc()
             raise
+        hashes = [d.content_hash for d in documents]
+        with self._seen_lock:
+            self._reading.update(hashes)
         self.metrics.in_flight.set(self.admission.in_flight)
         try:
             yield
         finally:
             self.admission.done(ticket)
+            with self._seen_lock:
+                for h in hashes:
+                    self._reading[h] -= 1
+                    if self._reading[h] <= 0:
+                        del self._reading[h]
             self._remember(documents)
             self.metrics.in_flight.set(self.admission.in_flight)
             self.metrics.admission_estimate.labels(kind).set(self.admission.estimate(kind))
+
+    async def watch_loop(self, interval: float = 0.05) -> None:
+        """Measure the event loop's lag for admission, until cancelled: how late a ``interval``
+        timer wakes is about how long a request arriving now waits before its handler runs."""
+        loop = asyncio.get_running_loop()
+        while True:
+            planned = loop.time() + interval
+            await asyncio.sleep(interval)
+            self.admission.lag = lag = max(0.0, loop.time() - planned)
+            self.metrics.loop_lag.set(lag)
 
     def _fail_closed(self, verdict: Verdict, timed_out: bool) -> None:
         if verdict.label == "unknown":

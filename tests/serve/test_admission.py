@@ -28,6 +28,49 @@ def test_requests_are_admitted_while_their_expected_finish_fits_the_deadline() -
     assert gate.estimate("new") < 0.1
 
 
+def test_the_event_loops_lag_counts_as_time_already_spent() -> None:
+    gate = Admission(deadline=1.0, queue_size=100, headroom=0.8)
+    gate.seed("known", 0.1)
+    gate.lag = 0.5  # the loop is behind: a request arriving now waits that long to be read
+    tickets = [gate.admit("known") for _ in range(3)]  # 0.5 + 0.3 s: just fits 0.8 x 1 s
+    with pytest.raises(Rejected) as busy:
+        gate.admit("known")
+    assert busy.value.reason == "deadline" and busy.value.retry_after == 1
+    for t in tickets:
+        gate.done(t)
+    gate.lag = 0.7
+    gate.done(gate.admit("known"))  # alone and the lag under the line: it runs
+    gate.lag = 0.9
+    assert gate.precheck() is not None  # behind by more than the line: refused even alone
+    with pytest.raises(Rejected):
+        gate.admit("known")
+
+
+def test_the_loop_watcher_measures_a_blocked_loop() -> None:
+    pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+    pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
+    from scopeguard.serve import ServeConfig
+    from scopeguard.serve._runtime import Runtime
+
+    runtime = Runtime(ServeConfig(detector="lexical", port=0, deadline=10.0))
+
+    async def block_then_look() -> tuple[float, float, float]:
+        watcher = asyncio.create_task(runtime.watch_loop(interval=0.01))
+        await asyncio.sleep(0.05)
+        quiet = runtime.admission.lag
+        time.sleep(0.3)  # the loop is blocked: the watcher's timer wakes late
+        for _ in range(3):  # a few turns of the loop: the overdue watcher runs
+            await asyncio.sleep(0)
+        blocked = runtime.admission.lag
+        await asyncio.sleep(0.05)  # caught up: the next timers wake on time
+        watcher.cancel()
+        return quiet, blocked, runtime.admission.lag
+
+    quiet, blocked, after = asyncio.run(block_then_look())
+    assert quiet < 0.1 and 0.2 < blocked < 2.0 and after < 0.1
+    runtime.close()
+
+
 def test_the_queue_size_is_the_last_guard_and_a_lone_request_always_runs() -> None:
     gate = Admission(deadline=1.0, queue_size=2)
     gate.seed("new", 5.0)  # longer than the deadline: alone, it still runs (and may time out)
@@ -43,7 +86,7 @@ def test_the_queue_size_is_the_last_guard_and_a_lone_request_always_runs() -> No
     gate.done(first)
 
 
-def test_a_new_document_costs_its_length_in_warm_up_documents_and_a_known_one_a_request() -> None:
+def test_a_request_costs_its_documents_length_in_warm_up_documents_of_its_kind() -> None:
     pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
     pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
     from scopeguard.serve import ServeConfig
@@ -58,8 +101,18 @@ def test_a_new_document_costs_its_length_in_warm_up_documents_and_a_known_one_a_
     assert runtime.new_units([long]) == 3
     with runtime.admit([long]):
         assert runtime.admission.pending == pytest.approx(3.0)  # three warm-ups' worth of reading
-    with runtime.admit([long]):  # read once already: a known document, one request's worth
-        assert runtime.admission.pending == pytest.approx(0.25)
+    runtime.admission.cost.update(new=1.0, known=0.25)  # as before (each completion moves them)
+    with runtime.admit([long]):  # read once already: a known document, three known checks' worth
+        assert runtime.admission.pending == pytest.approx(0.75)
+    other = Document(text=WARMUP_DOCUMENT * 2 + " Another one.")
+    runtime.admission.cost.update(new=1.0, known=0.25)
+    # a burst about one new document pays its read once
+    with runtime.admit([other]), runtime.admit([other]), runtime.admit([other]):
+        assert runtime.admission.pending == pytest.approx(3.0 + 0.75 + 0.75)
+    assert not runtime._reading  # none left counted as being read
+    runtime.admission.cost.update(new=1.0, known=0.25)
+    with runtime.admit([other]):
+        assert runtime.admission.pending == pytest.approx(0.75)
 
 
 def test_the_warm_up_seeds_both_kinds_from_reads_after_the_models_load() -> None:
@@ -70,22 +123,27 @@ def test_the_warm_up_seeds_both_kinds_from_reads_after_the_models_load() -> None
     from scopeguard.testing import ScriptedDetector
 
     class Slow(ScriptedDetector):
-        """Loading 0.6 s, a new document's read 0.2 s, a known one 0.02 s."""
+        """Loading 0.6 s, a new document's read 0.2 s, a known one 0.05 s, a question asked of
+        the same document again nothing (its verdict cached)."""
 
         def detect(self, question, documents):  # type: ignore[no-untyped-def]
             texts = [getattr(d, "text", d) for d in documents]
-            time.sleep(0.6 if not read else 0.02 if texts[0] in read else 0.2)
+            if (question, texts[0]) not in asked:
+                time.sleep(0.6 if not read else 0.05 if texts[0] in read else 0.2)
             read.update(texts)
+            asked.add((question, texts[0]))
             return super().detect(question, documents)
 
     read: set[str] = set()
+    asked: set[tuple[str, str]] = set()
 
     detector = Slow(lambda q: 0.1)
     runtime = Runtime(ServeConfig(detector="lexical", port=0, deadline=30.0), detector=detector)
     runtime.load()
     assert runtime.ready
     assert 0.15 < runtime.admission.estimate("new") < 0.5  # not the load's 0.6 s
-    assert 0.0 < runtime.admission.estimate("known") < runtime.admission.estimate("new")
+    known = runtime.admission.estimate("known")
+    assert 0.04 < known < runtime.admission.estimate("new")  # another question, not a cached verdict
 
 
 @pytest.mark.integration

@@ -36,6 +36,8 @@ def test_check_returns_the_cli_json_verdict(client: httpx.Client) -> None:
         k: v for k, v in local.items() if k != "latency_ms"
     }
     assert r.headers["x-request-id"]
+    took = float(r.headers["server-timing"].removeprefix("app;dur="))  # the server's own milliseconds
+    assert 0.0 < took < r.elapsed.total_seconds() * 1000
 
 
 def test_check_out_of_scope_and_document_objects(client: httpx.Client) -> None:
