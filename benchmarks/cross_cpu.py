@@ -6,7 +6,7 @@ llama.cpp picks its kernels by CPU (AVX2, AVX-512, AMX) and by whether its extra
 on (the loader's canary turns them off where they crash), so the same GGUF model's margins differ
 in the last bits from one machine to the next, and a question near the threshold can change side.
 This scores the packaged ``default`` detector (shipped head, no fit) on the held-out human questions
-``generation_loop.py`` scores (squad2-train paragraphs the shipped head never saw: 40 "other" and
+``studies/generation_loop.py`` scores (squad2-train paragraphs the shipped head never saw: 40 "other" and
 30 "generation" paragraphs, seed 0), with ``scopeguard eval-detector``, and writes
 ``benchmarks/results/cross_cpu/<cpu>.json``: the machine (``lscpu`` model name, the CPU features
 llama.cpp uses, the loader's extra-buffer decision), the figures per set, and every question's
@@ -22,8 +22,11 @@ import json
 import os
 import re
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "studies"))  # generation_loop
 
 from _report import cpu_model, report
 from generation_loop import DEFAULT_DATA, evaluate, human_set, mcnemar, split_documents

@@ -20,7 +20,7 @@ p50/p95 per question, escalated share (cascades), peak RSS of the process that r
   (``--limit`` caps it).
 * Learned detectors are never scored on their training data: ``fast``, ``logprob`` and ``default``
   use the out-of-fold predictions of 5-fold document-grouped cross-validation (seed 0) of their
-  heads (``fast``'s features from ``benchmarks/train_fast_head.py``'s cache); ``nli`` and
+  heads (``fast``'s features from ``benchmarks/studies/train_fast_head.py``'s cache); ``nli`` and
   ``probe[@LLM]`` use ``scopeguard.detection.head.training.cross_validate``. ``cascade@mpnet``
   replays a fast -> fast-on-mpnet cascade
   on out-of-fold scores for several escalation bands (accuracy only), the measurement behind
@@ -52,6 +52,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "studies"))  # train_fast_head
 
 from scopeguard.data import Dataset, load_dataset
 from scopeguard.detection.detectors import get_detector

@@ -21,13 +21,13 @@ pack() {  # the finished runs' cards and curves (adapters too with a third argum
   local skip=(--exclude=checkpoint); [ -z "${3:-}" ] && skip+=(--exclude=peft --exclude=adapter.gguf)
   (cd "$WORK" && tar cf "$OUT/$1.tar" "${skip[@]}" $(ls -d $2 2>/dev/null)) || true
 }
-python3 benchmarks/reader_tuning.py lodo "${COMMON[@]}" --train "${TRAIN[@]}" --set "${SET[@]}" \
+python3 benchmarks/studies/reader_tuning.py lodo "${COMMON[@]}" --train "${TRAIN[@]}" --set "${SET[@]}" \
   --sizes ${BIG:-4000} --out "$OUT/lodo_big.json" 2>&1 | tee -a "$OUT/log.txt"
 pack lodo_big "n${BIG:-4000}-*"
-python3 benchmarks/reader_tuning.py sweep "${COMMON[@]}" --train "${TRAIN[@]}" --set "${SET[@]}" \
+python3 benchmarks/studies/reader_tuning.py sweep "${COMMON[@]}" --train "${TRAIN[@]}" --set "${SET[@]}" \
   --runs ship:max_questions=${SHIP:-6000} --out "$OUT/ship.json" 2>&1 | tee -a "$OUT/log.txt"
 pack ship "ship" adapters
-python3 benchmarks/reader_tuning.py lodo "${COMMON[@]}" --train "${TRAIN[@]}" --set "${SET[@]}" \
+python3 benchmarks/studies/reader_tuning.py lodo "${COMMON[@]}" --train "${TRAIN[@]}" --set "${SET[@]}" \
   --sizes ${SMALL:-250 1000} --out "$OUT/lodo_curve.json" 2>&1 | tee -a "$OUT/log.txt"
 pack curve "n250-* n1000-*"
 echo GPU_RUN_DONE | tee -a "$OUT/log.txt"

@@ -13,7 +13,7 @@
 3. **Head.** A logistic regression over the chosen signals gives P(out of scope); a threshold
    gives the label. Which signals, which layer and how much regularisation were chosen by the
    worst leave-one-dataset-out score over the shared datasets, not by their mean
-   (``benchmarks/reader_generalisation.py``); the packaged head's card
+   (``benchmarks/studies/reader_generalisation.py``); the packaged head's card
    (``scopeguard/_assets/default_head.md``) lists the data and the figures, and
    ``scopeguard train-detector --detector default`` reproduces it.
 

@@ -32,7 +32,7 @@ __all__ = ["SCORING_DETECTORS", "FitReport", "OutOfFold", "fit_detector", "load_
 logger = logging.getLogger(__name__)
 
 ScoringDetector = Literal["fast", "logprob", "default"]
-#: the packaged default head's recipe, chosen in benchmarks/reader_generalisation.py: the best worst
+#: the packaged default head's recipe, chosen in benchmarks/studies/reader_generalisation.py: the best worst
 #: leave-one-dataset-out accuracy among the configurations no left-out set scores below the margin
 #: alone on (the inference probe and the word-overlap features did not pass that test)
 DEFAULT_SIGNALS: tuple[str, ...] = ("margin", "hidden")

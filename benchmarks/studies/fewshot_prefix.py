@@ -4,14 +4,14 @@ Both prompts end the same way and differ only in the instruction before the docu
 llama.cpp reads once per model (the primed prefix): the few-shot one adds nine invented examples
 (near-miss unanswerables and questions answered by what a document clearly implies). For each
 prompt the same questions are read (margin and the layer-21 state, one decode each, cached like
-``benchmarks/reader_extract.py``) and scored the way ``benchmarks/reader_generalisation.py``
+``benchmarks/studies/reader_extract.py``) and scored the way ``benchmarks/studies/reader_generalisation.py``
 scores a configuration: document-grouped CV inside each set and leave-one-dataset-out, accuracy at
 P = 0.5 with each set and class weighing the same. The few-shot prompt is worth keeping only if no
 left-out set scores lower with it and the worst one scores higher.
 
-    python benchmarks/fewshot_prefix.py [--sets eloq-gold-dev:0,...] [--threads N]
+    python benchmarks/studies/fewshot_prefix.py [--sets eloq-gold-dev:0,...] [--threads N]
 
-Writes benchmarks/results/fewshot_prefix.json (or ``--out``).
+Writes benchmarks/studies/results/fewshot_prefix.json (or ``--out``).
 """
 
 from __future__ import annotations
@@ -28,14 +28,15 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _report
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/studies/: the other studies
 
 from _report import cpu_model, report
 from reader_extract import dataset_path, parse_sets, reader
 from reader_generalisation import GROUP, evaluate, summarise
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "fewshot_prefix.json"
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "benchmarks" / "studies" / "results" / "fewshot_prefix.json"
 #: the reader_extract samples, smaller (sample_documents is seeded: these are subsets of those)
 SETS = "eloq-gold-dev:0,squad2-train:30,squad2-train-extra:10,subjqa:80,near-miss:0"
 TEMPLATES = ("answerability_verdict", "answerability_fewshot")

@@ -1,6 +1,6 @@
 """Which reading-stage signals generalise across datasets: in-distribution CV against leave-one-dataset-out.
 
-Reads the signals that ``benchmarks/reader_extract.py`` cached (same model, sets, samples and
+Reads the signals that ``benchmarks/studies/reader_extract.py`` cached (same model, sets, samples and
 layers; anything missing is read now) and, for each configuration of features and
 regularisation, reports per dataset:
 
@@ -14,9 +14,10 @@ threshold is tuned on the scored data. squad2-train and squad2-train-extra count
 predicts a set nobody here has seen; a feature that helps in distribution and hurts when left
 out shows up as a gap between ``cv`` and ``lodo``.
 
-    python benchmarks/reader_generalisation.py [--sets ...] [--layers ...] [--l2 0.1,1,10] [--out FILE]
+    python benchmarks/studies/reader_generalisation.py [--sets ...] [--layers ...] [--l2 0.1,1,10] \\
+        [--out FILE]
 
-Writes benchmarks/results/reader_generalisation.json (or ``--out``).
+Writes benchmarks/studies/results/reader_generalisation.json (or ``--out``).
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _report
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/studies/: the other studies
 
 from _report import cpu_model, report
 from reader_extract import DEFAULT_LAYERS, DEFAULT_SETS, PROBES, dataset_path, parse_sets, reader
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "reader_generalisation.json"
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "benchmarks" / "studies" / "results" / "reader_generalisation.json"
 GROUP = {"squad2-train": "squad2", "squad2-train-extra": "squad2"}
 
 

@@ -1,9 +1,9 @@
 """Train the fast detector's logistic head and report document-grouped cross-validated accuracy.
 
-    python benchmarks/train_fast_head.py [DATASET_DIR] [--encoder minilm] [--out HEAD.json]
+    python benchmarks/studies/train_fast_head.py [DATASET_DIR] [--encoder minilm] [--out HEAD.json]
 
 1. computes the fast features (``scopeguard.detection.detectors.fast.FEATURES``) for every question of the
-   dataset against its own document (cached in ``benchmarks/results/fast_features_<encoder>.json``,
+   dataset against its own document (cached in ``benchmarks/studies/results/fast_features_<encoder>.json``,
    keyed by question id, so a re-run or a killed run resumes);
 2. 5-fold cross-validation grouped by document (the folds shuffle the documents with ``--seed``;
    repeated for seeds 0..``--repeats``-1), logistic regression on standardised features;
@@ -31,7 +31,7 @@ from scopeguard.detection.head.fast import FastHead, default_head_path
 from scopeguard.detection.read.fast import FEATURES, FastFeaturizer
 from scopeguard.evaluation.detection import auroc
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eloq-gold-dev"
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "eloq-gold-dev"
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

@@ -5,10 +5,10 @@ chosen layers at the verdict position from the same decode (llama.cpp's eval cal
 margin of ``answerability_inference`` read against the same document state (its last line only),
 and the fast stage's word coverage and MiniLM alignment. Everything goes to the feature cache
 (``$SCOPEGUARD_CACHE/features``) keyed by model, prompt wording, layers, question and document,
-so a killed run continues where it stopped and ``benchmarks/reader_generalisation.py`` reads
+so a killed run continues where it stopped and ``benchmarks/studies/reader_generalisation.py`` reads
 the same cache. Documents are sampled with ``sample_documents`` (seeded), all their questions kept.
 
-    python benchmarks/reader_extract.py [--model qwen2.5-coder-1.5b] [--sets eloq-gold-dev:0,...]
+    python benchmarks/studies/reader_extract.py [--model qwen2.5-coder-1.5b] [--sets eloq-gold-dev:0,...]
 
 ``--sets NAME:MAX_DOCS,...`` (0 = all documents; names are folders of ../shared/data or of
 benchmarks/data). Writes nothing else; progress goes to stderr.
@@ -25,7 +25,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
 OWN = ROOT / "benchmarks" / "data"  # sets written for scopeguard (near-miss)
 #: the sets and document samples of the committed results (0: every document)

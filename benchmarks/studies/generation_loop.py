@@ -1,6 +1,6 @@
 """Close the loop: generate offline on a corpus, fit a head on it, score human questions.
 
-    python benchmarks/generation_loop.py --gen-docs 20 --eval-docs 30 --work /tmp/genloop
+    python benchmarks/studies/generation_loop.py --gen-docs 20 --eval-docs 30 --work /tmp/genloop
 
 The corpus is ../shared/data/squad2-train (read at run time; Wikipedia paragraphs with human
 questions, SQuAD 2.0's unanswerable ones among them). Its documents are drawn with ``--seed`` and
@@ -33,7 +33,7 @@ questions (SQuAD's labels) in place of the generated set, so that what a perfect
 documents could add is measured too. ``--same-docs`` also scores the heads on the generation
 documents' own human questions (never used in a fit, except by ``--oracle``'s head, which is not
 scored there): the user's case, where the corpus generated on is the one asked about. Writes
-``benchmarks/results/generation_loop.json`` (or ``--out``): counts and metrics only, never text.
+``benchmarks/studies/results/generation_loop.json`` (or ``--out``): counts and metrics only, never text.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _report
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/studies/: the other studies
+
 from _report import cpu_model, report
 from reader_extract import DEFAULT_SETS, OWN, parse_sets
 
@@ -55,7 +58,7 @@ from scopeguard.data import load_dataset, read_jsonl
 from scopeguard.detection.signals import sample_documents
 from scopeguard.generation import GenerationConfig, Generator, LengthRule
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2-train"
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "squad2-train"
 RESULT = Path(__file__).resolve().parent / "results" / "generation_loop.json"
 METRICS = ("accuracy", "false_refusal_rate", "recall_oos", "auroc", "n")
 

@@ -16,13 +16,13 @@ here, each costing only its own tokens after the verdict prompt:
 The quoted answer reaches into ``LlamaCppVerdicts``' context (greedy continuation is no part of the
 scorer protocol, and nothing shipped generates during a check). Everything is cached in the
 feature cache (keyed by model, wording, question, document), so a killed run continues. Then the
-same comparison as ``benchmarks/reader_generalisation.py``:
+same comparison as ``benchmarks/studies/reader_generalisation.py``:
 document-grouped CV inside each set and leave-one-dataset-out, each configuration ranked by its
 worst left-out accuracy, against the shipped recipe's features (margin + a hidden state).
 
-    python benchmarks/answer_probe.py [--sets eloq-gold-dev:0,...] [--extract-only] [--out FILE]
+    python benchmarks/studies/answer_probe.py [--sets eloq-gold-dev:0,...] [--extract-only] [--out FILE]
 
-Writes benchmarks/results/answer_probe.json.
+Writes benchmarks/studies/results/answer_probe.json.
 """
 
 from __future__ import annotations
@@ -41,14 +41,15 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _report
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/studies/: the other studies
 
 from _report import report
 from reader_extract import dataset_path, parse_sets
 from reader_generalisation import GROUP, grid, header
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "answer_probe.json"
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "benchmarks" / "studies" / "results" / "answer_probe.json"
 PREMISE = "answerability_premise"
 FORCED = 'Yes. Quoted from the document, the answer is: "'
 MAX_NEW = 16

@@ -3,14 +3,14 @@ side (an optimisation sweep, or one fold per left-out dataset), each set's AUROC
 false refusals at the reader's own threshold before and after, and the worst left-out score.
 
     # a learning-rate sweep on small runs (validation = held-out documents; --eval sets never trained on)
-    python benchmarks/reader_tuning.py sweep --base qwen2.5-coder-0.5b \\
+    python benchmarks/studies/reader_tuning.py sweep --base qwen2.5-coder-0.5b \\
         --train ../shared/data/squad2-train ../shared/data/eloq-gold-dev ../shared/data/subjqa \\
         --eval benchmarks/data/near-miss benchmarks/data/implied \\
         --runs lr3e-5:lr=3e-5 lr1e-4:lr=1e-4 lr3e-4:lr=3e-4 --set batch=8 max_questions=480 --work /tmp/tune
 
     # leave one dataset out: one run per dataset, trained on the others, scored on it; with
     # --sizes, one such fold set per number of training questions (a learning curve)
-    python benchmarks/reader_tuning.py lodo --base qwen2.5-coder-0.5b --train A B C --set lr=1e-4 \\
+    python benchmarks/studies/reader_tuning.py lodo --base qwen2.5-coder-0.5b --train A B C --set lr=1e-4 \\
         --sizes 200 800 --work /tmp/lodo
 
 Each run is a ``train-reader`` run folder under ``--work``: a killed benchmark resumes every run
@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _report
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/studies/: the other studies
 
 from _report import report
 
