@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,22 +100,59 @@ def test_every_command_has_a_cli_entry(site: Path) -> None:
     assert not missing, f"the CLI reference lacks: {missing}"
 
 
-def _python_blocks() -> list[tuple[str, str, str]]:
-    """Every Python example of the README and the docs: where it is, its run marker, its code. An
-    example preceded by ``<!-- doctest: slow -->`` (invisible once rendered) is also run."""
+def _python_blocks() -> list[tuple[str, str, str, str]]:
+    """Every Python example of the README and the docs: where it is, its run marker, the setup it
+    needs, its code. An example preceded by ``<!-- doctest: slow -->`` (invisible once rendered) is
+    also run; ``<!-- doctest: slow setup=NAME -->`` runs it after :data:`SETUPS` ``[NAME]`` has made
+    the objects a user's app would already have (a vector store, an index, a chat model)."""
     files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    pattern = re.compile(r"^(?:<!-- doctest: (\w+) -->\n)?```python\n(.*?)^```", re.S | re.M)
+    pattern = re.compile(r"^(?:<!-- doctest: (\w+)(?: setup=(\w+))? -->\n)?```python\n(.*?)^```", re.S | re.M)
     return [
-        (f"{path.relative_to(ROOT)}#{i}", marker, code)
+        (f"{path.relative_to(ROOT)}#{i}", marker, setup, code)
         for path in files
-        for i, (marker, code) in enumerate(pattern.findall(path.read_text()))
+        for i, (marker, setup, code) in enumerate(pattern.findall(path.read_text()))
     ]
 
 
 BLOCKS = _python_blocks()
+CORPUS = [
+    "Brazil won the 1998 World Cup semi-final against the Netherlands on penalties.",
+    "France beat Brazil 3-0 in the 1998 World Cup final at the Stade de France.",
+]
 
 
-@pytest.mark.parametrize(("where", "code"), [(w, c) for w, _, c in BLOCKS], ids=[w for w, _, _ in BLOCKS])
+def _langchain_app() -> dict[str, Any]:
+    """A LangChain app's own objects: an in-memory vector store (LangChain's deterministic test
+    embeddings) and a chat model (LangChain's scripted one)."""
+    pytest.importorskip("langchain_scopeguard", reason="needs the LangChain integration")
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
+    store.add_texts(CORPUS)
+    return {"vector_store": store, "chat_model": FakeListChatModel(responses=["France won it."] * 4)}
+
+
+def _llamaindex_app() -> dict[str, Any]:
+    """A LlamaIndex app's own objects: a vector index (LlamaIndex's mock embeddings) and its mock
+    LLM, also the app's default (``Settings.llm``) as an app would configure it."""
+    pytest.importorskip("llama_index_scopeguard", reason="needs the LlamaIndex integration")
+    from llama_index.core import Document, Settings, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+
+    Settings.llm, Settings.embed_model = MockLLM(), MockEmbedding(embed_dim=32)
+    index = VectorStoreIndex.from_documents([Document(text=t) for t in CORPUS])
+    return {"index": index, "llm": Settings.llm}
+
+
+SETUPS = {"langchain": _langchain_app, "llamaindex": _llamaindex_app}
+
+
+@pytest.mark.parametrize(
+    ("where", "code"), [(w, c) for w, _, _, c in BLOCKS], ids=[w for w, _, _, _ in BLOCKS]
+)
 def test_python_examples_parse_and_import(where: str, code: str) -> None:
     """Every Python example parses, and the names it imports from scopeguard and its integrations
     exist (an example that names a renamed class fails here)."""
@@ -126,16 +164,21 @@ def test_python_examples_parse_and_import(where: str, code: str) -> None:
             assert not missing, f"{where}: {node.module} has no {missing}"
 
 
-RUN = [(w, c) for w, marker, c in BLOCKS if marker == "slow"]
+RUN = [(w, setup, c) for w, marker, setup, c in BLOCKS if marker == "slow"]
+
+
+def test_every_named_setup_exists() -> None:
+    assert {setup for _, setup, _ in RUN if setup} <= set(SETUPS)
 
 
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.parametrize(("where", "code"), RUN, ids=[w for w, _ in RUN])
-def test_marked_examples_run(where: str, code: str) -> None:
+@pytest.mark.parametrize(("where", "setup", "code"), RUN, ids=[w for w, _, _ in RUN])
+def test_marked_examples_run(where: str, setup: str, code: str) -> None:
     """The examples marked to run do, as written, with the packaged models (they are offline)."""
     pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
-    exec(compile(code, where, "exec"), {"__name__": "__doc_example__"})
+    names = SETUPS[setup]() if setup else {}
+    exec(compile(code, where, "exec"), {"__name__": "__doc_example__", **names})
 
 
 def _shell_commands() -> list[tuple[str, str]]:
