@@ -10,12 +10,13 @@ requests that arrive after one (and wait behind it) do not make it look cheaper.
 ``pending + cost(kind)``; it is admitted when that fits inside ``headroom * deadline``, and turned
 away at once otherwise, with a ``Retry-After`` of the seconds by which it would overrun (never after
 making the client wait).
-A request also waits before the server's handler sees it: for its bytes to be read and parsed by
-the event loop. Under a burst that loop is the bottleneck (on two cores, thousands of requests'
-parsing and replies cost more than the checks), so the server measures the loop's lag (how late a
-timer set for a known moment wakes) and counts it as time already spent: ``lag + pending +
-cost(kind)``. When the lag alone is past the line, every request is turned away until the loop
-has caught up, which costs it little (a 429 is sent before the body is read).
+A request also waits before the server's handler sees it, for the event loop to read it. The server
+measures the loop's lag (how late a timer set for a known moment wakes: a loop held up by slow
+handlers or by threads holding the GIL) and counts it as time already spent: ``lag + pending +
+cost(kind)``. When the lag alone is past the line, every request is turned away until the loop has
+caught up, which costs it little (a 429 is sent before the body is read). Connections still waiting
+in the kernel's accept queue do not show in the lag: a burst of thousands on a small machine waits
+there for the HTTP stack (``benchmarks/serve.py`` records that floor).
 ``queue_size`` stays as the last guard: at most that many requests (and their bodies) are held at
 once, whatever the estimate.
 
