@@ -5,11 +5,13 @@ every ``scopeguard`` command a CLI entry. Skips without the docs tools (the ``de
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +123,8 @@ CORPUS = [
 ]
 
 
-def _langchain_app() -> dict[str, Any]:
+@contextlib.contextmanager
+def _langchain_app() -> Iterator[dict[str, Any]]:
     """A LangChain app's own objects: an in-memory vector store (LangChain's deterministic test
     embeddings) and a chat model (LangChain's scripted one)."""
     pytest.importorskip("langchain_scopeguard", reason="needs the LangChain integration")
@@ -131,20 +134,26 @@ def _langchain_app() -> dict[str, Any]:
 
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
     store.add_texts(CORPUS)
-    return {"vector_store": store, "chat_model": FakeListChatModel(responses=["France won it."] * 4)}
+    yield {"vector_store": store, "chat_model": FakeListChatModel(responses=["France won it."] * 4)}
 
 
-def _llamaindex_app() -> dict[str, Any]:
+@contextlib.contextmanager
+def _llamaindex_app() -> Iterator[dict[str, Any]]:
     """A LlamaIndex app's own objects: a vector index (LlamaIndex's mock embeddings) and its mock
-    LLM, also the app's default (``Settings.llm``) as an app would configure it."""
+    LLM, also the app's default (``Settings.llm``) as an app would configure it; the process's
+    settings are put back afterwards."""
     pytest.importorskip("llama_index_scopeguard", reason="needs the LlamaIndex integration")
     from llama_index.core import Document, Settings, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding
     from llama_index.core.llms import MockLLM
 
+    saved = Settings._llm, Settings._embed_model
     Settings.llm, Settings.embed_model = MockLLM(), MockEmbedding(embed_dim=32)
-    index = VectorStoreIndex.from_documents([Document(text=t) for t in CORPUS])
-    return {"index": index, "llm": Settings.llm}
+    try:
+        index = VectorStoreIndex.from_documents([Document(text=t) for t in CORPUS])
+        yield {"index": index, "llm": Settings.llm}
+    finally:
+        Settings._llm, Settings._embed_model = saved
 
 
 SETUPS = {"langchain": _langchain_app, "llamaindex": _llamaindex_app}
@@ -177,8 +186,11 @@ def test_every_named_setup_exists() -> None:
 def test_marked_examples_run(where: str, setup: str, code: str) -> None:
     """The examples marked to run do, as written, with the packaged models (they are offline)."""
     pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
-    names = SETUPS[setup]() if setup else {}
-    exec(compile(code, where, "exec"), {"__name__": "__doc_example__", **names})
+    app: contextlib.AbstractContextManager[dict[str, Any]] = (
+        SETUPS[setup]() if setup else contextlib.nullcontext({})
+    )
+    with app as names:
+        exec(compile(code, where, "exec"), {"__name__": "__doc_example__", **names})
 
 
 def _shell_commands() -> list[tuple[str, str]]:
