@@ -99,9 +99,14 @@ class Admission:
             return self.cost[kind]
         return max(self.cost.values(), default=0.0)
 
+    def _finish(self, cost: float) -> float:
+        """When a request costing ``cost`` and arriving now is expected to finish: the loop's lag and
+        the work admitted before it come first."""
+        return self.lag + self.pending + cost
+
     def expected_finish(self, kind: str, units: int = 1) -> float:
         """Seconds a request of ``kind`` arriving now is expected to take."""
-        return self.lag + self.pending + units * self.estimate(kind)
+        return self._finish(units * self.estimate(kind))
 
     def _refusal(self, cost: float) -> Rejected | None:
         """Why a request costing ``cost`` would be turned away now (``None``: it would not be)."""
@@ -111,7 +116,7 @@ class Admission:
                 max(1, math.ceil(cost)),
                 f"the server is busy ({self.queue_size} requests in flight)",
             )
-        finish = self.lag + self.pending + cost
+        finish = self._finish(cost)
         line = None if self.deadline is None else self.headroom * self.deadline
         # a lone request runs whatever it costs, unless the server is already behind by the line
         if line is not None and finish > line and (self.in_flight or self.lag > line):

@@ -241,23 +241,29 @@ class Runtime:
             self.load_error = f"{type(exc).__name__}: {exc}"
             logger.error("loading the detector failed: %s", self.load_error)
 
-    def _unread(self, documents: Sequence[Document]) -> list[Document]:
-        """The documents neither checked here before (their states kept) nor being read now by a
-        request admitted earlier (a burst about one new document pays its read once)."""
+    def _unread(self, documents: Sequence[Document], hashes: Sequence[str]) -> list[Document]:
+        """The documents (``hashes``: their content hashes) neither checked here before (their
+        states kept) nor being read now by a request admitted earlier (a burst about one new
+        document pays its read once)."""
         with self._seen_lock:
             seen, reading = self._seen, self._reading
-            return [d for d in documents if d.content_hash not in seen and d.content_hash not in reading]
+            return [d for d, h in zip(documents, hashes, strict=True) if h not in seen and h not in reading]
 
     def new_units(self, documents: Sequence[Document]) -> int:
         """The documents not read here yet, in warm-up documents' worth of text (at least 1): a
         new document's read costs about its length, and the ``new`` estimate is one warm-up's."""
-        return _text_units(self._unread(documents))
+        return _text_units(self._unread(documents, [d.content_hash for d in documents]))
 
-    def _remember(self, documents: Sequence[Document]) -> None:
+    def _read_done(self, hashes: Sequence[str]) -> None:
+        """The documents of ``hashes`` are read: no longer being read by this request, and known."""
         with self._seen_lock:
-            for d in documents:
-                self._seen[d.content_hash] = None
-                self._seen.move_to_end(d.content_hash)
+            for h in hashes:
+                if self._reading[h] > 1:
+                    self._reading[h] -= 1
+                else:
+                    del self._reading[h]
+                self._seen[h] = None
+                self._seen.move_to_end(h)
             while len(self._seen) > _SEEN_LIMIT:
                 self._seen.popitem(last=False)
 
@@ -267,8 +273,9 @@ class Runtime:
     ) -> Iterator[None]:
         """Admission for one request about ``documents`` (see :mod:`scopeguard.serve._admission`),
         or :class:`~scopeguard.serve._admission.Rejected` (the server answers 429 at once)."""
+        hashes = [d.content_hash for d in documents]  # once per request: each is a SHA-256 of the text
         if kind is None:  # "known" when every document was checked here before or is being read, else "new"
-            unread = self._unread(documents)
+            unread = self._unread(documents, hashes)
             kind = "new" if unread else "known"
             # each item a unit at least, the text its warm-up documents' worth: the new text for a
             # new read, all of it for a known one (a check costs more on a longer document too)
@@ -278,7 +285,6 @@ class Runtime:
         except Rejected as exc:
             self.metrics.rejected.labels(exc.reason).inc()
             raise
-        hashes = [d.content_hash for d in documents]
         with self._seen_lock:
             self._reading.update(hashes)
         self.metrics.in_flight.set(self.admission.in_flight)
@@ -286,12 +292,7 @@ class Runtime:
             yield
         finally:
             self.admission.done(ticket)
-            with self._seen_lock:
-                for h in hashes:
-                    self._reading[h] -= 1
-                    if self._reading[h] <= 0:
-                        del self._reading[h]
-            self._remember(documents)
+            self._read_done(hashes)
             self.metrics.in_flight.set(self.admission.in_flight)
             self.metrics.admission_estimate.labels(kind).set(self.admission.estimate(kind))
 
