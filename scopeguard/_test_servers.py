@@ -64,15 +64,11 @@ def running_guard_server(
     ``detector`` replaces the configured one (for example a :class:`ScriptedDetector`)."""
     import time
 
-    from scopeguard._optional import require
     from scopeguard.serve import ServeConfig, create_app
+    from scopeguard.serve._run import uvicorn_server
 
-    uvicorn = require("uvicorn", extra="serve", feature="running_guard_server")
     config = config if config is not None else ServeConfig(detector="lexical", port=0)
-    app = create_app(config, detector=detector)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=config.host, port=config.port, log_config=None, access_log=False)
-    )
+    server = uvicorn_server(create_app(config, detector=detector), config)
     thread = threading.Thread(target=server.run, name="scopeguard-serve", daemon=True)
     thread.start()
     while not server.started:

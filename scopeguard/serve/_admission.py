@@ -14,9 +14,12 @@ A request also waits before the server's handler sees it, for the event loop to 
 measures the loop's lag (how late a timer set for a known moment wakes: a loop held up by slow
 handlers or by threads holding the GIL) and counts it as time already spent: ``lag + pending +
 cost(kind)``. When the lag alone is past the line, every request is turned away until the loop has
-caught up, which costs it little (a 429 is sent before the body is read). Connections still waiting
-in the kernel's accept queue do not show in the lag: a burst of thousands on a small machine waits
-there for the HTTP stack (``benchmarks/serve.py`` records that floor).
+caught up, which costs it little (a 429 is sent before the body is read). Requests that have
+arrived but that the HTTP stack has not read yet (in the kernel's accept queue, or accepted by
+uvicorn and not parsed: a burst of thousands on a small machine waits there) do not show in the lag:
+under uvicorn the server counts them and times how fast its loop drains them
+(:mod:`scopeguard.serve._backlog`), and counts that ``backlog`` (their number x the loop's time
+per request) as time already spent too: ``lag + backlog + pending + cost(kind)``.
 ``queue_size`` stays as the last guard: at most that many requests (and their bodies) are held at
 once, whatever the estimate.
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["Admission", "Rejected", "Ticket"]
@@ -85,6 +89,8 @@ class Admission:
         self.in_flight = 0
         self.pending = 0.0
         self.lag = 0.0  # seconds a request waits before its handler runs (the event loop's lag)
+        self.backlog = 0.0  # seconds of loop work on requests that arrived and are not read yet
+        self.unread: Callable[[], float] | None = None  # counts ``backlog`` again at each decision
         self._lock = threading.Lock()
 
     def seed(self, kind: str, seconds: float) -> None:
@@ -100,9 +106,9 @@ class Admission:
         return max(self.cost.values(), default=0.0)
 
     def _finish(self, cost: float) -> float:
-        """When a request costing ``cost`` and arriving now is expected to finish: the loop's lag and
-        the work admitted before it come first."""
-        return self.lag + self.pending + cost
+        """When a request costing ``cost`` and arriving now is expected to finish: the loop's lag, its
+        unread requests and the work admitted before it come first."""
+        return self.lag + self.backlog + self.pending + cost
 
     def expected_finish(self, kind: str, units: int = 1) -> float:
         """Seconds a request of ``kind`` arriving now is expected to take."""
@@ -110,6 +116,8 @@ class Admission:
 
     def _refusal(self, cost: float) -> Rejected | None:
         """Why a request costing ``cost`` would be turned away now (``None``: it would not be)."""
+        if self.unread is not None:
+            self.backlog = self.unread()
         if self.in_flight >= self.queue_size:
             return Rejected(
                 "queue_full",
@@ -119,7 +127,8 @@ class Admission:
         finish = self._finish(cost)
         line = None if self.deadline is None else self.headroom * self.deadline
         # a lone request runs whatever it costs, unless the server is already behind by the line
-        if line is not None and finish > line and (self.in_flight or self.lag > line):
+        behind = self.lag + self.backlog
+        if line is not None and finish > line and (self.in_flight or behind > line):
             over = finish - line
             return Rejected(
                 "deadline",

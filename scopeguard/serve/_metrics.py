@@ -59,6 +59,11 @@ class Metrics:
             "How late the server's event loop ran a timer (time a new request waits to be read).",
             registry=r,
         )
+        self.unread = prom.Gauge(
+            "scopeguard_unread_requests",
+            "Requests that arrived and the HTTP stack has not read yet (accept queue and unparsed).",
+            registry=r,
+        )
         self.reading_queue = prom.Gauge(
             "scopeguard_reading_queue_depth", "Calls waiting for or holding the reading model.", registry=r
         )

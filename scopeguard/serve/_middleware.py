@@ -59,6 +59,7 @@ class GuardrailsMiddleware:
         route = path if path in self.routes else "other"
         started = time.perf_counter()
         status = {"code": 500}
+        self.runtime.active += 1  # in the app now: no longer the HTTP stack's unread backlog
 
         async def send_wrapped(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -79,6 +80,7 @@ class GuardrailsMiddleware:
                 await self._guarded(scope, receive, send_wrapped, headers, path)
                 set_attributes(s, status=status["code"])
         finally:
+            self.runtime.active -= 1
             elapsed = time.perf_counter() - started
             self.runtime.metrics.requests.labels(route, str(status["code"])).inc()
             self.runtime.metrics.request_seconds.labels(route).observe(elapsed)

@@ -30,6 +30,7 @@ from scopeguard.guard import Guard
 from scopeguard.llm.deadline import current as current_budget
 from scopeguard.llm.deadline import deadline as deadline_block
 from scopeguard.serve._admission import Admission, Rejected
+from scopeguard.serve._backlog import Backlog
 from scopeguard.serve._config import ServeConfig
 from scopeguard.serve._metrics import Metrics
 from scopeguard.serve._telemetry import set_attributes, span
@@ -207,6 +208,8 @@ class Runtime:
         self.ready = False
         self.load_error: str | None = None
         self.admission = Admission(config.deadline, config.queue_size, headroom=config.admission_headroom)
+        self.backlog: Backlog | None = None  # the HTTP stack's unread requests, where it says
+        self.active = 0  # HTTP requests inside the app (counted by the middleware, on the loop)
         self._seen: OrderedDict[str, None] = OrderedDict()  # documents checked before (newest last)
         self._seen_lock = threading.Lock()
         self._reading: Counter[str] = Counter()  # documents an admitted request is reading now
@@ -296,15 +299,26 @@ class Runtime:
             self.metrics.in_flight.set(self.admission.in_flight)
             self.metrics.admission_estimate.labels(kind).set(self.admission.estimate(kind))
 
+    def attach(self, backlog: Backlog) -> None:
+        """Count ``backlog`` (the HTTP server's unread requests) in admission: set by
+        :func:`scopeguard.serve.run` under uvicorn."""
+        self.backlog = backlog
+        backlog.active = lambda: self.active
+        self.admission.unread = backlog.seconds
+
     async def watch_loop(self, interval: float = 0.05) -> None:
         """Measure the event loop's lag for admission, until cancelled: how late a ``interval``
-        timer wakes is about how long a request arriving now waits before its handler runs."""
+        timer wakes is about how long a request arriving now waits before its handler runs. With a
+        :attr:`backlog`, each tick also times how fast the loop drains its unread requests."""
         loop = asyncio.get_running_loop()
         while True:
             planned = loop.time() + interval
             await asyncio.sleep(interval)
             self.admission.lag = lag = max(0.0, loop.time() - planned)
             self.metrics.loop_lag.set(lag)
+            if self.backlog is not None:
+                self.backlog.sample(loop.time())
+                self.metrics.unread.set(self.backlog.waiting)
 
     def _fail_closed(self, verdict: Verdict, timed_out: bool) -> None:
         if verdict.label == "unknown":

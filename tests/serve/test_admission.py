@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -189,6 +190,7 @@ def test_a_burst_gets_200s_within_the_deadline_and_prompt_429s() -> None:
     if busy:
         assert 'scopeguard_rejected_total{reason="deadline"}' in metrics
     assert 'scopeguard_admission_estimate_seconds{kind="new"}' in metrics
+    assert "scopeguard_unread_requests " in metrics  # the server counts what uvicorn holds unread
 
 
 def test_the_retired_retry_after_setting_is_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
@@ -198,3 +200,77 @@ def test_the_retired_retry_after_setting_is_ignored_with_a_warning(caplog: pytes
     with caplog.at_level("WARNING", logger="scopeguard.serve._config"):
         config = ServeConfig(retry_after=3, port=0)  # type: ignore[call-arg]
     assert "retry_after is no longer a setting" in caplog.text and config.queue_size == 1024
+
+
+def test_unread_requests_count_as_time_already_spent() -> None:
+    gate = Admission(deadline=1.0, queue_size=100, headroom=0.8)
+    gate.seed("known", 0.1)
+    unread = {"seconds": 0.5}  # the HTTP stack holds requests the loop needs 0.5 s to get through
+    gate.unread = lambda: unread["seconds"]
+    tickets = [gate.admit("known") for _ in range(3)]  # 0.5 + 0.3 s: just fits 0.8 x 1 s
+    with pytest.raises(Rejected):
+        gate.admit("known")
+    for t in tickets:
+        gate.done(t)
+    unread["seconds"] = 0.9  # read again at each decision: now past the line, refused even alone
+    assert gate.precheck() is not None and gate.backlog == 0.9
+    unread["seconds"] = 0.0
+    assert gate.precheck() is None
+
+
+class _Connection:
+    """What the backlog reads of a uvicorn connection."""
+
+    def __init__(self, *, kept_alive: bool = False, answered: bool | None = None) -> None:
+        self.timeout_keep_alive_task = object() if kept_alive else None
+        self.cycle = None if answered is None else SimpleNamespace(response_complete=answered)
+
+
+def test_the_backlog_counts_requests_not_yet_in_the_app_and_times_their_drain() -> None:
+    from scopeguard.serve._backlog import Backlog
+
+    unread = [_Connection() for _ in range(4)]  # accepted, not parsed
+    parsed = [_Connection(answered=False) for _ in range(4)]  # parsed: 2 in the app, 2 waiting
+    settled = [_Connection(kept_alive=True), _Connection(answered=True)]  # idle; answered, closing
+    state = SimpleNamespace(connections=set(unread + parsed + settled), tasks=set(range(4)), total_requests=0)
+    backlog = Backlog(state, prior=0.001)
+    backlog.active = lambda: 2
+    assert backlog.sample(now=0.0) == pytest.approx(6 * 0.001)  # no pace measured yet: the prior
+    assert backlog.waiting == 6
+    state.total_requests = 5  # 5 answered in 0.1 s while 6 waited: the loop's pace, 20 ms each
+    backlog.sample(now=0.1)
+    assert backlog.per_request == pytest.approx(0.001 + 0.2 * (0.02 - 0.001))
+    state.connections = set(parsed[:2] + settled)
+    state.tasks = {0, 1}
+    assert backlog.count() == 0  # counted at each decision, not only at a sample
+    before = backlog.per_request
+    state.total_requests = 12  # more answered than waited: the loop ran short of work, no pace
+    assert backlog.sample(now=1.0) == 0.0 and backlog.per_request == before
+    state.total_requests = 13  # nothing waited: a quiet server's pace is not measured either
+    backlog.sample(now=2.0)
+    assert backlog.per_request == before
+
+
+def test_the_accept_queue_of_a_real_listening_socket_is_read() -> None:
+    import socket
+    import sys
+
+    from scopeguard.serve._backlog import accept_queue
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the accept queue's length is read from Linux's TCP_INFO")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        assert accept_queue(listener) == 0
+        clients = [socket.create_connection(listener.getsockname(), timeout=5) for _ in range(3)]
+        try:
+            deadline = time.monotonic() + 5
+            while accept_queue(listener) < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert accept_queue(listener) == 3  # connected, not accepted
+            listener.accept()[0].close()
+            assert accept_queue(listener) == 2
+        finally:
+            for c in clients:
+                c.close()

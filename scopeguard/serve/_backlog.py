@@ -1,0 +1,107 @@
+"""Requests the server holds but has not read yet: the HTTP stack's queue, which admission counts.
+
+A burst of thousands of connections on a small machine waits in two places before the app's
+handler sees it: in the kernel's accept queue (Linux reports its length for a listening socket in
+``TCP_INFO``), and in uvicorn, as connections accepted and not parsed yet, or parsed and waiting for
+the loop to run their task. The event loop's lag does not show either. (A connection opened and
+left silent, not yet kept alive after a first request, counts as waiting too: uvicorn cannot tell
+it from one whose request is still unread.) :class:`Backlog` counts both and times how fast
+the loop drains them (seconds of loop per request answered while at least as many were waiting, a
+moving estimate), so that admission can count ``waiting x that pace`` as time a request admitted
+now will wait behind. Where the server is not uvicorn, or the platform reports no queue, it counts
+what it can (nothing, at worst).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["Backlog", "accept_queue"]
+
+_TCP_INFO = getattr(socket, "TCP_INFO", None)  # Linux only
+_UNACKED = 24  # offset of struct tcp_info's tcpi_unacked: a listening socket's accept-queue length
+
+
+def accept_queue(sock: Any) -> int:
+    """Connections waiting in listening socket ``sock``'s accept queue (0 where the platform does
+    not say)."""
+    if _TCP_INFO is None:
+        return 0
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 104)
+        return int(struct.unpack_from("I", info, _UNACKED)[0]) if len(info) >= _UNACKED + 4 else 0
+    except (OSError, ValueError, struct.error):
+        return 0
+
+
+def _settled(connection: Any) -> bool:
+    """Whether a uvicorn connection has no request waiting: idle between requests (kept alive), or
+    answered and closing."""
+    if getattr(connection, "timeout_keep_alive_task", None) is not None:
+        return True
+    cycle = getattr(connection, "cycle", None)
+    return cycle is not None and bool(getattr(cycle, "response_complete", False))
+
+
+class Backlog:
+    """A uvicorn server's unread requests and how fast its loop drains them.
+
+    Args:
+        state: uvicorn's ``Server.server_state`` (``connections``; ``tasks``: a task per parsed
+            request until it ends; ``total_requests``: requests answered).
+        sockets: the listening sockets, asked at each :meth:`sample` (uvicorn binds them at start).
+        prior: seconds of loop per request before any drain has been measured.
+        alpha: the weight of each new measurement in the moving estimate.
+    """
+
+    def __init__(
+        self,
+        state: Any,
+        sockets: Callable[[], Iterable[Any]] = tuple,
+        *,
+        prior: float = 0.001,
+        alpha: float = 0.2,
+    ) -> None:
+        self.state = state
+        self.sockets = sockets
+        self.per_request = prior
+        self.alpha = alpha
+        self.active: Callable[[], int] = lambda: 0  # requests inside the app (the server's count)
+        self.waiting = 0
+        self._listeners: list[Any] = []
+        self._settled = 0
+        self._answered: int | None = None
+        self._at = 0.0
+
+    def count(self) -> int:
+        """Requests waiting now: connections uvicorn holds that are not settled (idle between
+        requests, or answered and closing; counted at the last :meth:`sample`, so that a count
+        costs the same for any number of connections) and not inside the app (:attr:`active`),
+        plus connections in the accept queues. A connection accepted and not yet parsed counts:
+        in a burst that is most of them."""
+        active = self.active()
+        held = len(getattr(self.state, "connections", ())) - self._settled - active
+        parsed = len(getattr(self.state, "tasks", ())) - active
+        self.waiting = max(0, held, parsed) + sum(accept_queue(s) for s in self._listeners)
+        return self.waiting
+
+    def seconds(self) -> float:
+        """The loop work waiting now: :meth:`count` x the loop's time per request."""
+        return self.count() * self.per_request
+
+    def sample(self, now: float) -> float:
+        """At ``now`` (loop time): update the pace from the requests answered since the last
+        sample, if at least as many were waiting then (the loop never ran short of work), and
+        count again; the seconds of loop work waiting."""
+        answered = int(getattr(self.state, "total_requests", 0))
+        drained = 0 if self._answered is None else answered - self._answered
+        if 0 < drained <= self.waiting:
+            per = (now - self._at) / drained
+            self.per_request += self.alpha * (per - self.per_request)
+        self._answered, self._at = answered, now
+        self._listeners = list(self.sockets())
+        self._settled = sum(1 for c in list(getattr(self.state, "connections", ())) if _settled(c))
+        return self.seconds()
