@@ -58,6 +58,8 @@ REVIEW_WORDS = (100, 300)
 EXTRA_REVIEWS_B, EXTRA_INVENTED_B, MIN_WORDS = 8, 2, 150
 # C: a third sample, drawn after the screens and the filter margin were changed on B's labels
 REVIEWS_C, INVENTED_C = 10, 3
+# D: a fourth, drawn after C's labels led to the subject-anchored unstated prompt
+REVIEWS_D, INVENTED_D = 10, 3
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -68,6 +70,8 @@ RUNS = {
     "after": "as after-A with two unstated questions per sentence and min_oos 2 (first fresh half)",
     "after-C": "as after with filter margin 0.25, the name-of-a-named-thing screen, no 'a name' in the "
     "unstated prompt and in-scope top-up sentences (changed on B's labels; C is fresh)",
+    "after-D": "as after-C with the unstated questions asked about the document's subject, named by "
+    "the model first (unstated_subject; changed on C's labels; D is fresh)",
 }
 
 
@@ -79,7 +83,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {"A": [], "B": [], "C": []}  # type: dict[str, list[dict[str, Any]]]
+    picked = {"A": [], "B": [], "C": [], "D": []}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -94,6 +98,8 @@ def _corpus(work: Path, seed: int) -> None:
         ("B", stories, EXTRA_INVENTED_B),
         ("C", reviews, REVIEWS_C),
         ("C", stories, INVENTED_C),
+        ("D", reviews, REVIEWS_D),
+        ("D", stories, INVENTED_D),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -274,7 +280,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=["A", "B", "C"], default="C")
+    ap.add_argument("--half", choices=["A", "B", "C", "D"], default="D")
     ap.add_argument("--run", default="after")
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
@@ -306,7 +312,8 @@ def main() -> None:
                 f"{2 * INVENTED_PER_HALF}) and half B (as many, disjoint, and {EXTRA_REVIEWS_B} + "
                 f"{EXTRA_INVENTED_B} more of at least {MIN_WORDS} words), half C ({REVIEWS_C} + "
                 f"{INVENTED_C} of at least {MIN_WORDS} words, drawn after B's labels changed the "
-                f"screens); ELOQ's length rule skips those under {MIN_WORDS} words",
+                f"screens), half D ({REVIEWS_D} + {INVENTED_D} likewise, drawn after C's labels "
+                f"changed the unstated prompt); ELOQ's length rule skips those under {MIN_WORDS} words",
                 "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",
                 "runs": RUNS,
                 "machine": {

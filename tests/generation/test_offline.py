@@ -78,8 +78,11 @@ def _reply(prompt: str) -> str:
                 "entity_swap": DEGENERATE,
             }
         )
-    if "that the sentence does not answer" in prompt:
-        sentence = prompt.split('Sentence: "', 1)[1].split('"\n', 1)[0]
+    if "What is this text mainly about" in prompt:
+        return json.dumps({"subject": "the harbour plan of Wrenfield"})
+    if "sentence does not answer" in prompt:
+        sentence = prompt.split('entence: "' if "Sentence: " in prompt else 'sentences: "', 1)[1]
+        sentence = sentence.split('"\n', 1)[0]
         return json.dumps({"questions": [UNSTATED[SENTENCES.index(sentence)]]})
     if "follow-up questions" in prompt:
         return json.dumps(
@@ -131,9 +134,19 @@ def test_offline_mode_asks_each_sentence_and_follows_up_and_screens_what_no_one_
     assert reasons[UNSTATED[1]] == "not a usable question: asks the document's writer (you), not the document"
     assert reasons[UNSTATED[2]] == "not a usable question: asks two questions at once"
     assert reasons[UNSTATED[3]] == "filter: answerable from the document"
-    # 5 in-scope prompts, then one per sentence (the sentence shown), then one follow-up prompt
+    # 5 in-scope prompts, the document's subject (the whole text shown), then one per sentence
+    # (the sentence shown, the questions asked about the subject), then one follow-up prompt
     assert not any("Rewrite a question in" in c.prompt for c in llm.calls)
-    assert [sum(s in c.prompt for s in SENTENCES) for c in llm.calls] == [1] * 10 + [0]
+    assert [sum(s in c.prompt for s in SENTENCES) for c in llm.calls] == [1] * 5 + [5] + [1] * 5 + [0]
+    assert all("questions about the harbour plan of Wrenfield" in c.prompt for c in llm.calls[6:11])
+
+
+def test_without_unstated_subject_the_questions_are_about_what_each_sentence_names(tmp_path: Path) -> None:
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated", "unstated_subject": False}))
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    assert not any("What is this text mainly about" in c.prompt for c in llm.calls)
+    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+    assert len(unstated) == 5 and all("this sentence names" in p for p in unstated)
 
 
 def test_perturb_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp_path: Path) -> None:

@@ -46,6 +46,8 @@ POOL: dict[str, Any] = {
     "kinds": ["negation", "entity_swap", "other_neutral"],
     "example": 1,
     "sentence": "The Kestrel carries 180 passengers across the bay in 35 minutes.",
+    "subject": "the ferry Kestrel",
+    "text": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes. It sails hourly.",
 }
 
 

@@ -10,7 +10,10 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    sentence (not about "the sentence" itself, and sharing a content word with it) and the filter
    finds them answerable (``edit_kind="direct"``, the sentence as ``true_claim``);
 2. ``unstated`` (and ``offline``): for each of the same sentences, ``unstated_per_sentence``
-   questions about what it names but does not say (a price, a date, a reason), the sentence shown;
+   questions about what it leaves unsaid (a price, a date, a reason), the sentence shown; with
+   ``unstated_subject``, the model first names what the document is about (one call) and the
+   questions are about that (asked about whatever a sentence names, it asked the price of a
+   square or of a cookie's vanilla flavour);
 3. ``followup`` (and ``offline``): follow-up questions a reader would ask next, written from the
    in-scope questions alone (about the same people and events, often on what the document leaves out);
 4. ``perturb`` (alone): each of the first ``perturb_sources`` kept questions rewritten once per
@@ -44,10 +47,13 @@ from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._natural import degenerate, overlap, standalone, unmoored, unnatural
 from scopeguard.generation.steps._offline_replies import (
     MAX_TOKENS_PER_QUESTION,
+    SUBJECT_TOKENS,
     edits_schema,
     parse_edits,
     parse_questions,
+    parse_subject,
     questions_schema,
+    subject_schema,
 )
 from scopeguard.generation.steps._offline_screen import unusable_reason
 
@@ -57,6 +63,7 @@ _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter d
 _MORE_IN_SCOPE = 3  # sentences asked after those while fewer than n_in_scope are kept
 _SENTENCE_WORDS = (8, 45)
 _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
+_SUBJECT_CHARS = 1500  # of the document shown to name its subject (it is named early)
 
 
 class _Keeper:
@@ -277,13 +284,26 @@ async def _perturb(
             await keeper.consider("perturb", question, kind, source, reply.id)
 
 
-async def _unstated(ctx: DocumentContext, keeper: _Keeper, sampling: Sampling | None) -> None:
-    """``unstated_per_sentence`` questions per informative sentence about what it names but does
-    not say."""
+async def _subject(ctx: DocumentContext) -> str:
+    """What the document is about, in a few words ("" when the model names nothing usable)."""
+    got = await ctx.ask(
+        "subject",
+        "gen_document_subject",
+        lambda r, lenient: parse_subject(r.text, truncated=r.truncated, lenient=lenient),
+        max_tokens=SUBJECT_TOKENS,
+        schema=subject_schema(),
+        text=ctx.doc.text[:_SUBJECT_CHARS],
+    )
+    return "" if got is None else got[0]
+
+
+async def _unstated(ctx: DocumentContext, keeper: _Keeper, sampling: Sampling | None, subject: str) -> None:
+    """``unstated_per_sentence`` questions per informative sentence about what it leaves unsaid:
+    about ``subject`` (what the document is about) if given, else about what the sentence names."""
     n = ctx.cfg.unstated_per_sentence
     for sentence in informative_sentences(ctx.doc.text, max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE):
         got = await _ask_questions(
-            ctx, "unstated", "gen_unstated_question", n, sampling, sentence=sentence, n=n
+            ctx, "unstated", "gen_unstated_question", n, sampling, sentence=sentence, n=n, subject=subject
         )
         if got is not None:
             questions, reply = got
@@ -320,8 +340,10 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
     keeper = _Keeper(ctx)
     if cfg.mode == "perturb":
         await _perturb(ctx, keeper, sources, None)
+    subject = ""
     if cfg.mode in ("unstated", "offline"):
-        await _unstated(ctx, keeper, None)
+        subject = await _subject(ctx) if cfg.unstated_subject else ""
+        await _unstated(ctx, keeper, None, subject)
     if cfg.mode in ("followup", "offline"):
         await _followup(ctx, keeper, sources, None)
     extra = 0
@@ -331,7 +353,7 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         if cfg.mode == "perturb":
             await _perturb(ctx, keeper, sources, sampling)
         elif cfg.mode in ("unstated", "offline"):
-            await _unstated(ctx, keeper, sampling)
+            await _unstated(ctx, keeper, sampling, subject)
         else:
             await _followup(ctx, keeper, sources, sampling)
     if extra:

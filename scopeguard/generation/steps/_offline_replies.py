@@ -16,7 +16,14 @@ from typing import Any
 
 from scopeguard.generation.parsers import ReplyParseError
 
-__all__ = ["edits_schema", "parse_edits", "parse_questions", "questions_schema"]
+__all__ = [
+    "edits_schema",
+    "parse_edits",
+    "parse_questions",
+    "parse_subject",
+    "questions_schema",
+    "subject_schema",
+]
 
 # A question: one line that starts with a capital letter and ends with its only "?" (no quote,
 # backslash, bracket or brace: no escapes for the grammar to get wrong, no JSON debris, no second
@@ -37,6 +44,34 @@ def questions_schema(n: int, key: str = "questions") -> dict[str, Any]:
         "required": [key],
         "additionalProperties": False,
     }
+
+
+# A document's subject: a few words on one line (a name, "this granola"), no quote or brace.
+MAX_SUBJECT_CHARS = 80
+SUBJECT_TOKENS = 32
+_SUBJECT_PATTERN = '^[A-Za-z0-9][^"{}\\[\\]\\\\\\n]{0,' + str(MAX_SUBJECT_CHARS - 1) + "}$"
+_SUBJECT: dict[str, Any] = {"type": "string", "pattern": _SUBJECT_PATTERN}
+
+
+def subject_schema() -> dict[str, Any]:
+    """``{"subject": "a few words"}``."""
+    return {
+        "type": "object",
+        "properties": {"subject": _SUBJECT},
+        "required": ["subject"],
+        "additionalProperties": False,
+    }
+
+
+def parse_subject(text: str, *, truncated: bool = False, lenient: bool = False) -> str:
+    """The subject a reply names: one line of 1 to 8 words (strict)."""
+    if truncated and not lenient:
+        raise ReplyParseError("truncated", "the reply was cut at the token cap", reply=text)
+    value = _object(text, lenient).get("subject")
+    subject = " ".join(value.split()).strip(" .") if isinstance(value, str) else ""
+    if not subject or len(subject) > MAX_SUBJECT_CHARS or len(subject.split()) > 8 or '"' in subject:
+        raise ReplyParseError("no_subject", "the reply names no subject of a few words", reply=text)
+    return subject
 
 
 def edits_schema(kinds: Sequence[str]) -> dict[str, Any]:
