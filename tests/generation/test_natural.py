@@ -107,3 +107,18 @@ def test_the_offline_defaults_leave_out_the_kinds_that_read_unnaturally() -> Non
 )
 def test_questions_no_one_would_send_are_screened(question: str, reason: str | None) -> None:
     assert unnatural(question, BAKERY) == reason
+
+
+def test_an_enumeration_in_one_reply_is_found_whole() -> None:
+    from scopeguard.generation.steps._natural import enumerations
+
+    reply = [
+        "What was the person's second thought about the book?",
+        "What was the person's third thought about the book?",
+        "When was the trilogy released?",
+        "What was the person's 4th thought about the book?",
+        "What is the price of the trilogy?",
+        "What is the price of the book?",  # one word changed, but not a count: two real questions
+    ]
+    assert enumerations(reply) == {0, 1, 3}
+    assert enumerations(["When does the first ferry leave the harbour?"]) == set()

@@ -470,3 +470,20 @@ def test_in_scope_questions_are_topped_up_from_more_sentences_while_short(tmp_pa
     assert asked == towns[:7]  # five, then Farrow and Glenby until three are kept; Harlow never
     record = CheckpointStore(tmp_path).load_all()["ferries"]
     assert [q.question for q in record.questions if q.label == "in_scope"] == sorted(answerable, key=str)
+
+
+def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Path) -> None:
+    series = [f"What was the {n} ferry of the Marlin line to the harbour?" for n in ("second", "third")]
+
+    def script(prompt: str) -> str:
+        if "follow-up questions" in prompt:
+            return json.dumps({"questions": series})
+        return _reply(prompt)
+
+    config = CONFIG.model_copy(update={"mode": "followup"})
+    gen, _ = _generator(config, script)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    record = CheckpointStore(tmp_path).load_all()["wrenfield"]
+    assert not {q.question for q in record.questions} & set(series)
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert all("an enumeration" in reasons[q] for q in series)

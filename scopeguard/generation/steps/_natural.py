@@ -5,7 +5,8 @@
 "Have you noticed ...?": followed up from a review, a small model talks to its author), two
 questions in one ("What other keyboards are there, and what are their prices?", which the ELOQ
 prompt itself forbids), or the name of something already named ("What is the name of DirecTV?").
-Each was common in hand-read samples (issue #39, ``benchmarks/generation_natural.py``).
+Each was common in hand-read samples (issue #39, ``benchmarks/generation_natural.py``), as was, in
+one reply, an enumeration (:func:`enumerations`: "the person's second / third / fourth thought").
 
 A small model shown one worked example copies its phrases ("for the second time", "instead of").
 Every string a generation template sets (its examples,
@@ -35,6 +36,7 @@ __all__ = [
     "ExamplePhrases",
     "copied_phrase",
     "degenerate",
+    "enumerations",
     "example_phrases",
     "overlap",
     "standalone",
@@ -140,6 +142,35 @@ def unnatural(question: str, context: str, phrases: ExamplePhrases | None = None
     if _NAME_OF_NAMED.search(question):
         return "asks the name of something already named"
     return None
+
+
+_COUNT_WORDS = frozenset(
+    [
+        *("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"),
+        *("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "last", "next"),
+    ]
+)
+
+
+def _count_word(word: str) -> bool:
+    return word in _COUNT_WORDS or word.isdigit() or bool(re.fullmatch(r"\d+(?:st|nd|rd|th)", word))
+
+
+def enumerations(questions: list[str]) -> set[int]:
+    """Which of one reply's ``questions`` are an enumeration: the same question again with one
+    count or ordinal changed ("What was the person's second / third / fourth thought about the
+    book?", written after a review that gives its "first thought"; issue #39). All of such a
+    series are listed: none of them is a question a person would send."""
+    words = [question.lower().rstrip("?").split() for question in questions]
+    found: set[int] = set()
+    for i, j in itertools.combinations(range(len(words)), 2):
+        a, b = words[i], words[j]
+        if len(a) != len(b):
+            continue
+        differ = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+        if len(differ) == 1 and _count_word(differ[0][0]) and _count_word(differ[0][1]):
+            found |= {i, j}
+    return found
 
 
 _MIN_WORDS = 5

@@ -22,7 +22,8 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    were rarely a question a person would send, so ``offline`` leaves them out (issue #39);
 5. every out-of-scope candidate is kept only when it is a usable question (not degenerate, and,
    with ``natural_screen``, nothing :func:`~._natural.unnatural` finds: a prompt example's phrase,
-   a question to the document's writer, two questions in one), at least ``min_overlap`` of its
+   a question to the document's writer, two questions in one, one of a reply's enumeration: "the
+   person's second / third / fourth thought"), at least ``min_overlap`` of its
    content words occur in the document (it is confusing, not off-topic) and the filter finds it out
    of scope with P(out of scope) at least its threshold plus ``oos_margin``; the rest are recorded
    as dropped, with the reason.
@@ -44,7 +45,14 @@ from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, FilterRecord, GeneratedQuestion
 from scopeguard.generation.steps._context import DocumentContext, Sampling, words
 from scopeguard.generation.steps._filter import filter_question
-from scopeguard.generation.steps._natural import degenerate, overlap, standalone, unmoored, unnatural
+from scopeguard.generation.steps._natural import (
+    degenerate,
+    enumerations,
+    overlap,
+    standalone,
+    unmoored,
+    unnatural,
+)
 from scopeguard.generation.steps._offline_replies import (
     MAX_TOKENS_PER_QUESTION,
     SUBJECT_TOKENS,
@@ -90,6 +98,20 @@ class _Keeper:
                 source_question=source,
             )
         )
+
+    def series(self, questions: list[str], kind: str) -> list[str]:
+        """``questions`` (one reply's) without an enumeration among them, which is dropped (with
+        ``natural_screen``)."""
+        listed = enumerations(questions) if self.ctx.cfg.natural_screen else set()
+        for i in sorted(listed):
+            self._drop(
+                questions[i],
+                "not a usable question: an enumeration (a question of its reply with one count changed)",
+                kind,
+                None,
+                None,
+            )
+        return [q for i, q in enumerate(questions) if i not in listed]
 
     async def consider(
         self,
@@ -307,7 +329,7 @@ async def _unstated(ctx: DocumentContext, keeper: _Keeper, sampling: Sampling | 
         )
         if got is not None:
             questions, reply = got
-            for question in questions:
+            for question in keeper.series(questions, "unstated"):
                 await keeper.consider("unstated", question, "unstated", None, reply.id, sentence=sentence)
 
 
@@ -319,7 +341,7 @@ async def _followup(
     if got is None:
         return
     questions, reply = got
-    for question in questions:
+    for question in keeper.series(questions, "followup"):
         await keeper.consider("followup", question, "followup", None, reply.id)
 
 
