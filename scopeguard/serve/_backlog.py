@@ -14,12 +14,15 @@ what it can (nothing, at worst).
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["Backlog", "accept_queue"]
+
+logger = logging.getLogger(__name__)
 
 _TCP_INFO = getattr(socket, "TCP_INFO", None)  # Linux only
 _UNACKED = 24  # offset of struct tcp_info's tcpi_unacked: a listening socket's accept-queue length
@@ -73,6 +76,7 @@ class Backlog:
         self.waiting = 0
         self._listeners: list[Any] = []
         self._settled = 0
+        self._warned = False
         self._answered: int | None = None
         self._at = 0.0
 
@@ -89,8 +93,15 @@ class Backlog:
         return self.waiting
 
     def seconds(self) -> float:
-        """The loop work waiting now: :meth:`count` x the loop's time per request."""
-        return self.count() * self.per_request
+        """The loop work waiting now: :meth:`count` x the loop's time per request (0 if the server's
+        state cannot be read: admission then goes on without it, never failing a request)."""
+        try:
+            return self.count() * self.per_request
+        except Exception:  # a uvicorn whose internals moved: admit on the other terms
+            if not self._warned:
+                self._warned = True
+                logger.warning("cannot count the server's unread requests; admission leaves them out")
+            return 0.0
 
     def sample(self, now: float) -> float:
         """At ``now`` (loop time): update the pace from the requests answered since the last
@@ -102,6 +113,9 @@ class Backlog:
             per = (now - self._at) / drained
             self.per_request += self.alpha * (per - self.per_request)
         self._answered, self._at = answered, now
-        self._listeners = list(self.sockets())
-        self._settled = sum(1 for c in list(getattr(self.state, "connections", ())) if _settled(c))
+        try:
+            self._listeners = list(self.sockets())
+            self._settled = sum(1 for c in list(getattr(self.state, "connections", ())) if _settled(c))
+        except Exception:  # as in seconds(): never stop the loop's watcher
+            self._listeners, self._settled = [], 0
         return self.seconds()

@@ -274,3 +274,23 @@ def test_the_accept_queue_of_a_real_listening_socket_is_read() -> None:
         finally:
             for c in clients:
                 c.close()
+
+
+def test_an_unreadable_server_state_leaves_admission_working(caplog: pytest.LogCaptureFixture) -> None:
+    from scopeguard.serve._backlog import Backlog
+
+    class Broken:
+        @property
+        def connections(self) -> set[object]:
+            raise RuntimeError("internals moved")
+
+        tasks = frozenset()
+        total_requests = 0
+
+    backlog = Backlog(Broken(), lambda: [object()])  # and a "socket" without getsockopt
+    with caplog.at_level("WARNING", logger="scopeguard.serve._backlog"):
+        assert backlog.sample(now=0.0) == 0.0 and backlog.seconds() == 0.0
+    assert caplog.text.count("cannot count the server's unread requests") == 1
+    gate = Admission(deadline=1.0, queue_size=10)
+    gate.unread = backlog.seconds
+    gate.done(gate.admit("known"))
