@@ -3,13 +3,15 @@
 A burst of thousands of connections on a small machine waits in two places before the app's
 handler sees it: in the kernel's accept queue (Linux reports its length for a listening socket in
 ``TCP_INFO``), and in uvicorn, as connections accepted and not parsed yet, or parsed and waiting for
-the loop to run their task. The event loop's lag does not show either. (A connection opened and
-left silent, not yet kept alive after a first request, counts as waiting too: uvicorn cannot tell
-it from one whose request is still unread.) :class:`Backlog` counts both and times how fast
-the loop drains them (seconds of loop per request answered while at least as many were waiting, a
-moving estimate), so that admission can count ``waiting x that pace`` as time a request admitted
-now will wait behind. Where the server is not uvicorn, or the platform reports no queue, it counts
-what it can (nothing, at worst).
+the loop to run their task. The event loop's lag does not show either. :class:`Backlog` counts both
+and times how fast the loop drains them (seconds of loop per request answered while at least as
+many parsed requests were waiting, a moving estimate), so that admission can count
+``waiting x that pace`` as time a request admitted now will wait behind. A connection opened and
+left silent (a client's pre-opened connection, or a slow attack) counts only until it has gone
+:data:`SILENT_AFTER` seconds without a request: the loop reads every connection that has data at
+each turn, so by then it is known to be silent, and silent connections never turn requests away for
+long (nor set the pace). Where the server is not uvicorn, or the platform reports no queue, it
+counts what it can (nothing, at worst).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 _TCP_INFO = getattr(socket, "TCP_INFO", None)  # Linux only
 _UNACKED = 24  # offset of struct tcp_info's tcpi_unacked: a listening socket's accept-queue length
+SILENT_AFTER = 1.0  # seconds a connection may go without a request before it counts as silent
 
 
 def accept_queue(sock: Any) -> int:
@@ -47,6 +50,12 @@ def _settled(connection: Any) -> bool:
         return True
     cycle = getattr(connection, "cycle", None)
     return cycle is not None and bool(getattr(cycle, "response_complete", False))
+
+
+def _unparsed(connection: Any) -> bool:
+    """Whether a uvicorn connection has no request yet and is not idle after one."""
+    no_request = getattr(connection, "cycle", None) is None
+    return no_request and getattr(connection, "timeout_keep_alive_task", None) is None
 
 
 class Backlog:
@@ -76,19 +85,22 @@ class Backlog:
         self.waiting = 0
         self._listeners: list[Any] = []
         self._settled = 0
+        self._unparsed: dict[int, float] = {}  # connection without a request: since when
+        self._parsed = 0  # parsed requests not yet in the app, at the last count
         self._warned = False
         self._answered: int | None = None
         self._at = 0.0
 
     def count(self) -> int:
         """Requests waiting now: connections uvicorn holds that are not settled (idle between
-        requests, or answered and closing; counted at the last :meth:`sample`, so that a count
-        costs the same for any number of connections) and not inside the app (:attr:`active`),
-        plus connections in the accept queues. A connection accepted and not yet parsed counts:
-        in a burst that is most of them."""
+        requests, answered and closing, or silent: without a request for :data:`SILENT_AFTER` s;
+        counted at the last :meth:`sample`, so that a count costs the same for any number of
+        connections) and not inside the app (:attr:`active`), plus connections in the accept
+        queues. A connection accepted and not yet parsed counts: in a burst that is most of them."""
         active = self.active()
         held = len(getattr(self.state, "connections", ())) - self._settled - active
         parsed = len(getattr(self.state, "tasks", ())) - active
+        self._parsed = max(0, parsed)
         self.waiting = max(0, held, parsed) + sum(accept_queue(s) for s in self._listeners)
         return self.waiting
 
@@ -105,17 +117,24 @@ class Backlog:
 
     def sample(self, now: float) -> float:
         """At ``now`` (loop time): update the pace from the requests answered since the last
-        sample, if at least as many were waiting then (the loop never ran short of work), and
-        count again; the seconds of loop work waiting."""
+        sample, if at least as many parsed requests were waiting then (the loop never ran short of
+        work), and count again; the seconds of loop work waiting."""
         answered = int(getattr(self.state, "total_requests", 0))
         drained = 0 if self._answered is None else answered - self._answered
-        if 0 < drained <= self.waiting:
+        if 0 < drained <= self._parsed:  # parsed requests, not connections that may be silent
             per = (now - self._at) / drained
             self.per_request += self.alpha * (per - self.per_request)
         self._answered, self._at = answered, now
         try:
             self._listeners = list(self.sockets())
-            self._settled = sum(1 for c in list(getattr(self.state, "connections", ())) if _settled(c))
+            connections = list(getattr(self.state, "connections", ()))
+            # a connection without a request for SILENT_AFTER seconds has sent none: the loop reads
+            # every connection with data each turn, so it is silent, not unread (a burst's client,
+            # busy opening its other connections, may take most of a second to write on one)
+            seen = self._unparsed
+            self._unparsed = {id(c): seen.get(id(c), now) for c in connections if _unparsed(c)}
+            silent = sum(now - since >= SILENT_AFTER for since in self._unparsed.values())
+            self._settled = sum(1 for c in connections if _settled(c)) + silent
         except Exception:  # as in seconds(): never stop the loop's watcher
-            self._listeners, self._settled = [], 0
+            self._listeners, self._settled, self._unparsed = [], 0, {}
         return self.seconds()

@@ -230,14 +230,14 @@ def test_the_backlog_counts_requests_not_yet_in_the_app_and_times_their_drain() 
     from scopeguard.serve._backlog import Backlog
 
     unread = [_Connection() for _ in range(4)]  # accepted, not parsed
-    parsed = [_Connection(answered=False) for _ in range(4)]  # parsed: 2 in the app, 2 waiting
+    parsed = [_Connection(answered=False) for _ in range(8)]  # parsed: 2 in the app, 6 waiting
     settled = [_Connection(kept_alive=True), _Connection(answered=True)]  # idle; answered, closing
-    state = SimpleNamespace(connections=set(unread + parsed + settled), tasks=set(range(4)), total_requests=0)
+    state = SimpleNamespace(connections=set(unread + parsed + settled), tasks=set(range(8)), total_requests=0)
     backlog = Backlog(state, prior=0.001)
     backlog.active = lambda: 2
-    assert backlog.sample(now=0.0) == pytest.approx(6 * 0.001)  # no pace measured yet: the prior
-    assert backlog.waiting == 6
-    state.total_requests = 5  # 5 answered in 0.1 s while 6 waited: the loop's pace, 20 ms each
+    assert backlog.sample(now=0.0) == pytest.approx(10 * 0.001)  # no pace measured yet: the prior
+    assert backlog.waiting == 10
+    state.total_requests = 5  # 5 answered in 0.1 s while 6 parsed waited: the loop's pace, 20 ms each
     backlog.sample(now=0.1)
     assert backlog.per_request == pytest.approx(0.001 + 0.2 * (0.02 - 0.001))
     state.connections = set(parsed[:2] + settled)
@@ -294,3 +294,21 @@ def test_an_unreadable_server_state_leaves_admission_working(caplog: pytest.LogC
     gate = Admission(deadline=1.0, queue_size=10)
     gate.unread = backlog.seconds
     gate.done(gate.admit("known"))
+
+
+def test_silent_connections_stop_counting_at_the_next_sample() -> None:
+    from scopeguard.serve._backlog import SILENT_AFTER, Backlog
+
+    silent = [_Connection() for _ in range(500)]  # opened, nothing sent (pre-opened, or an attack)
+    state = SimpleNamespace(connections=set(silent), tasks=set(), total_requests=0)
+    backlog = Backlog(state, prior=0.001)
+    assert backlog.sample(now=0.0) == pytest.approx(0.5)  # unread, as far as one sample can tell
+    for i in range(1, 20):
+        state.total_requests = i  # a request answered now and then
+        assert backlog.sample(now=0.05 * i) == pytest.approx(0.5)  # a burst's client may write late
+    assert backlog.per_request == pytest.approx(0.001)  # no pace taken from connections, only requests
+    state.total_requests = 20
+    assert backlog.sample(now=SILENT_AFTER) == 0.0  # a second without a request: silent, not work
+    fresh = _Connection()
+    state.connections.add(fresh)
+    assert backlog.count() == 1  # a new connection counts until it has been silent as long
