@@ -312,3 +312,37 @@ def test_silent_connections_stop_counting_at_the_next_sample() -> None:
     fresh = _Connection()
     state.connections.add(fresh)
     assert backlog.count() == 1  # a new connection counts until it has been silent as long
+
+
+@pytest.mark.integration
+def test_unread_connections_on_a_real_server_are_counted_then_known_silent() -> None:
+    pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
+    httpx = pytest.importorskip("httpx", reason="needs scopeguard[serve]")
+    import socket
+    from urllib.parse import urlsplit
+
+    from scopeguard.serve import ServeConfig
+    from scopeguard.testing import running_guard_server
+
+    # 300 unread connections x the 1 ms prior pace: 0.3 s, past 0.8 x a 0.3 s deadline
+    config = ServeConfig(detector="lexical", port=0, deadline=0.3)
+    body = {"question": "Who built the pier?", "documents": ["The pier was built in 1901."]}
+    with running_guard_server(config) as url:
+        address = urlsplit(url)
+        opened = time.monotonic()
+        silent = [socket.create_connection((address.hostname, address.port), timeout=10) for _ in range(300)]
+        try:
+            first = httpx.post(f"{url}/v1/check", json=body, timeout=30)
+            if time.monotonic() - opened < 0.5:  # before they can be known silent: counted
+                assert first.status_code == 429, first.text
+                assert first.json()["error"]["type"] == "over_deadline"
+            deadline = time.monotonic() + 20
+            while (reply := httpx.post(f"{url}/v1/check", json=body, timeout=30)).status_code == 429:
+                assert time.monotonic() < deadline, "silent connections kept turning requests away"
+                time.sleep(0.2)
+            assert reply.status_code == 200 and reply.json()["label"] in ("in_scope", "out_of_scope")
+            metrics = httpx.get(f"{url}/metrics", timeout=30).text
+            assert "scopeguard_unread_requests 0.0" in metrics
+        finally:
+            for s in silent:
+                s.close()
