@@ -19,7 +19,9 @@ arrived but that the HTTP stack has not read yet (in the kernel's accept queue, 
 uvicorn and not parsed: a burst of thousands on a small machine waits there) do not show in the lag:
 under uvicorn the server counts them and times how fast its loop drains them
 (:mod:`scopeguard.serve._backlog`), and counts that ``backlog`` (their number x the loop's time
-per request) as time already spent too: ``lag + backlog + pending + cost(kind)``.
+per request) as time already spent too: ``lag + backlog + pending + cost(kind)``. A lone request
+is refused only for the lag and the requests already parsed, never for connections that have sent
+nothing yet (a slow attack could hold those).
 ``queue_size`` stays as the last guard: at most that many requests (and their bodies) are held at
 once, whatever the estimate.
 
@@ -90,7 +92,9 @@ class Admission:
         self.pending = 0.0
         self.lag = 0.0  # seconds a request waits before its handler runs (the event loop's lag)
         self.backlog = 0.0  # seconds of loop work on requests that arrived and are not read yet
-        self.unread: Callable[[], float] | None = None  # counts ``backlog`` again at each decision
+        self.parsed = 0.0  # the part of it on requests parsed (not connections that may be silent)
+        # counts both again at each decision: (backlog, parsed)
+        self.unread: Callable[[], tuple[float, float]] | None = None
         self._lock = threading.Lock()
 
     def seed(self, kind: str, seconds: float) -> None:
@@ -117,7 +121,7 @@ class Admission:
     def _refusal(self, cost: float) -> Rejected | None:
         """Why a request costing ``cost`` would be turned away now (``None``: it would not be)."""
         if self.unread is not None:
-            self.backlog = self.unread()
+            self.backlog, self.parsed = self.unread()
         if self.in_flight >= self.queue_size:
             return Rejected(
                 "queue_full",
@@ -127,7 +131,9 @@ class Admission:
         finish = self._finish(cost)
         line = None if self.deadline is None else self.headroom * self.deadline
         # a lone request runs whatever it costs, unless the server is already behind by the line
-        behind = self.lag + self.backlog
+        # connections that have sent nothing yet may never (a slow attack): alone, a request is
+        # refused for the loop's lag and parsed requests only
+        behind = self.lag + self.parsed
         if line is not None and finish > line and (self.in_flight or behind > line):
             over = finish - line
             return Rejected(

@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 _TCP_INFO = getattr(socket, "TCP_INFO", None)  # Linux only
 _UNACKED = 24  # offset of struct tcp_info's tcpi_unacked: a listening socket's accept-queue length
 SILENT_AFTER = 1.0  # seconds a connection may go without a request before it counts as silent
+_DRIFT = 0.05  # per sample without a measurement, of the way back to the prior pace (~1 s half-life)
 
 
 def accept_queue(sock: Any) -> int:
@@ -44,12 +45,10 @@ def accept_queue(sock: Any) -> int:
 
 
 def _settled(connection: Any) -> bool:
-    """Whether a uvicorn connection has no request waiting: idle between requests (kept alive), or
-    answered and closing."""
-    if getattr(connection, "timeout_keep_alive_task", None) is not None:
-        return True
-    cycle = getattr(connection, "cycle", None)
-    return cycle is not None and bool(getattr(cycle, "response_complete", False))
+    """Whether a uvicorn connection has no request waiting: idle between requests (kept alive).
+    One answered and closing still counts until it is gone: soon, and counting it errs towards
+    refusing, where not counting one gone since the sample would err towards admitting."""
+    return getattr(connection, "timeout_keep_alive_task", None) is not None
 
 
 def _unparsed(connection: Any) -> bool:
@@ -79,7 +78,7 @@ class Backlog:
     ) -> None:
         self.state = state
         self.sockets = sockets
-        self.per_request = prior
+        self.prior = self.per_request = prior
         self.alpha = alpha
         self.active: Callable[[], int] = lambda: 0  # requests inside the app (the server's count)
         self.waiting = 0
@@ -93,10 +92,12 @@ class Backlog:
 
     def count(self) -> int:
         """Requests waiting now: connections uvicorn holds that are not settled (idle between
-        requests, answered and closing, or silent: without a request for :data:`SILENT_AFTER` s;
-        counted at the last :meth:`sample`, so that a count costs the same for any number of
-        connections) and not inside the app (:attr:`active`), plus connections in the accept
-        queues. A connection accepted and not yet parsed counts: in a burst that is most of them."""
+        requests, or silent: without a request for :data:`SILENT_AFTER` s; counted at the last
+        :meth:`sample`, so that a count costs the same for any number of connections) and not
+        inside the app (:attr:`active`), plus connections in the accept queues. A connection
+        accepted and not yet parsed counts: in a burst that is most of them. Approximate: a request
+        whose client has gone is still inside the app but has no connection, so it hides one
+        unread connection until it ends."""
         active = self.active()
         held = len(getattr(self.state, "connections", ())) - self._settled - active
         parsed = len(getattr(self.state, "tasks", ())) - active
@@ -104,16 +105,18 @@ class Backlog:
         self.waiting = max(0, held, parsed) + sum(accept_queue(s) for s in self._listeners)
         return self.waiting
 
-    def seconds(self) -> float:
-        """The loop work waiting now: :meth:`count` x the loop's time per request (0 if the server's
-        state cannot be read: admission then goes on without it, never failing a request)."""
+    def seconds(self) -> tuple[float, float]:
+        """The loop work waiting now, all of it and the part on parsed requests: :meth:`count` x
+        the loop's time per request ((0, 0) if the server's state cannot be read: admission then
+        goes on without it, never failing a request)."""
         try:
-            return self.count() * self.per_request
+            waiting = self.count()
+            return waiting * self.per_request, self._parsed * self.per_request
         except Exception:  # a uvicorn whose internals moved: admit on the other terms
             if not self._warned:
                 self._warned = True
                 logger.warning("cannot count the server's unread requests; admission leaves them out")
-            return 0.0
+            return 0.0, 0.0
 
     def sample(self, now: float) -> float:
         """At ``now`` (loop time): update the pace from the requests answered since the last
@@ -124,6 +127,8 @@ class Backlog:
         if 0 < drained <= self._parsed:  # parsed requests, not connections that may be silent
             per = (now - self._at) / drained
             self.per_request += self.alpha * (per - self.per_request)
+        else:  # unmeasured, it drifts back to the prior: one stall is not the pace for good
+            self.per_request += _DRIFT * (self.prior - self.per_request)
         self._answered, self._at = answered, now
         try:
             self._listeners = list(self.sockets())
@@ -137,4 +142,4 @@ class Backlog:
             self._settled = sum(1 for c in connections if _settled(c)) + silent
         except Exception:  # as in seconds(): never stop the loop's watcher
             self._listeners, self._settled, self._unparsed = [], 0, {}
-        return self.seconds()
+        return self.seconds()[0]

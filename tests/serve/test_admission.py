@@ -206,7 +206,7 @@ def test_unread_requests_count_as_time_already_spent() -> None:
     gate = Admission(deadline=1.0, queue_size=100, headroom=0.8)
     gate.seed("known", 0.1)
     unread = {"seconds": 0.5}  # the HTTP stack holds requests the loop needs 0.5 s to get through
-    gate.unread = lambda: unread["seconds"]
+    gate.unread = lambda: (unread["seconds"], unread["seconds"])  # all of them parsed
     tickets = [gate.admit("known") for _ in range(3)]  # 0.5 + 0.3 s: just fits 0.8 x 1 s
     with pytest.raises(Rejected):
         gate.admit("known")
@@ -216,6 +216,11 @@ def test_unread_requests_count_as_time_already_spent() -> None:
     assert gate.precheck() is not None and gate.backlog == 0.9
     unread["seconds"] = 0.0
     assert gate.precheck() is None
+    gate.unread = lambda: (0.9, 0.0)  # as much, on connections that have sent nothing yet
+    first = gate.admit("known")  # alone: admitted (they may be a slow attack, never sending)
+    with pytest.raises(Rejected):
+        gate.admit("known")  # but nothing more while one runs
+    gate.done(first)
 
 
 class _Connection:
@@ -231,24 +236,28 @@ def test_the_backlog_counts_requests_not_yet_in_the_app_and_times_their_drain() 
 
     unread = [_Connection() for _ in range(4)]  # accepted, not parsed
     parsed = [_Connection(answered=False) for _ in range(8)]  # parsed: 2 in the app, 6 waiting
-    settled = [_Connection(kept_alive=True), _Connection(answered=True)]  # idle; answered, closing
+    # idle between requests (settled); answered and closing (counted until gone: errs to refusing)
+    settled = [_Connection(kept_alive=True), _Connection(answered=True)]
     state = SimpleNamespace(connections=set(unread + parsed + settled), tasks=set(range(8)), total_requests=0)
     backlog = Backlog(state, prior=0.001)
     backlog.active = lambda: 2
-    assert backlog.sample(now=0.0) == pytest.approx(10 * 0.001)  # no pace measured yet: the prior
-    assert backlog.waiting == 10
+    assert backlog.sample(now=0.0) == pytest.approx(11 * 0.001)  # no pace measured yet: the prior
+    assert backlog.waiting == 11 and backlog.seconds()[1] == pytest.approx(6 * 0.001)  # 6 parsed
     state.total_requests = 5  # 5 answered in 0.1 s while 6 parsed waited: the loop's pace, 20 ms each
     backlog.sample(now=0.1)
     assert backlog.per_request == pytest.approx(0.001 + 0.2 * (0.02 - 0.001))
-    state.connections = set(parsed[:2] + settled)
+    state.connections = set(parsed[:2] + settled[:1])
     state.tasks = {0, 1}
     assert backlog.count() == 0  # counted at each decision, not only at a sample
     before = backlog.per_request
     state.total_requests = 12  # more answered than waited: the loop ran short of work, no pace
-    assert backlog.sample(now=1.0) == 0.0 and backlog.per_request == before
-    state.total_requests = 13  # nothing waited: a quiet server's pace is not measured either
-    backlog.sample(now=2.0)
-    assert backlog.per_request == before
+    assert backlog.sample(now=1.0) == 0.0
+    drifted = before + 0.05 * (0.001 - before)  # unmeasured, the pace drifts back to the prior
+    assert backlog.per_request == pytest.approx(drifted)
+    for t in range(2, 200):  # a quiet server: nothing measured, one stall is not the pace for good
+        state.total_requests += 1
+        backlog.sample(now=float(t))
+    assert backlog.per_request == pytest.approx(0.001, rel=0.01)
 
 
 def test_the_accept_queue_of_a_real_listening_socket_is_read() -> None:
@@ -289,7 +298,7 @@ def test_an_unreadable_server_state_leaves_admission_working(caplog: pytest.LogC
 
     backlog = Backlog(Broken(), lambda: [object()])  # and a "socket" without getsockopt
     with caplog.at_level("WARNING", logger="scopeguard.serve._backlog"):
-        assert backlog.sample(now=0.0) == 0.0 and backlog.seconds() == 0.0
+        assert backlog.sample(now=0.0) == 0.0 and backlog.seconds() == (0.0, 0.0)
     assert caplog.text.count("cannot count the server's unread requests") == 1
     gate = Admission(deadline=1.0, queue_size=10)
     gate.unread = backlog.seconds
@@ -318,31 +327,33 @@ def test_silent_connections_stop_counting_at_the_next_sample() -> None:
 def test_unread_connections_on_a_real_server_are_counted_then_known_silent() -> None:
     pytest.importorskip("fastapi", reason="needs scopeguard[serve]")
     httpx = pytest.importorskip("httpx", reason="needs scopeguard[serve]")
+    import re
     import socket
     from urllib.parse import urlsplit
 
     from scopeguard.serve import ServeConfig
     from scopeguard.testing import running_guard_server
 
-    # 300 unread connections x the 1 ms prior pace: 0.3 s, past 0.8 x a 0.3 s deadline
+    def unread(url: str) -> float:
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+        return float(re.search(r"^scopeguard_unread_requests (\S+)$", metrics, re.MULTILINE).group(1))  # type: ignore[union-attr]
+
+    # 300 connections that send nothing x the 1 ms prior pace: 0.3 s, past 0.8 x a 0.3 s deadline
     config = ServeConfig(detector="lexical", port=0, deadline=0.3)
     body = {"question": "Who built the pier?", "documents": ["The pier was built in 1901."]}
     with running_guard_server(config) as url:
         address = urlsplit(url)
-        opened = time.monotonic()
         silent = [socket.create_connection((address.hostname, address.port), timeout=10) for _ in range(300)]
         try:
-            first = httpx.post(f"{url}/v1/check", json=body, timeout=30)
-            if time.monotonic() - opened < 0.5:  # before they can be known silent: counted
-                assert first.status_code == 429, first.text
-                assert first.json()["error"]["type"] == "over_deadline"
+            time.sleep(0.2)  # a few ticks of the loop's watcher
+            assert unread(url) >= 300  # counted: they may be a burst's requests not yet read
+            # but they may also never send anything: a lone request is not refused for them
+            reply = httpx.post(f"{url}/v1/check", json=body, timeout=30)
+            assert reply.status_code == 200, reply.text
             deadline = time.monotonic() + 20
-            while (reply := httpx.post(f"{url}/v1/check", json=body, timeout=30)).status_code == 429:
-                assert time.monotonic() < deadline, "silent connections kept turning requests away"
+            while unread(url) > 0:  # silent for a second: no longer counted
+                assert time.monotonic() < deadline, "silent connections stayed counted"
                 time.sleep(0.2)
-            assert reply.status_code == 200 and reply.json()["label"] in ("in_scope", "out_of_scope")
-            metrics = httpx.get(f"{url}/metrics", timeout=30).text
-            assert "scopeguard_unread_requests 0.0" in metrics
         finally:
             for s in silent:
                 s.close()

@@ -147,7 +147,7 @@ def unnatural(question: str, context: str, phrases: ExamplePhrases | None = None
 _COUNT_WORDS = frozenset(
     [
         *("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"),
-        *("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "last", "next"),
+        *("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
     ]
 )
 
