@@ -43,8 +43,9 @@ def test_the_smallest_packaged_writer_parses_every_reply_and_keeps_by_the_rule(
     assert record.status == "done", record.error
     # constrained output: the 0.5B model's replies all parse (no unusable reply, no retry)
     assert [i for i in record.issues if i.reason not in ("duplicate",)] == []
-    # 3 in-scope calls and 3 out-of-scope ones (one a sentence each), one follow-up call
-    assert summary.usage_run.calls == 7
+    # 3 in-scope calls, the document's subject, 3 out-of-scope ones (one a sentence each), one
+    # follow-up call
+    assert summary.usage_run.calls == 8
     candidates = len(record.questions) + len(record.dropped)
     assert candidates >= 3  # at least the in-scope candidates, each kept or dropped with a reason
     min_score = detector.threshold + config.oos_margin
