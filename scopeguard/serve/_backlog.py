@@ -53,8 +53,7 @@ def _settled(connection: Any) -> bool:
 
 def _unparsed(connection: Any) -> bool:
     """Whether a uvicorn connection has no request yet and is not idle after one."""
-    no_request = getattr(connection, "cycle", None) is None
-    return no_request and getattr(connection, "timeout_keep_alive_task", None) is None
+    return getattr(connection, "cycle", None) is None and not _settled(connection)
 
 
 class Backlog:
@@ -64,6 +63,7 @@ class Backlog:
         state: uvicorn's ``Server.server_state`` (``connections``; ``tasks``: a task per parsed
             request until it ends; ``total_requests``: requests answered).
         sockets: the listening sockets, asked at each :meth:`sample` (uvicorn binds them at start).
+        active: the number of requests inside the app now (the server's middleware counts them).
         prior: seconds of loop per request before any drain has been measured.
         alpha: the weight of each new measurement in the moving estimate.
     """
@@ -73,6 +73,7 @@ class Backlog:
         state: Any,
         sockets: Callable[[], Iterable[Any]] = tuple,
         *,
+        active: Callable[[], int] = lambda: 0,
         prior: float = 0.001,
         alpha: float = 0.2,
     ) -> None:
@@ -80,7 +81,7 @@ class Backlog:
         self.sockets = sockets
         self.prior = self.per_request = prior
         self.alpha = alpha
-        self.active: Callable[[], int] = lambda: 0  # requests inside the app (the server's count)
+        self.active = active
         self.waiting = 0
         self._listeners: list[Any] = []
         self._settled = 0

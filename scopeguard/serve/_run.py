@@ -19,9 +19,12 @@ def uvicorn_server(app: Any, config: ServeConfig, **settings: Any) -> Any:
     server = uvicorn.Server(
         uvicorn.Config(app, host=config.host, port=config.port, log_config=None, access_log=False, **settings)
     )
-    app.runtime.attach(
-        Backlog(server.server_state, lambda: [s for listener in server.servers for s in listener.sockets])
-    )
+    runtime = app.runtime
+
+    def listening() -> list[Any]:
+        return [s for listener in server.servers for s in listener.sockets]
+
+    runtime.attach(Backlog(server.server_state, listening, active=lambda: runtime.active))
     return server
 
 

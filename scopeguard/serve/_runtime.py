@@ -303,7 +303,6 @@ class Runtime:
         """Count ``backlog`` (the HTTP server's unread requests) in admission: set by
         :func:`scopeguard.serve.run` under uvicorn."""
         self.backlog = backlog
-        backlog.active = lambda: self.active
         self.admission.unread = backlog.seconds
 
     async def watch_loop(self, interval: float = 0.05) -> None:
