@@ -1,33 +1,44 @@
 #!/bin/bash
-# Reader tuning on a GPU machine (CUDA; see benchmarks/gpu_pack.py for getting the model there):
-# leave-one-dataset-out at BIG (4000) training questions, a shipping candidate trained on all three
-# sets (its adapters come back), then the SMALL (250 1000) points of the learning curve. Each stage
-# writes its JSON and a tar of its runs' cards and curves to OUT as it ends, so a run cut off by the
-# call's time limit still returns the stages it finished.
+# Reader tuning on a GPU machine (CUDA; benchmarks/gpu_pack.py gets the model there): every run at
+# once, one process each, sharing the GPU (one run alone leaves it mostly idle between small
+# kernels): leave-one-dataset-out at BIG and SMALL training questions, a shipping candidate trained
+# on all three sets, and the SMALL squad2-train fold again in float32 (a check on bf16). Each run is
+# stopped after LIMIT seconds; every run's curve is on disk at each validation point, so a stopped
+# run still shows how far it got. JSON, cards and curves end in OUT/results.tar, the candidate's adapters in OUT/ship_adapters.tar.
 # Usage (repository root, PYTHONPATH holding scopeguard and the wheels the machine lacks: pydantic,
 # pydantic-core, annotated-types, typing-inspection, gguf):
 #   bash benchmarks/reader_tuning_gpu.sh GGUF DATA OUT
-# Settings by environment: BIG, SHIP, SMALL, VALQ (val_questions), EVERY (eval_every), DTYPE, WORK.
+# Settings by environment: BIG, SMALL, SHIP, VALQ (val_questions), EVERY (eval_every), MICRO (micro_batch),
+# LIMIT (seconds), FOLDS, WORK. Eight runs at micro-batches of 4 fit an 80 GB card (8 did not fit 24 GB of
+# CPU memory for four runs).
 set -u
 GGUF=$1; DATA=$2; OUT=$3; WORK=${WORK:-/tmp/gpuwork}
-export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-mkdir -p "$WORK" "$OUT"
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error
+mkdir -p "$WORK/res" "$OUT"
 T=(squad2-train eloq-gold-dev subjqa)
 TRAIN=("${T[@]/#/$DATA/}")
-EVAL=(benchmarks/data/near-miss benchmarks/data/implied)
-COMMON=(--base "$GGUF" --eval "${EVAL[@]}" --work "$WORK")
-SET=(adapt=all lr=1e-4 batch=8 micro_batch=8 epochs=1 dtype=${DTYPE:-auto} val_questions=${VALQ:-300} eval_every=${EVERY:-50})
-pack() {  # the finished runs' cards and curves (adapters too with a third argument) -> $OUT/$1.tar
-  local skip=(--exclude=checkpoint); [ -z "${3:-}" ] && skip+=(--exclude=peft --exclude=adapter.gguf)
-  (cd "$WORK" && tar cf "$OUT/$1.tar" "${skip[@]}" $(ls -d $2 2>/dev/null)) || true
-}
-python3 benchmarks/studies/reader_tuning.py lodo "${COMMON[@]}" --train "${TRAIN[@]}" --set "${SET[@]}" \
-  --sizes ${BIG:-4000} --out "$OUT/lodo_big.json" 2>&1 | tee -a "$OUT/log.txt"
-pack lodo_big "n${BIG:-4000}-*"
-python3 benchmarks/studies/reader_tuning.py sweep "${COMMON[@]}" --train "${TRAIN[@]}" --set "${SET[@]}" \
-  --runs ship:max_questions=${SHIP:-6000} --out "$OUT/ship.json" 2>&1 | tee -a "$OUT/log.txt"
-pack ship "ship" adapters
-python3 benchmarks/studies/reader_tuning.py lodo "${COMMON[@]}" --train "${TRAIN[@]}" --set "${SET[@]}" \
-  --sizes ${SMALL:-250 1000} --out "$OUT/lodo_curve.json" 2>&1 | tee -a "$OUT/log.txt"
-pack curve "n250-* n1000-*"
-echo GPU_RUN_DONE | tee -a "$OUT/log.txt"
+COMMON=(--base "$GGUF" --eval benchmarks/data/near-miss benchmarks/data/implied --threads 2)
+SET=(adapt=all lr=1e-4 batch=8 micro_batch=${MICRO:-4} epochs=1 val_questions=${VALQ:-200} eval_every=${EVERY:-100})
+S=benchmarks/studies/reader_tuning.py
+log() { sed -u "s/^/[$1] /" >>"$OUT/log.txt"; }
+# the GGUF is converted for transformers once, before the runs share the copy
+python3 -c 'import sys; from scopeguard.models import converted_gguf_dir as c; print(c(sys.argv[1]))' "$GGUF" 2>&1 | log convert
+nvidia-smi --query-gpu=name,memory.used --format=csv 2>&1 | log gpu
+for n in ${BIG:-4000} ${SMALL:-1000}; do
+  for t in ${FOLDS:-${T[@]}}; do
+    timeout -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK" --train "${TRAIN[@]}" \
+      --set "${SET[@]}" dtype=auto --sizes "$n" --left-out "$t" --out "$WORK/res/lodo_n${n}_$t.json" 2>&1 | log "n$n-$t" &
+  done
+done
+timeout -s INT "${LIMIT:-420}" python3 $S sweep "${COMMON[@]}" --work "$WORK" --train "${TRAIN[@]}" --set "${SET[@]}" \
+  dtype=auto --runs "ship:max_questions=${SHIP:-4000}" --out "$WORK/res/ship.json" 2>&1 | log ship &
+timeout -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK/f32" --train "${TRAIN[@]}" --set "${SET[@]}" \
+  dtype=float32 --sizes "${SMALL:-1000}" --left-out squad2-train --out "$WORK/res/f32_n${SMALL:-1000}_squad2-train.json" \
+  2>&1 | log f32 &
+sleep 60; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv 2>&1 | log gpu
+wait
+cd "$WORK" || exit 1
+tar cf "$OUT/results.tar" --exclude=checkpoint --exclude=peft --exclude=adapter.gguf res $(ls -d n* ship f32/n* 2>/dev/null)
+[ -d ship ] && tar cf "$OUT/ship_adapters.tar" --exclude=checkpoint ship
+echo GPU_RUN_DONE | log done

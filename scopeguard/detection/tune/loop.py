@@ -226,6 +226,8 @@ class TuneRun:
             row["validation_loss"] = float(np.mean([v["loss"] for v in val]))
             row["validation_worst_auroc"] = float(np.nanmin([v["auroc"] for v in val]))
         self.curve.append(row)
+        # the curve so far is on disk at every point (a run stopped between checkpoints still shows it)
+        atomic_write_json(self.out / CURVE_FILE, {"validation": self.curve, "train": self.train_log})
         logger.info(
             "update %d: validation loss %.4f, worst AUROC %.3f",
             self.update,

@@ -238,9 +238,13 @@ def test_training_learns_and_writes_a_tuned_reader(tmp_path: Path, smollm2_base:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_killed_run_resumes_to_the_same_adapter(tmp_path: Path, smollm2_base: str) -> None:
+def test_a_killed_run_resumes_to_the_same_adapter(
+    tmp_path: Path, smollm2_base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     torch = pytest.importorskip("torch")
     from safetensors.torch import load_file
+
+    from scopeguard.detection.tune.loop import TuneRun
 
     data = _write(tmp_path / "toy", _DOCS)
     config = _config(data, smollm2_base, lr=1e-3, epochs=1)
@@ -259,6 +263,23 @@ def test_a_killed_run_resumes_to_the_same_adapter(tmp_path: Path, smollm2_base: 
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     assert any(float(a[k].abs().max()) > 0 for k in a if "lora_B" in k)  # it trained
     assert [r["update"] for r in resumed.curve] == [r["update"] for r in whole.curve]  # no duplicate points
+
+    # killed between checkpoints (no save at all): the curve so far is on disk at every point
+    step = TuneRun.step
+
+    def dies_at_the_third(run: Any, batch: Any) -> Any:
+        if run.update == 2:
+            raise KeyboardInterrupt
+        return step(run, batch)
+
+    monkeypatch.setattr(TuneRun, "step", dies_at_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        train_reader(config, tmp_path / "killed", threads=2, progress=False)
+    assert not (tmp_path / "killed" / "checkpoint").exists()
+    on_disk = json.loads((tmp_path / "killed" / "curve.json").read_text())["validation"]
+    assert [r["update"] for r in on_disk] == [0, 2]
+    expected = [r["validation_loss"] for r in whole.curve if r["update"] <= 2]  # the whole run's points
+    assert [r["validation_loss"] for r in on_disk] == pytest.approx(expected, abs=1e-5)
 
 
 def _moving_adapter(base: str, top_layers: int = 0) -> Any:
