@@ -4,13 +4,16 @@
 # kernels): leave-one-dataset-out at BIG and SMALL training questions, a shipping candidate trained
 # on all three sets, and the SMALL squad2-train fold again in float32 (a check on bf16). Each run is
 # stopped after LIMIT seconds; every run's curve is on disk at each validation point, so a stopped
-# run still shows how far it got. JSON, cards and curves end in OUT/results.tar, the candidate's adapters in OUT/ship_adapters.tar.
+# run still shows how far it got. JSON, cards and curves end in OUT/results.tar, the candidate's
+# adapters in OUT/ship_adapters.tar.
 # Usage (repository root, PYTHONPATH holding scopeguard and the wheels the machine lacks: pydantic,
 # pydantic-core, annotated-types, typing-inspection, gguf):
 #   bash benchmarks/reader_tuning_gpu.sh GGUF DATA OUT
 # Settings by environment: BIG, SMALL, SHIP, VALQ (val_questions), EVERY (eval_every), MICRO (micro_batch),
-# LIMIT (seconds), FOLDS, WORK. Eight runs at micro-batches of 4 fit an 80 GB card (8 did not fit 24 GB of
-# CPU memory for four runs).
+# LIMIT (seconds), FOLDS, WORK; SMALL= or SHIP= (empty) leaves those runs out. For the 1.5B (about
+# 3x the 0.5B's time an update) one call holds the three BIG folds alone: SMALL= SHIP= BIG=4000.
+# Eight 0.5B runs at micro-batches of 4 took 52 GB of an H100 (micro-batches of 8 did not fit 24 GB
+# of CPU memory for four runs).
 set -u
 GGUF=$1; DATA=$2; OUT=$3; WORK=${WORK:-/tmp/gpuwork}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2
@@ -25,17 +28,18 @@ log() { sed -u "s/^/[$1] /" >>"$OUT/log.txt"; }
 # the GGUF is converted for transformers once, before the runs share the copy
 python3 -c 'import sys; from scopeguard.models import converted_gguf_dir as c; print(c(sys.argv[1]))' "$GGUF" 2>&1 | log convert
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>&1 | log gpu
-for n in ${BIG:-4000} ${SMALL:-1000}; do
+for n in ${BIG-4000} ${SMALL-1000}; do
   for t in ${FOLDS:-${T[@]}}; do
     timeout -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK" --train "${TRAIN[@]}" \
       --set "${SET[@]}" dtype=auto --sizes "$n" --left-out "$t" --out "$WORK/res/lodo_n${n}_$t.json" 2>&1 | log "n$n-$t" &
   done
 done
-timeout -s INT "${LIMIT:-420}" python3 $S sweep "${COMMON[@]}" --work "$WORK" --train "${TRAIN[@]}" --set "${SET[@]}" \
-  dtype=auto --runs "ship:max_questions=${SHIP:-4000}" --out "$WORK/res/ship.json" 2>&1 | log ship &
-timeout -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK/f32" --train "${TRAIN[@]}" --set "${SET[@]}" \
-  dtype=float32 --sizes "${SMALL:-1000}" --left-out squad2-train --out "$WORK/res/f32_n${SMALL:-1000}_squad2-train.json" \
-  2>&1 | log f32 &
+[ -n "${SHIP-4000}" ] && timeout -s INT "${LIMIT:-420}" python3 $S sweep "${COMMON[@]}" --work "$WORK" \
+  --train "${TRAIN[@]}" --set "${SET[@]}" dtype=auto --runs "ship:max_questions=${SHIP-4000}" \
+  --out "$WORK/res/ship.json" 2>&1 | log ship &
+[ -n "${SMALL-1000}" ] && timeout -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK/f32" \
+  --train "${TRAIN[@]}" --set "${SET[@]}" dtype=float32 --sizes "${SMALL-1000}" --left-out squad2-train \
+  --out "$WORK/res/f32_n${SMALL-1000}_squad2-train.json" 2>&1 | log f32 &
 sleep 60; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv 2>&1 | log gpu
 wait
 cd "$WORK" || exit 1

@@ -13,6 +13,10 @@ false refusals at the reader's own threshold before and after, and the worst lef
     python benchmarks/studies/reader_tuning.py lodo --base qwen2.5-coder-0.5b --train A B C --set lr=1e-4 \\
         --sizes 200 800 --work /tmp/lodo
 
+    # a finished run's reader at a threshold fitted on its validation documents (not at Yes/No's 0):
+    # each set's margins read again, the threshold that maximises the validation sets' mean accuracy
+    python benchmarks/studies/reader_tuning.py threshold --work /tmp/lodo --runs n200-without-subjqa
+
 Each run is a ``train-reader`` run folder under ``--work``: a killed benchmark resumes every run
 where it stopped (``--resume`` is implied), and a finished run is read back, not trained again.
 Writes ``--out`` (JSON) and prints the table. Timings are the machine's: the JSON names it.
@@ -104,6 +108,71 @@ def _llama_scores(specs: dict[str, str], datasets: list[str]) -> dict[str, Any]:
     return out
 
 
+def fitted_threshold(margins: dict[str, Any], labels: dict[str, Any]) -> float:
+    """The margin threshold that maximises the mean of the sets' accuracies (each set weighs the
+    same): midpoints between the sorted margins of all sets, and 0."""
+    import numpy as np
+
+    pooled = np.sort(np.concatenate([np.asarray(m, dtype=float) for m in margins.values()]))
+    candidates = np.concatenate([[0.0], (pooled[1:] + pooled[:-1]) / 2]) if len(pooled) > 1 else np.zeros(1)
+
+    def score(t: float) -> float:
+        return float(
+            np.mean([np.mean((np.asarray(margins[k]) > t) == (np.asarray(labels[k]) > 0)) for k in margins])
+        )
+
+    return float(max(candidates, key=lambda t: (score(t), -abs(t))))
+
+
+def _threshold(work: Path, names: list[str], threads: int | None) -> dict[str, Any]:
+    """Each finished run's margins on its validation and evaluation sets, read again through its
+    adapter; each set's metrics at the Yes/No threshold (0) and at one fitted on validation."""
+    import numpy as np
+
+    from scopeguard.detection.tune.loop import _metrics
+    from scopeguard.detection.tune.model import load_tunable
+    from scopeguard.detection.tune.train import prepare_run
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    out: dict[str, Any] = {}
+    for name in names:
+        folder = work / name
+        config = TuneConfig(**json.loads((folder / "config.json").read_text()))
+        reader, _, _ = load_tunable(
+            str(folder),
+            rank=config.rank,
+            alpha=config.alpha,
+            dropout=0.0,
+            targets=config.targets,
+            template=config.template,
+            top_layers=config.top_layers,
+            adapt=config.adapt,
+            dtype=config.dtype,
+        )
+        run = prepare_run(config, work / f"{name}.threshold", reader, DocumentStates())
+        margins: dict[str, dict[str, Any]] = {"validation": {}, "evaluation": {}}
+        labels: dict[str, dict[str, Any]] = {"validation": {}, "evaluation": {}}
+        for kind, sets in (("validation", run.examples.validation), ("evaluation", run.examples.evaluation)):
+            for key, items in sets.items():
+                if items:
+                    margins[kind][key] = run.read(items)
+                    labels[kind][key] = np.array([e.label for e in items])
+                    logging.info("%s: %s:%s read (%d)", name, kind, key, len(items))
+        t = fitted_threshold(margins["validation"], labels["validation"])
+        row: dict[str, Any] = {"threshold": t, "sets": {}}
+        for kind in margins:
+            for key, m in margins[kind].items():
+                row["sets"][f"{kind}:{key}"] = {
+                    "at_0": _metrics(m, labels[kind][key]),
+                    "at_fitted": _metrics(m - t, labels[kind][key]),
+                }
+        out[name] = row
+    return out
+
+
 def _rows(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for name, row in runs.items():
@@ -128,9 +197,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=["sweep", "lodo"])
+    parser.add_argument("mode", choices=["sweep", "lodo", "threshold"])
     parser.add_argument("--base", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--train", nargs="+", required=True, help="training dataset folders")
+    parser.add_argument("--train", nargs="+", default=[], help="training dataset folders")
     parser.add_argument("--eval", nargs="*", default=[], help="datasets scored but never trained on")
     parser.add_argument("--runs", nargs="*", default=[], help="sweep: NAME:key=value,key=value ...")
     parser.add_argument("--set", nargs="*", default=[], help="settings shared by every run (key=value)")
@@ -153,6 +222,33 @@ def main() -> None:
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.mode == "threshold":
+        if not args.runs:
+            raise SystemExit("threshold: name the finished runs under --work (--runs NAME ...)")
+        fitted = _threshold(args.work, args.runs, args.threads)
+        rows = [
+            {
+                "run": name,
+                "set": key,
+                "n": int(v["at_0"]["n"]),
+                "threshold": round(r["threshold"], 3),
+                **{
+                    f"{m}_at_{w}": round(v[f"at_{w}"][k], 3)
+                    for w in ("0", "fitted")
+                    for m, k in (("accuracy", "accuracy"), ("false_refusals", "false_refusal_rate"))
+                },
+                "auroc": round(v["at_0"]["auroc"], 3),
+            }
+            for name, r in fitted.items()
+            for key, v in r["sets"].items()
+        ]
+        import torch
+
+        result = {"machine": machine("cuda" if torch.cuda.is_available() else "cpu"), "mode": "threshold"}
+        report(rows, {**result, "runs": fitted}, args.out or RESULTS / "reader_tuning_threshold.json")
+        return
+    if not args.train:
+        raise SystemExit(f"{args.mode} needs --train")
     shared = {"base": args.base, **_settings(args.set)}
     runs: dict[str, TuneConfig] = {}
     if args.mode == "sweep":
