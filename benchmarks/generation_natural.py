@@ -60,6 +60,11 @@ EXTRA_REVIEWS_B, EXTRA_INVENTED_B, MIN_WORDS = 8, 2, 150
 REVIEWS_C, INVENTED_C = 10, 3
 # D: a fourth, drawn after C's labels led to the subject-anchored unstated prompt
 REVIEWS_D, INVENTED_D = 10, 3
+# E: a fifth, drawn after D's labels led to the enumeration screen
+REVIEWS_E, INVENTED_E = 10, 3
+# F: a sixth, drawn after D's and E's labels led to follow-ups only as a top-up (reviews alone: E
+# took the last invented documents of at least MIN_WORDS words)
+REVIEWS_F, INVENTED_F = 13, 0
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -72,18 +77,23 @@ RUNS = {
     "unstated prompt and in-scope top-up sentences (changed on B's labels; C is fresh)",
     "after-D": "as after-C with the unstated questions asked about the document's subject, named by "
     "the model first (unstated_subject; changed on C's labels; D is fresh)",
+    "after-E": "as after-D with a reply's enumerations dropped (the same question with one count or "
+    "ordinal changed; changed on D's labels; E is fresh)",
+    "after-F": "as after-E with follow-ups asked only for a document the unstated questions leave "
+    "short of min_oos (followups_to_top_up; changed on D's and E's labels; F is fresh)",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/A/documents.jsonl`` and ``work/B/documents.jsonl`` (disjoint samples)."""
+    """Write ``work/{A,...,F}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
         d
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {"A": [], "B": [], "C": [], "D": []}  # type: dict[str, list[dict[str, Any]]]
+    picked = {"A": [], "B": [], "C": [], "D": [], "E": [], "F": []}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -100,6 +110,10 @@ def _corpus(work: Path, seed: int) -> None:
         ("C", stories, INVENTED_C),
         ("D", reviews, REVIEWS_D),
         ("D", stories, INVENTED_D),
+        ("E", reviews, REVIEWS_E),
+        ("E", stories, INVENTED_E),
+        ("F", reviews, REVIEWS_F),
+        ("F", stories, INVENTED_F),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -280,7 +294,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=["A", "B", "C", "D"], default="D")
+    ap.add_argument("--half", choices=["A", "B", "C", "D", "E", "F"], default="F")
     ap.add_argument("--run", default="after")
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
@@ -313,7 +327,10 @@ def main() -> None:
                 f"{EXTRA_INVENTED_B} more of at least {MIN_WORDS} words), half C ({REVIEWS_C} + "
                 f"{INVENTED_C} of at least {MIN_WORDS} words, drawn after B's labels changed the "
                 f"screens), half D ({REVIEWS_D} + {INVENTED_D} likewise, drawn after C's labels "
-                f"changed the unstated prompt); ELOQ's length rule skips those under {MIN_WORDS} words",
+                f"changed the unstated prompt), half E ({REVIEWS_E} + {INVENTED_E} likewise, drawn "
+                f"after D's labels added the enumeration screen), half F ({REVIEWS_F} "
+                f"reviews, drawn after E's labels made follow-ups a top-up); ELOQ's length rule skips "
+                f"those under {MIN_WORDS} words",
                 "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",
                 "runs": RUNS,
                 "machine": {

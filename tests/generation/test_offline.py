@@ -117,7 +117,7 @@ def _generator(config: GenerationConfig = CONFIG, script=_reply) -> tuple[Genera
 def test_offline_mode_asks_each_sentence_and_follows_up_and_screens_what_no_one_would_ask(
     tmp_path: Path,
 ) -> None:
-    gen, llm = _generator(CONFIG.model_copy(update={"mode": "offline"}))
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "offline", "followups_to_top_up": False}))
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     ds = load_dataset(tmp_path)
     oos = {q.question: q.metadata["provenance"] for q in ds.questions if q.label == "out_of_scope"}
@@ -139,6 +139,21 @@ def test_offline_mode_asks_each_sentence_and_follows_up_and_screens_what_no_one_
     assert not any("Rewrite a question in" in c.prompt for c in llm.calls)
     assert [sum(s in c.prompt for s in SENTENCES) for c in llm.calls] == [1] * 5 + [5] + [1] * 5 + [0]
     assert all("questions about the harbour plan of Wrenfield" in c.prompt for c in llm.calls[6:11])
+
+
+def test_offline_mode_follows_up_only_where_the_unstated_questions_fall_short(tmp_path: Path) -> None:
+    # two unstated questions are kept: with min_oos 2 the document needs no follow-ups
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "offline", "min_oos": 2}))
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    oos = [q for q in load_dataset(tmp_path).questions if q.label == "out_of_scope"]
+    assert sorted(q.question for q in oos) == sorted([UNSTATED[0], UNSTATED[4]])
+    assert not any("follow-up questions" in c.prompt for c in llm.calls)
+    # with min_oos 3 it is short after them: the follow-up prompt tops it up
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "offline", "min_oos": 3, "extra_rounds": 0}))
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "short", length_rule=RULE)
+    oos = [q for q in load_dataset(tmp_path / "short").questions if q.label == "out_of_scope"]
+    assert len(oos) == 4 and {q.metadata["provenance"]["edit_kind"] for q in oos} == {"unstated", "followup"}
+    assert sum("follow-up questions" in c.prompt for c in llm.calls) == 1
 
 
 def test_without_unstated_subject_the_questions_are_about_what_each_sentence_names(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ def test_the_smallest_packaged_writer_parses_every_reply_and_keeps_by_the_rule(
         mode="offline",
         n_in_scope=1,
         followups=2,
+        followups_to_top_up=False,  # both prompts asked, whatever the unstated questions keep
         extra_rounds=0,
     )
     detector = get_detector("logprob")

@@ -16,6 +16,8 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    square or of a cookie's vanilla flavour);
 3. ``followup`` (and ``offline``): follow-up questions a reader would ask next, written from the
    in-scope questions alone (about the same people and events, often on what the document leaves out);
+   in ``offline`` mode, with ``followups_to_top_up``, only for a document the unstated questions
+   leave short of ``min_oos`` (written without the document, they misread it more often);
 4. ``perturb`` (alone): each of the first ``perturb_sources`` kept questions rewritten once per
    edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018): the rewrite keeps the question's words
    and asks for something else, the document not shown. Read by hand, the packaged 1.5B's rewrites
@@ -366,7 +368,8 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
     if cfg.mode in ("unstated", "offline"):
         subject = await _subject(ctx) if cfg.unstated_subject else ""
         await _unstated(ctx, keeper, None, subject)
-    if cfg.mode in ("followup", "offline"):
+    short = len(keeper.kept) < cfg.min_oos
+    if cfg.mode == "followup" or (cfg.mode == "offline" and (short or not cfg.followups_to_top_up)):
         await _followup(ctx, keeper, sources, None)
     extra = 0
     while len(keeper.kept) < cfg.min_oos and extra < cfg.extra_rounds:
