@@ -10,7 +10,8 @@
 # pydantic-core, annotated-types, typing-inspection, gguf):
 #   bash benchmarks/reader_tuning_gpu.sh GGUF DATA OUT
 # Settings by environment: BIG, SMALL, SHIP, VALQ (val_questions), EVERY (eval_every), MICRO (micro_batch),
-# LIMIT (seconds), FOLDS, WORK; SMALL= or SHIP= (empty) leaves those runs out. For the 1.5B (about
+# LIMIT (seconds), FOLDS, WORK; SMALL= or SHIP= (empty) leaves those runs out; the float32 run takes
+# SMALL's first size. BIG and SMALL must differ (one run folder per size). For the 1.5B (about
 # 3x the 0.5B's time an update) one call holds the three BIG folds alone: SMALL= SHIP= BIG=4000.
 # Eight 0.5B runs at micro-batches of 4 took 52 GB of an H100 (micro-batches of 8 did not fit 24 GB
 # of CPU memory for four runs).
@@ -26,20 +27,23 @@ SET=(adapt=all lr=1e-4 batch=8 micro_batch=${MICRO:-4} epochs=1 val_questions=${
 S=benchmarks/studies/reader_tuning.py
 log() { sed -u "s/^/[$1] /" >>"$OUT/log.txt"; }
 # the GGUF is converted for transformers once, before the runs share the copy
-python3 -c 'import sys; from scopeguard.models import converted_gguf_dir as c; print(c(sys.argv[1]))' "$GGUF" 2>&1 | log convert
+python3 -c 'import sys; from scopeguard.models import converted_gguf_dir as c; print(c(sys.argv[1]))' "$GGUF" \
+  >"$WORK/convert.txt" 2>&1 || { log convert <"$WORK/convert.txt"; echo "conversion failed" | log convert; exit 1; }
+log convert <"$WORK/convert.txt"
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>&1 | log gpu
 for n in ${BIG-4000} ${SMALL-1000}; do
   for t in ${FOLDS:-${T[@]}}; do
-    timeout -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK" --train "${TRAIN[@]}" \
+    timeout -k 30 -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK" --train "${TRAIN[@]}" \
       --set "${SET[@]}" dtype=auto --sizes "$n" --left-out "$t" --out "$WORK/res/lodo_n${n}_$t.json" 2>&1 | log "n$n-$t" &
   done
 done
-[ -n "${SHIP-4000}" ] && timeout -s INT "${LIMIT:-420}" python3 $S sweep "${COMMON[@]}" --work "$WORK" \
+[ -n "${SHIP-4000}" ] && timeout -k 30 -s INT "${LIMIT:-420}" python3 $S sweep "${COMMON[@]}" --work "$WORK" \
   --train "${TRAIN[@]}" --set "${SET[@]}" dtype=auto --runs "ship:max_questions=${SHIP-4000}" \
   --out "$WORK/res/ship.json" 2>&1 | log ship &
-[ -n "${SMALL-1000}" ] && timeout -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK/f32" \
-  --train "${TRAIN[@]}" --set "${SET[@]}" dtype=float32 --sizes "${SMALL-1000}" --left-out squad2-train \
-  --out "$WORK/res/f32_n${SMALL-1000}_squad2-train.json" 2>&1 | log f32 &
+SMALL=${SMALL-1000}
+[ -n "$SMALL" ] && timeout -k 30 -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK/f32" \
+  --train "${TRAIN[@]}" --set "${SET[@]}" dtype=float32 --sizes "${F32:-${SMALL%% *}}" --left-out squad2-train \
+  --out "$WORK/res/f32_n${F32:-${SMALL%% *}}_squad2-train.json" 2>&1 | log f32 &
 sleep 60; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv 2>&1 | log gpu
 wait
 cd "$WORK" || exit 1

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -131,8 +131,17 @@ class JsonlLog:
         return done
 
 
-def config_changes(old: dict[str, Any], new: dict[str, Any], *, free: Collection[str] = ()) -> dict[str, Any]:
-    """``{field: (old, new)}`` for fields present in both (JSON values) that differ, except ``free``."""
+def config_changes(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    *,
+    free: Collection[str] = (),
+    legacy: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``{field: (old, new)}`` for fields present in both (JSON values) that differ, except ``free``.
+    ``legacy``: what a saved configuration that predates a field behaved as (``{field: value}``),
+    so that resuming it under the field's new default counts as a change."""
+    old = {**(legacy or {}), **old}
     return {k: (old[k], v) for k, v in new.items() if k in old and k not in free and old[k] != v}
 
 
@@ -144,6 +153,8 @@ class RunFolder(Generic[C]):
         config_type: the pydantic model of the configuration.
         config_file: its file name in the folder.
         free: fields that may differ when the run is resumed (for example ``limit``).
+        legacy: ``{field: value}``, how a saved configuration without ``field`` behaved (a field
+            added later, whose default changed what a run computes).
     """
 
     def __init__(
@@ -153,11 +164,13 @@ class RunFolder(Generic[C]):
         *,
         config_file: str = "config.json",
         free: Collection[str] = (),
+        legacy: Mapping[str, Any] | None = None,
     ) -> None:
         self.root = Path(root)
         self.config_type = config_type
         self.config_path = self.root / config_file
         self.free = frozenset(free)
+        self.legacy = dict(legacy or {})
 
     def exists(self) -> bool:
         return self.config_path.is_file()
@@ -186,7 +199,9 @@ class RunFolder(Generic[C]):
         """Refuse ``config`` when the folder holds a run with another configuration."""
         if not self.exists():
             return
-        changes = config_changes(self._saved(), config.model_dump(mode="json"), free=self.free)
+        changes = config_changes(
+            self._saved(), config.model_dump(mode="json"), free=self.free, legacy=self.legacy
+        )
         if changes:
             listed = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
             raise ConfigurationError(

@@ -35,6 +35,17 @@ def test_resume_refuses_another_config_naming_each_field(tmp_path: Path) -> None
     assert folder.read_config() == Cfg(name="a", tags=("x",), limit=5)  # a refused run changes nothing
 
 
+def test_a_field_added_later_counts_as_a_change_where_its_default_changes_the_run(tmp_path: Path) -> None:
+    # a run saved before ``k`` existed behaved as k=1: resuming it under the default k=3 is a change
+    (tmp_path / "run").mkdir()
+    atomic_write_text(tmp_path / "run" / "config.json", '{"name": "a", "limit": null, "tags": []}')
+    with pytest.raises(ConfigurationError, match=r"k: 1 -> 3"):
+        RunFolder(tmp_path / "run", Cfg, legacy={"k": 1}).open(Cfg(name="a"))
+    RunFolder(tmp_path / "run", Cfg, legacy={"k": 1}).open(Cfg(name="a", k=1))  # as it ran: resumes
+    # a field unknown to the saved run and not listed stays as before: not compared
+    RunFolder(tmp_path / "other", Cfg).open(Cfg(name="a"))
+
+
 def test_merge_and_missing_config(tmp_path: Path) -> None:
     folder = RunFolder(tmp_path / "run", Cfg, free=("tags",))
     with pytest.raises(InputError, match="not a run folder"):

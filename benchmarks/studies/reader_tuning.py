@@ -110,11 +110,14 @@ def _llama_scores(specs: dict[str, str], datasets: list[str]) -> dict[str, Any]:
 
 def fitted_threshold(margins: dict[str, Any], labels: dict[str, Any]) -> float:
     """The margin threshold that maximises the mean of the sets' accuracies (each set weighs the
-    same): midpoints between the sorted margins of all sets, and 0."""
+    same): 0, the midpoints between the sorted margins of all sets, and one below and one above
+    them all (everything out of scope, everything in scope)."""
     import numpy as np
 
+    if not margins:
+        raise SystemExit("threshold: the run has no validation documents to fit a threshold on")
     pooled = np.sort(np.concatenate([np.asarray(m, dtype=float) for m in margins.values()]))
-    candidates = np.concatenate([[0.0], (pooled[1:] + pooled[:-1]) / 2]) if len(pooled) > 1 else np.zeros(1)
+    candidates = np.concatenate([[0.0, pooled[0] - 1.0, pooled[-1] + 1.0], (pooled[1:] + pooled[:-1]) / 2])
 
     def score(t: float) -> float:
         return float(
@@ -140,6 +143,8 @@ def _threshold(work: Path, names: list[str], threads: int | None) -> dict[str, A
     out: dict[str, Any] = {}
     for name in names:
         folder = work / name
+        if not (folder / "reader.json").is_file():
+            raise SystemExit(f"threshold: {folder} holds no finished run (no reader.json)")
         config = TuneConfig(**json.loads((folder / "config.json").read_text()))
         reader, _, _ = load_tunable(
             str(folder),
@@ -201,7 +206,12 @@ def main() -> None:
     parser.add_argument("--base", default="qwen2.5-coder-0.5b")
     parser.add_argument("--train", nargs="+", default=[], help="training dataset folders")
     parser.add_argument("--eval", nargs="*", default=[], help="datasets scored but never trained on")
-    parser.add_argument("--runs", nargs="*", default=[], help="sweep: NAME:key=value,key=value ...")
+    parser.add_argument(
+        "--runs",
+        nargs="*",
+        default=[],
+        help="sweep: NAME:key=value,key=value ...; threshold: finished runs' names",
+    )
     parser.add_argument("--set", nargs="*", default=[], help="settings shared by every run (key=value)")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--threads", type=int, default=None)

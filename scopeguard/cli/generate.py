@@ -73,7 +73,8 @@ def generate(
         help="auto (offline with a packaged local model, else faithful); faithful (the paper's "
         "Algorithm 1, 13 calls) or efficient (batched recovery); the offline modes for small local "
         "models: unstated (what a sentence names but does not say), followup (follow-up "
-        "questions), offline (both), perturb (SQuAD 2.0-style edits of in-scope questions). Offline "
+        "questions), offline (both; follow-ups only where the unstated ones keep fewer than "
+        "--min-oos), perturb (SQuAD 2.0-style edits of in-scope questions). Offline "
         "candidates are kept by the logprob detector.",
     ),
     claims: int = typer.Option(
@@ -111,7 +112,8 @@ def generate(
         config_default(GenerationConfig, "min_oos"),
         "--min-oos",
         help="Run extra sampled rounds for a document that keeps fewer out-of-scope questions "
-        "(scopeguard's addition; 0 = the paper).",
+        "and, in offline mode, ask follow-ups only for such a document (scopeguard's addition; 0 = "
+        "the paper, and offline asks both kinds).",
     ),
     extra_rounds: int = typer.Option(
         config_default(GenerationConfig, "extra_rounds"),

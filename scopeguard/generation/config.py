@@ -4,7 +4,8 @@ The CLI (``scopeguard generate``) reads its option defaults from these fields, a
 is :meth:`GenerationConfig.paper`.
 
 Modes: ``faithful`` and ``efficient`` are the paper's Algorithm 1 (guided hallucination);
-``unstated``, ``followup``, ``offline`` (both) and ``perturb`` are scopeguard's offline modes for
+``unstated``, ``followup``, ``offline`` (both; follow-ups only to top up, see
+``followups_to_top_up``) and ``perturb`` are scopeguard's offline modes for
 small local models (:mod:`scopeguard.generation.steps`); ``auto`` is resolved by the
 :class:`~scopeguard.generation.pipeline.Generator`: ``offline`` with a packaged GGUF model,
 ``faithful`` otherwise.
@@ -70,6 +71,9 @@ EDIT_KINDS: tuple[EditKind, ...] = (
 # (0 of 6 and 0 of 7 in benchmarks/generation_natural.py's first sample; 1 of 7 and 0 of 8 in
 # issue #39's: "... instead of ...", "... for the second time?"); both stay available.
 NATURAL_EDIT_KINDS: tuple[EditKind, ...] = ("negation", "antonym", "entity_swap", "other_neutral")
+#: how a run folder saved before a field existed behaved: resuming it under that field's default
+#: is refused as a change of settings (scopeguard.runs.RunFolder's ``legacy``)
+LEGACY_SETTINGS: dict[str, object] = {"unstated_subject": False, "followups_to_top_up": False}
 
 
 class GenerationConfig(BaseModel):
@@ -130,7 +134,8 @@ class GenerationConfig(BaseModel):
     unstated_subject: bool = True
     # issue #39: in ``offline`` mode the follow-ups are asked only for a document that the unstated
     # questions leave short of ``min_oos`` (hand-read on two fresh samples: unstated 21 of 27 and
-    # 18 of 22 natural and unanswerable, follow-ups 0 of 5 and 3 of 11). False = always both.
+    # 18 of 22 natural and unanswerable, follow-ups 0 of 5 and 3 of 11). False, or min_oos 0
+    # (the paper's presets), = always both.
     followups_to_top_up: bool = True
     min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)
     # 0.25 since issue #39: of 13 answerable questions kept in a hand-read sample, 11 scored under

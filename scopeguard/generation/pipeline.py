@@ -33,7 +33,7 @@ from scopeguard.errors import ConfigurationError, LLMError, ScopeGuardError
 from scopeguard.generation.accounting import Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
-from scopeguard.generation.config import OFFLINE_MODES, GenerationConfig
+from scopeguard.generation.config import LEGACY_SETTINGS, OFFLINE_MODES, GenerationConfig
 from scopeguard.generation.corpus import Corpus, LengthRule, load_generation_corpus
 from scopeguard.generation.steps import generate_document
 from scopeguard.generation.summary import RunSummary, summarize
@@ -193,7 +193,9 @@ class Generator:
             if isinstance(corpus, Corpus)
             else load_generation_corpus(corpus, length_rule=length_rule, max_docs=max_docs)
         )
-        RunFolder(out, GenerationRunConfig, config_file="run.json").open(self.run_config())
+        RunFolder(out, GenerationRunConfig, config_file="run.json", legacy=LEGACY_SETTINGS).open(
+            self.run_config()
+        )
         store = CheckpointStore(out)
         # a document is done when its checkpoint exists (the rebuild below reads and checks them all)
         done = {d.id for d in loaded.documents if store.path_for(d.id).is_file()}

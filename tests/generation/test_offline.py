@@ -154,6 +154,27 @@ def test_offline_mode_follows_up_only_where_the_unstated_questions_fall_short(tm
     oos = [q for q in load_dataset(tmp_path / "short").questions if q.label == "out_of_scope"]
     assert len(oos) == 4 and {q.metadata["provenance"]["edit_kind"] for q in oos} == {"unstated", "followup"}
     assert sum("follow-up questions" in c.prompt for c in llm.calls) == 1
+    # min_oos 0 sets no target: both kinds are asked, as before
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "offline", "min_oos": 0}))
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "zero", length_rule=RULE)
+    assert sum("follow-up questions" in c.prompt for c in llm.calls) == 1
+
+
+def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(tmp_path: Path) -> None:
+    offline = CONFIG.model_copy(update={"mode": "offline"})
+    gen, _ = _generator(offline)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    saved = json.loads((tmp_path / "run.json").read_text())
+    for field in ("followups_to_top_up", "unstated_subject"):  # as an earlier version wrote it
+        del saved[field]
+    (tmp_path / "run.json").write_text(json.dumps(saved))
+    gen, _ = _generator(offline)
+    with pytest.raises(ConfigurationError, match="followups_to_top_up: False -> True"):
+        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    # with the settings it ran with, it resumes
+    old = offline.model_copy(update={"followups_to_top_up": False, "unstated_subject": False})
+    gen, _ = _generator(old)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
 
 
 def test_without_unstated_subject_the_questions_are_about_what_each_sentence_names(tmp_path: Path) -> None:

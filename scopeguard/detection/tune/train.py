@@ -10,12 +10,12 @@ loss, AUROC, accuracy and false refusals at the reader's own threshold (margin 0
 validation curve in the run folder.
 
 The run folder (``out``) holds ``config.json`` (a resumed run must have the same settings),
-``checkpoint/`` (adapter, optimizer, schedule, random state and the curve; written atomically
-every ``checkpoint_minutes`` and at the end) and, when done, the tuned reader
-(:mod:`scopeguard.detection.read.adapter`): ``peft/``, ``adapter.gguf`` where the base is a GGUF
-model, ``reader.json``, ``card.md`` and ``curve.json``. The order of the examples is a function of
-the seed and the epoch alone, so a killed run resumed from its checkpoint gives the same adapter
-as one that was never stopped.
+``curve.json`` (the curve so far, rewritten at every validation point), ``checkpoint/`` (adapter,
+optimizer, schedule, random state and the curve; written atomically every ``checkpoint_minutes``
+and at the end) and, when done, the tuned reader (:mod:`scopeguard.detection.read.adapter`):
+``peft/``, ``adapter.gguf`` where the base is a GGUF model, ``reader.json`` and ``card.md``. The
+order of the examples is a function of the seed and the epoch alone, so a killed run resumed from
+its checkpoint gives the same adapter as one that was never stopped.
 """
 
 from __future__ import annotations

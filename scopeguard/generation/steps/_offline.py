@@ -368,8 +368,11 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
     if cfg.mode in ("unstated", "offline"):
         subject = await _subject(ctx) if cfg.unstated_subject else ""
         await _unstated(ctx, keeper, None, subject)
-    short = len(keeper.kept) < cfg.min_oos
-    if cfg.mode == "followup" or (cfg.mode == "offline" and (short or not cfg.followups_to_top_up)):
+    # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
+    top_up_only = cfg.followups_to_top_up and cfg.min_oos > 0
+    if cfg.mode == "followup" or (
+        cfg.mode == "offline" and (not top_up_only or len(keeper.kept) < cfg.min_oos)
+    ):
         await _followup(ctx, keeper, sources, None)
     extra = 0
     while len(keeper.kept) < cfg.min_oos and extra < cfg.extra_rounds:

@@ -274,7 +274,7 @@ def test_a_killed_run_resumes_to_the_same_adapter(
 
     monkeypatch.setattr(TuneRun, "step", dies_at_the_third)
     with pytest.raises(KeyboardInterrupt):
-        train_reader(config, tmp_path / "killed", threads=2, progress=False)
+        train_reader(config, tmp_path / "killed", threads=2, progress=False, checkpoint_minutes=60)
     assert not (tmp_path / "killed" / "checkpoint").exists()
     on_disk = json.loads((tmp_path / "killed" / "curve.json").read_text())["validation"]
     assert [r["update"] for r in on_disk] == [0, 2]
