@@ -17,6 +17,7 @@
 # of CPU memory for four runs).
 set -u
 GGUF=$1; DATA=$2; OUT=$3; WORK=${WORK:-/tmp/gpuwork}
+BIG=${BIG-4000}; SMALL=${SMALL-1000}; SHIP=${SHIP-4000}; LIMIT=${LIMIT:-420}; F32=${F32:-${SMALL%% *}}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=2
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error
 mkdir -p "$WORK/res" "$OUT"
@@ -31,19 +32,18 @@ python3 -c 'import sys; from scopeguard.models import converted_gguf_dir as c; p
   >"$WORK/convert.txt" 2>&1 || { log convert <"$WORK/convert.txt"; echo "conversion failed" | log convert; exit 1; }
 log convert <"$WORK/convert.txt"
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>&1 | log gpu
-for n in ${BIG-4000} ${SMALL-1000}; do
+for n in $BIG $SMALL; do
   for t in ${FOLDS:-${T[@]}}; do
-    timeout -k 30 -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK" --train "${TRAIN[@]}" \
+    timeout -k 30 -s INT "$LIMIT" python3 $S lodo "${COMMON[@]}" --work "$WORK" --train "${TRAIN[@]}" \
       --set "${SET[@]}" dtype=auto --sizes "$n" --left-out "$t" --out "$WORK/res/lodo_n${n}_$t.json" 2>&1 | log "n$n-$t" &
   done
 done
-[ -n "${SHIP-4000}" ] && timeout -k 30 -s INT "${LIMIT:-420}" python3 $S sweep "${COMMON[@]}" --work "$WORK" \
-  --train "${TRAIN[@]}" --set "${SET[@]}" dtype=auto --runs "ship:max_questions=${SHIP-4000}" \
+[ -n "$SHIP" ] && timeout -k 30 -s INT "$LIMIT" python3 $S sweep "${COMMON[@]}" --work "$WORK" \
+  --train "${TRAIN[@]}" --set "${SET[@]}" dtype=auto --runs "ship:max_questions=$SHIP" \
   --out "$WORK/res/ship.json" 2>&1 | log ship &
-SMALL=${SMALL-1000}
-[ -n "$SMALL" ] && timeout -k 30 -s INT "${LIMIT:-420}" python3 $S lodo "${COMMON[@]}" --work "$WORK/f32" \
-  --train "${TRAIN[@]}" --set "${SET[@]}" dtype=float32 --sizes "${F32:-${SMALL%% *}}" --left-out squad2-train \
-  --out "$WORK/res/f32_n${F32:-${SMALL%% *}}_squad2-train.json" 2>&1 | log f32 &
+[ -n "$F32" ] && timeout -k 30 -s INT "$LIMIT" python3 $S lodo "${COMMON[@]}" --work "$WORK/f32" \
+  --train "${TRAIN[@]}" --set "${SET[@]}" dtype=float32 --sizes "$F32" --left-out squad2-train \
+  --out "$WORK/res/f32_n${F32}_squad2-train.json" 2>&1 | log f32 &
 sleep 60; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv 2>&1 | log gpu
 wait
 cd "$WORK" || exit 1

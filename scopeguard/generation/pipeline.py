@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the Batch API layer (and the openai SDK it needs) loads onl
     from scopeguard.batch import BatchSettings
     from scopeguard.generation.batch import RunDocument
 
-__all__ = ["GenerationRunConfig", "Generator"]
+__all__ = ["GenerationRunConfig", "Generator", "run_folder"]
 
 logger = logging.getLogger(__name__)
 JudgeSpec = Detector | Callable[[ChatModel], Detector] | None
@@ -62,6 +62,12 @@ class GenerationRunConfig(GenerationConfig):
     model: str
     judge_model: str
     filter_with: str
+
+
+def run_folder(out: str | os.PathLike[str]) -> RunFolder[GenerationRunConfig]:
+    """The run folder ``out`` of a generation run (``run.json``; a run saved before a setting
+    existed is compared as it behaved, :data:`~scopeguard.generation.config.LEGACY_SETTINGS`)."""
+    return RunFolder(out, GenerationRunConfig, config_file="run.json", legacy=LEGACY_SETTINGS)
 
 
 def _weak_judge(llm: ChatModel) -> bool:
@@ -193,9 +199,7 @@ class Generator:
             if isinstance(corpus, Corpus)
             else load_generation_corpus(corpus, length_rule=length_rule, max_docs=max_docs)
         )
-        RunFolder(out, GenerationRunConfig, config_file="run.json", legacy=LEGACY_SETTINGS).open(
-            self.run_config()
-        )
+        run_folder(out).open(self.run_config())
         store = CheckpointStore(out)
         # a document is done when its checkpoint exists (the rebuild below reads and checks them all)
         done = {d.id for d in loaded.documents if store.path_for(d.id).is_file()}

@@ -22,12 +22,11 @@ from pydantic import BaseModel, ConfigDict
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation.accounting import Usage
 from scopeguard.generation.checkpoint import CheckpointStore
-from scopeguard.generation.config import LEGACY_SETTINGS, GenerationConfig
+from scopeguard.generation.config import GenerationConfig
 from scopeguard.generation.corpus import Corpus, LengthRule, load_generation_corpus
-from scopeguard.generation.pipeline import GenerationRunConfig, Generator
+from scopeguard.generation.pipeline import Generator, run_folder
 from scopeguard.generation.summary import RunSummary
 from scopeguard.llm.base import ChatModel
-from scopeguard.runs import RunFolder
 from scopeguard.scale._ray import ray_session
 from scopeguard.types import Document
 
@@ -127,9 +126,7 @@ def generate_sharded(
         judge_llm=_make(judge_llm) if judge_llm is not None else None,
         progress=False,
     )
-    RunFolder(out, GenerationRunConfig, config_file="run.json", legacy=LEGACY_SETTINGS).open(
-        driver.run_config()
-    )
+    run_folder(out).open(driver.run_config())
     position = {d.id: i for i, d in enumerate(loaded.documents)}
     _merge(out, position)  # what an earlier, killed run finished
     store = CheckpointStore(out)
