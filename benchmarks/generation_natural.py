@@ -65,6 +65,8 @@ REVIEWS_E, INVENTED_E = 10, 3
 # F: a sixth, drawn after D's and E's labels led to follow-ups only as a top-up (reviews alone: E
 # took the last invented documents of at least MIN_WORDS words)
 REVIEWS_F, INVENTED_F = 13, 0
+# G: a seventh, drawn after F's labels led to hints fitted to the subject's kind (reviews alone)
+REVIEWS_G = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -81,11 +83,15 @@ RUNS = {
     "ordinal changed; changed on D's labels; E is fresh)",
     "after-F": "as after-E with follow-ups asked only for a document the unstated questions leave "
     "short of min_oos (followups_to_top_up; changed on D's and E's labels; F is fresh)",
+    "after-G": "as after-F with the subject's kind named with it and the unstated questions' hints "
+    "fitted to that kind (unstated_hints; changed on F's labels; G is fresh)",
+    "after-G-off": "as after-F (unstated_hints=false), on half G: the same documents as after-G, "
+    "generated after after-G and before its labels changed anything",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,F}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,G}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -93,7 +99,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {"A": [], "B": [], "C": [], "D": [], "E": [], "F": []}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in "ABCDEFG"}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -114,6 +120,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("E", stories, INVENTED_E),
         ("F", reviews, REVIEWS_F),
         ("F", stories, INVENTED_F),
+        ("G", reviews, REVIEWS_G),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -127,7 +134,7 @@ def _corpus(work: Path, seed: int) -> None:
         logger.info("wrote %d documents to %s", len(docs), out)
 
 
-def _generate(work: Path, half: str, run: str, threads: int) -> None:
+def _generate(work: Path, half: str, run: str, threads: int, settings: dict[str, Any]) -> None:
     from scopeguard.generation import GenerationConfig, Generator
     from scopeguard.llm.local import LlamaCppChatModel
 
@@ -135,7 +142,8 @@ def _generate(work: Path, half: str, run: str, threads: int) -> None:
     docs = list(read_jsonl(work / half / "documents.jsonl"))
     llm = LlamaCppChatModel(MODEL, n_threads=threads)
     out = work / run
-    Generator(llm, config=GenerationConfig(mode="offline"), progress=True).run(docs, out)  # type: ignore[arg-type]
+    config = GenerationConfig(mode="offline", **settings)
+    Generator(llm, config=config, progress=True).run(docs, out)  # type: ignore[arg-type]
     (out / "half.txt").write_text(half, encoding="utf-8")
 
 
@@ -294,11 +302,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=["A", "B", "C", "D", "E", "F"], default="F")
+    ap.add_argument("--half", choices=list("ABCDEFG"), default="G")
     ap.add_argument("--run", default="after")
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     ap.add_argument("--note", default="", help="recorded with the figures (e.g. a shared machine)")
+    ap.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        help="generate: GenerationConfig fields, KEY=JSON (e.g. unstated_hints=false)",
+    )
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -306,7 +320,8 @@ def main() -> None:
     if args.step == "corpus":
         _corpus(args.work, args.seed)
     elif args.step == "generate":
-        _generate(args.work, args.half, args.run, threads)
+        settings = {k: json.loads(v) for k, v in (pair.split("=", 1) for pair in args.set)}
+        _generate(args.work, args.half, args.run, threads, settings)
         _to_label(args.work, args.run)
     elif args.step == "review":
         _to_label(args.work, args.run)
@@ -329,7 +344,9 @@ def main() -> None:
                 f"screens), half D ({REVIEWS_D} + {INVENTED_D} likewise, drawn after C's labels "
                 f"changed the unstated prompt), half E ({REVIEWS_E} + {INVENTED_E} likewise, drawn "
                 f"after D's labels added the enumeration screen), half F ({REVIEWS_F} "
-                f"reviews, drawn after E's labels made follow-ups a top-up); ELOQ's length rule skips "
+                f"reviews, drawn after E's labels made follow-ups a top-up), half G ({REVIEWS_G} "
+                f"reviews, drawn after F's labels fitted the hints to the subject's kind); ELOQ's "
+                f"length rule skips "
                 f"those under {MIN_WORDS} words",
                 "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",
                 "runs": RUNS,

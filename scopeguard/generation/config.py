@@ -73,7 +73,11 @@ EDIT_KINDS: tuple[EditKind, ...] = (
 NATURAL_EDIT_KINDS: tuple[EditKind, ...] = ("negation", "antonym", "entity_swap", "other_neutral")
 #: how a run folder saved before a field existed behaved: resuming it under that field's default
 #: is refused as a change of settings (scopeguard.runs.RunFolder's ``legacy``)
-LEGACY_SETTINGS: dict[str, object] = {"unstated_subject": False, "followups_to_top_up": False}
+LEGACY_SETTINGS: dict[str, object] = {
+    "unstated_subject": False,
+    "followups_to_top_up": False,
+    "unstated_hints": False,
+}
 
 
 class GenerationConfig(BaseModel):
@@ -132,6 +136,12 @@ class GenerationConfig(BaseModel):
     # issue #39: the unstated questions ask about what the document is about (named by the model
     # first, gen_document_subject), not about any thing a sentence names. False = as before.
     unstated_subject: bool = True
+    # issue #39: with the subject the model names what kind of thing it is (a product, a place, a
+    # book, a film, ...), and the details the unstated questions are told to ask for fit it (a
+    # product: its price, its maker; a film: its director, its running time), not one list for all
+    # ("a price, a date, ..." made the packaged 1.5B ask a hotel's or a chocolate bar's opening
+    # hours). False = the one list, as before.
+    unstated_hints: bool = True
     # issue #39: in ``offline`` mode the follow-ups are asked only for a document that the unstated
     # questions leave short of ``min_oos`` (hand-read on two fresh samples: unstated 21 of 27 and
     # 18 of 22 natural and unanswerable, follow-ups 0 of 5 and 3 of 11). False, or min_oos 0

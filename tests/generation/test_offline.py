@@ -79,6 +79,8 @@ def _reply(prompt: str) -> str:
             }
         )
     if "What is this text mainly about" in prompt:
+        if "which kind of thing" in prompt:
+            return json.dumps({"subject": "the harbour plan of Wrenfield", "kind": "event"})
         return json.dumps({"subject": "the harbour plan of Wrenfield"})
     if "sentence does not answer" in prompt:
         sentence = prompt.split('entence: "' if "Sentence: " in prompt else 'sentences: "', 1)[1]
@@ -165,14 +167,16 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     gen, _ = _generator(offline)
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     saved = json.loads((tmp_path / "run.json").read_text())
-    for field in ("followups_to_top_up", "unstated_subject"):  # as an earlier version wrote it
-        del saved[field]
+    for field in ("followups_to_top_up", "unstated_subject", "unstated_hints"):  # as an earlier
+        del saved[field]  # version wrote it
     (tmp_path / "run.json").write_text(json.dumps(saved))
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match="followups_to_top_up: False -> True"):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     # with the settings it ran with, it resumes
-    old = offline.model_copy(update={"followups_to_top_up": False, "unstated_subject": False})
+    old = offline.model_copy(
+        update={"followups_to_top_up": False, "unstated_subject": False, "unstated_hints": False}
+    )
     gen, _ = _generator(old)
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
 
@@ -183,6 +187,35 @@ def test_without_unstated_subject_the_questions_are_about_what_each_sentence_nam
     assert not any("What is this text mainly about" in c.prompt for c in llm.calls)
     unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
     assert len(unstated) == 5 and all("this sentence names" in p for p in unstated)
+
+
+def test_the_unstated_questions_hint_at_details_that_fit_the_subjects_kind(tmp_path: Path) -> None:
+    def product(prompt: str) -> str:  # the same document, named as a product
+        if "What is this text mainly about" in prompt:
+            return json.dumps({"subject": "the ferry Marlin", "kind": "product"})
+        return _reply(prompt)
+
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated"}), script=product)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    (subject,) = [c.prompt for c in llm.calls if "What is this text mainly about" in c.prompt]
+    assert "which kind of thing it is: product, place, book, film, person, event or other" in subject
+    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+    assert len(unstated) == 5
+    assert all("questions about the ferry Marlin" in p and "its price, its maker" in p for p in unstated)
+    assert not any("a date" in p for p in unstated)
+    # a kind without hints of its own (the fake's default, an event) keeps the one list
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated"}))
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "event", length_rule=RULE)
+    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+    assert all("such as a price, a date, a place, an amount or a reason" in p for p in unstated)
+    # unstated_hints=False: the subject alone is asked, and the one list, as before
+    gen, llm = _generator(
+        CONFIG.model_copy(update={"mode": "unstated", "unstated_hints": False}), script=product
+    )
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "off", length_rule=RULE)
+    assert not any("which kind of thing" in c.prompt for c in llm.calls)
+    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+    assert all("such as a price, a date, a place, an amount or a reason" in p for p in unstated)
 
 
 def test_perturb_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp_path: Path) -> None:

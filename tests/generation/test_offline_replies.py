@@ -13,10 +13,13 @@ from scopeguard.generation.cache import RecordingChatModel
 from scopeguard.generation.parsers import ReplyParseError
 from scopeguard.generation.steps._offline_replies import (
     QUESTION_PATTERN,
+    SUBJECT_KINDS,
     edits_schema,
     parse_edits,
     parse_questions,
+    parse_subject,
     questions_schema,
+    subject_schema,
 )
 from scopeguard.llm.base import Completion, Prompt
 from scopeguard.testing import ScriptedChatModel
@@ -51,6 +54,24 @@ def test_edits_strict_and_lenient() -> None:
     with pytest.raises(ReplyParseError, match="entity_swap"):
         parse_edits(partial, kinds)
     assert parse_edits(partial, kinds, lenient=True) == {"negation": Q1}
+
+
+def test_subject_with_and_without_its_kind() -> None:
+    named = json.dumps({"subject": " the Marlin ferry. ", "kind": "Product"})
+    assert parse_subject(named) == ("the Marlin ferry", "")  # the kind was not asked
+    assert parse_subject(named, with_kind=True) == ("the Marlin ferry", "product")
+    odd = json.dumps({"subject": "the Marlin ferry", "kind": "vehicle"})
+    with pytest.raises(ReplyParseError, match="'vehicle' is none of product, place"):
+        parse_subject(odd, with_kind=True)
+    assert parse_subject(odd, with_kind=True, lenient=True) == ("the Marlin ferry", "other")
+    assert parse_subject(json.dumps({"subject": "the Marlin"}), with_kind=True, lenient=True)[1] == "other"
+    with pytest.raises(ReplyParseError, match="no subject"):
+        parse_subject(json.dumps({"subject": "", "kind": "film"}), with_kind=True, lenient=True)
+    assert subject_schema()["required"] == ["subject"]
+    kinds = subject_schema(with_kind=True)
+    assert kinds["required"] == ["subject", "kind"] and kinds["properties"]["kind"]["enum"] == list(
+        SUBJECT_KINDS
+    )
 
 
 def test_the_schemas_describe_what_the_parsers_accept() -> None:

@@ -47,6 +47,8 @@ POOL: dict[str, Any] = {
     "example": 1,
     "sentence": "The Kestrel carries 180 passengers across the bay in 35 minutes.",
     "subject": "the ferry Kestrel",
+    "kind": "place",
+    "with_kind": True,
     "text": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes. It sails hourly.",
 }
 

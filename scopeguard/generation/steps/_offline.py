@@ -13,7 +13,8 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    questions about what it leaves unsaid (a price, a date, a reason), the sentence shown; with
    ``unstated_subject``, the model first names what the document is about (one call) and the
    questions are about that (asked about whatever a sentence names, it asked the price of a
-   square or of a cookie's vanilla flavour);
+   square or of a cookie's vanilla flavour); with ``unstated_hints`` it also names the subject's
+   kind, and the details the prompt hints at fit it (a product: its price, its maker);
 3. ``followup`` (and ``offline``): follow-up questions a reader would ask next, written from the
    in-scope questions alone (about the same people and events, often on what the document leaves out);
    in ``offline`` mode, with ``followups_to_top_up``, only for a document the unstated questions
@@ -57,6 +58,7 @@ from scopeguard.generation.steps._natural import (
 )
 from scopeguard.generation.steps._offline_replies import (
     MAX_TOKENS_PER_QUESTION,
+    SUBJECT_KIND_TOKENS,
     SUBJECT_TOKENS,
     edits_schema,
     parse_edits,
@@ -308,26 +310,40 @@ async def _perturb(
             await keeper.consider("perturb", question, kind, source, reply.id)
 
 
-async def _subject(ctx: DocumentContext) -> str:
-    """What the document is about, in a few words ("" when the model names nothing usable)."""
+async def _subject(ctx: DocumentContext) -> tuple[str, str]:
+    """What the document is about, in a few words, and (with ``unstated_hints``) what kind of thing
+    it is (:data:`SUBJECT_KINDS`); ``("", "")`` when the model names nothing usable."""
+    with_kind = ctx.cfg.unstated_hints
     got = await ctx.ask(
         "subject",
         "gen_document_subject",
-        lambda r, lenient: parse_subject(r.text, truncated=r.truncated, lenient=lenient),
-        max_tokens=SUBJECT_TOKENS,
-        schema=subject_schema(),
+        lambda r, lenient: parse_subject(r.text, truncated=r.truncated, lenient=lenient, with_kind=with_kind),
+        max_tokens=SUBJECT_TOKENS + (SUBJECT_KIND_TOKENS if with_kind else 0),
+        schema=subject_schema(with_kind),
         text=ctx.doc.text[:_SUBJECT_CHARS],
+        with_kind=with_kind,
     )
-    return "" if got is None else got[0]
+    return ("", "") if got is None else got[0]
 
 
-async def _unstated(ctx: DocumentContext, keeper: _Keeper, sampling: Sampling | None, subject: str) -> None:
+async def _unstated(
+    ctx: DocumentContext, keeper: _Keeper, sampling: Sampling | None, subject: str, kind: str
+) -> None:
     """``unstated_per_sentence`` questions per informative sentence about what it leaves unsaid:
-    about ``subject`` (what the document is about) if given, else about what the sentence names."""
+    about ``subject`` (what the document is about) if given, else about what the sentence names;
+    the details hinted at fit ``kind`` where the template has hints for it."""
     n = ctx.cfg.unstated_per_sentence
     for sentence in informative_sentences(ctx.doc.text, max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE):
         got = await _ask_questions(
-            ctx, "unstated", "gen_unstated_question", n, sampling, sentence=sentence, n=n, subject=subject
+            ctx,
+            "unstated",
+            "gen_unstated_question",
+            n,
+            sampling,
+            sentence=sentence,
+            n=n,
+            subject=subject,
+            kind=kind,
         )
         if got is not None:
             questions, reply = got
@@ -364,10 +380,10 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
     keeper = _Keeper(ctx)
     if cfg.mode == "perturb":
         await _perturb(ctx, keeper, sources, None)
-    subject = ""
+    subject = kind = ""
     if cfg.mode in ("unstated", "offline"):
-        subject = await _subject(ctx) if cfg.unstated_subject else ""
-        await _unstated(ctx, keeper, None, subject)
+        subject, kind = await _subject(ctx) if cfg.unstated_subject else ("", "")
+        await _unstated(ctx, keeper, None, subject, kind)
     # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
     top_up_only = cfg.followups_to_top_up and cfg.min_oos > 0
     if cfg.mode == "followup" or (
@@ -381,7 +397,7 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         if cfg.mode == "perturb":
             await _perturb(ctx, keeper, sources, sampling)
         elif cfg.mode in ("unstated", "offline"):
-            await _unstated(ctx, keeper, sampling, subject)
+            await _unstated(ctx, keeper, sampling, subject, kind)
         else:
             await _followup(ctx, keeper, sources, sampling)
     if extra:

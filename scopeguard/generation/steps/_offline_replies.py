@@ -17,6 +17,8 @@ from typing import Any
 from scopeguard.generation.parsers import ReplyParseError
 
 __all__ = [
+    "SUBJECT_KINDS",
+    "SUBJECT_KIND_TOKENS",
     "edits_schema",
     "parse_edits",
     "parse_questions",
@@ -49,29 +51,53 @@ def questions_schema(n: int, key: str = "questions") -> dict[str, Any]:
 # A document's subject: a few words on one line (a name, "this granola"), no quote or brace.
 MAX_SUBJECT_CHARS = 80
 SUBJECT_TOKENS = 32
+SUBJECT_KIND_TOKENS = 16  # more, for the kind asked with it
 _SUBJECT_PATTERN = '^[A-Za-z0-9][^"{}\\[\\]\\\\\\n]{0,' + str(MAX_SUBJECT_CHARS - 1) + "}$"
 _SUBJECT: dict[str, Any] = {"type": "string", "pattern": _SUBJECT_PATTERN}
 
 
-def subject_schema() -> dict[str, Any]:
-    """``{"subject": "a few words"}``."""
+# What kind of thing a subject is (asked with it when the unstated questions' hints fit the kind:
+# gen_unstated_question); "other" when none fits.
+SUBJECT_KINDS = ("product", "place", "book", "film", "person", "event", "other")
+
+
+def subject_schema(with_kind: bool = False) -> dict[str, Any]:
+    """``{"subject": "a few words"}``, with ``"kind"`` (one of :data:`SUBJECT_KINDS`) if asked."""
+    properties: dict[str, Any] = {"subject": _SUBJECT}
+    if with_kind:
+        properties["kind"] = {"type": "string", "enum": list(SUBJECT_KINDS)}
     return {
         "type": "object",
-        "properties": {"subject": _SUBJECT},
-        "required": ["subject"],
+        "properties": properties,
+        "required": list(properties),
         "additionalProperties": False,
     }
 
 
-def parse_subject(text: str, *, truncated: bool = False, lenient: bool = False) -> str:
-    """The subject a reply names: one line of 1 to 8 words (strict)."""
+def parse_subject(
+    text: str, *, truncated: bool = False, lenient: bool = False, with_kind: bool = False
+) -> tuple[str, str]:
+    """The subject a reply names (one line of 1 to 8 words) and, ``with_kind``, its kind (strict:
+    one of :data:`SUBJECT_KINDS`; lenient: ``"other"`` for a missing or unknown kind). Without
+    ``with_kind`` the kind is ``""``."""
     if truncated and not lenient:
         raise ReplyParseError("truncated", "the reply was cut at the token cap", reply=text)
-    value = _object(text, lenient).get("subject")
+    reply = _object(text, lenient)
+    value = reply.get("subject")
     subject = " ".join(value.split()).strip(" .") if isinstance(value, str) else ""
     if not subject or len(subject) > MAX_SUBJECT_CHARS or len(subject.split()) > 8 or '"' in subject:
         raise ReplyParseError("no_subject", "the reply names no subject of a few words", reply=text)
-    return subject
+    if not with_kind:
+        return subject, ""
+    kind = reply.get("kind")
+    kind = kind.strip().lower() if isinstance(kind, str) else ""
+    if kind not in SUBJECT_KINDS:
+        if not lenient:
+            raise ReplyParseError(
+                "no_kind", f"the reply's kind {kind!r} is none of {', '.join(SUBJECT_KINDS)}", reply=text
+            )
+        kind = "other"
+    return subject, kind
 
 
 def edits_schema(kinds: Sequence[str]) -> dict[str, Any]:
