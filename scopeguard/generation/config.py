@@ -140,7 +140,8 @@ class GenerationConfig(BaseModel):
     # book, a film, ...), and the details the unstated questions are told to ask for fit it (a
     # product: its price, its maker; a film: its director, its running time), not one list for all
     # ("a price, a date, ..." made the packaged 1.5B ask a hotel's or a chocolate bar's opening
-    # hours). False = the one list, as before.
+    # hours). False = the one list, as before. Used only with unstated_subject (the kind is named
+    # with the subject), in the unstated and offline modes.
     unstated_hints: bool = True
     # issue #39: in ``offline`` mode the follow-ups are asked only for a document that the unstated
     # questions leave short of ``min_oos`` (hand-read on two fresh samples: unstated 21 of 27 and

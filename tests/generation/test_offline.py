@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -13,6 +14,8 @@ from scopeguard.data import load_dataset
 from scopeguard.errors import ConfigurationError, DocumentTooLongError
 from scopeguard.generation import GenerationConfig, Generator, LengthRule
 from scopeguard.generation.checkpoint import CheckpointStore
+from scopeguard.generation.steps._offline_replies import SUBJECT_KIND_TOKENS, SUBJECT_TOKENS
+from scopeguard.llm.base import Completion, Prompt
 from scopeguard.testing import ScriptedChatModel, ScriptedDetector
 
 SENTENCES = [
@@ -173,6 +176,15 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match="followups_to_top_up: False -> True"):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    # a run saved after follow-ups became a top-up, before the hints fitted the subject's kind
+    saved = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(
+        json.dumps({**saved, "followups_to_top_up": True, "unstated_subject": True})
+    )
+    gen, _ = _generator(offline)
+    with pytest.raises(ConfigurationError, match="unstated_hints: False -> True"):
+        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    (tmp_path / "run.json").write_text(json.dumps(saved))
     # with the settings it ran with, it resumes
     old = offline.model_copy(
         update={"followups_to_top_up": False, "unstated_subject": False, "unstated_hints": False}
@@ -216,6 +228,40 @@ def test_the_unstated_questions_hint_at_details_that_fit_the_subjects_kind(tmp_p
     assert not any("which kind of thing" in c.prompt for c in llm.calls)
     unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
     assert all("such as a price, a date, a place, an amount or a reason" in p for p in unstated)
+
+
+class _GrammarModel(ScriptedChatModel):
+    """A scripted backend that takes a JSON schema, as the llama.cpp one does: records each."""
+
+    supports_json_schema = True
+
+    def __init__(self, script) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(script, model="grammar")
+        self.schemas: list[Any] = []
+
+    def complete(self, prompt: Prompt, *, json_schema: Any = None, **kw: Any) -> Completion:  # type: ignore[override]
+        self.schemas.append(json_schema)
+        return super().complete(prompt, **kw)
+
+
+@pytest.mark.parametrize("hints", [True, False])
+def test_the_subject_call_holds_the_grammar_to_the_kind_only_when_hints_are_on(
+    tmp_path: Path, hints: bool
+) -> None:
+    llm = _GrammarModel(_reply)
+    config = CONFIG.model_copy(update={"mode": "unstated", "unstated_hints": hints})
+    detector = ScriptedDetector(lambda q: SCORES.get(q, 0.99))
+    Generator(llm, config=config, judge=detector, concurrency=1, progress=False).run(
+        [{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE
+    )
+    (i,) = [k for k, c in enumerate(llm.calls) if "What is this text mainly about" in c.prompt]
+    schema = llm.schemas[i]
+    if hints:
+        assert schema["required"] == ["subject", "kind"] and "event" in schema["properties"]["kind"]["enum"]
+        assert llm.calls[i].max_tokens == SUBJECT_TOKENS + SUBJECT_KIND_TOKENS
+    else:
+        assert schema["required"] == ["subject"] and "kind" not in schema["properties"]
+        assert llm.calls[i].max_tokens == SUBJECT_TOKENS
 
 
 def test_perturb_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp_path: Path) -> None:

@@ -72,6 +72,25 @@ def test_template_matches_snapshot(name: str) -> None:
     assert rendered == path.read_text(encoding="utf-8")
 
 
+# Renderings a setting keeps as they were: each pinned by a snapshot of its own, ``NAME.VARIANT.txt``
+# (unstated_hints=False renders the prompts of before it, byte for byte: an old run resumes on them).
+VARIANTS: dict[tuple[str, str], dict[str, Any]] = {
+    ("gen_document_subject", "hints-off"): {"with_kind": False},
+    ("gen_unstated_question", "hints-off"): {"kind": ""},
+}
+
+
+@pytest.mark.parametrize(("name", "variant"), list(VARIANTS))
+def test_template_variant_matches_snapshot(name: str, variant: str) -> None:
+    values = {**{k: POOL[k] for k in _variables(name)}, **VARIANTS[name, variant]}
+    rendered = render(name, **values) + "\n"
+    path = SNAPSHOTS / f"{name}.{variant}.txt"
+    if os.environ.get("SCOPEGUARD_UPDATE_SNAPSHOTS") == "1":
+        path.write_text(rendered, encoding="utf-8")
+    assert path.is_file(), f"no snapshot for {name!r} {variant}: run with SCOPEGUARD_UPDATE_SNAPSHOTS=1"
+    assert rendered == path.read_text(encoding="utf-8")
+
+
 def test_paper_templates_cite_their_source() -> None:
     cited = {
         "oos_judgement": "B.3",

@@ -77,9 +77,9 @@ def subject_schema(with_kind: bool = False) -> dict[str, Any]:
 def parse_subject(
     text: str, *, truncated: bool = False, lenient: bool = False, with_kind: bool = False
 ) -> tuple[str, str]:
-    """The subject a reply names (one line of 1 to 8 words) and, ``with_kind``, its kind (strict:
-    one of :data:`SUBJECT_KINDS`; lenient: ``"other"`` for a missing or unknown kind). Without
-    ``with_kind`` the kind is ``""``."""
+    """The subject a reply names (one line of 1 to 8 words) and, ``with_kind``, its kind: one of
+    :data:`SUBJECT_KINDS`, ``"other"`` for a missing or unknown one (the kind only picks hints: a
+    usable subject is not thrown away for it). Without ``with_kind`` the kind is ``""``."""
     if truncated and not lenient:
         raise ReplyParseError("truncated", "the reply was cut at the token cap", reply=text)
     reply = _object(text, lenient)
@@ -91,13 +91,7 @@ def parse_subject(
         return subject, ""
     kind = reply.get("kind")
     kind = kind.strip().lower() if isinstance(kind, str) else ""
-    if kind not in SUBJECT_KINDS:
-        if not lenient:
-            raise ReplyParseError(
-                "no_kind", f"the reply's kind {kind!r} is none of {', '.join(SUBJECT_KINDS)}", reply=text
-            )
-        kind = "other"
-    return subject, kind
+    return subject, kind if kind in SUBJECT_KINDS else "other"
 
 
 def edits_schema(kinds: Sequence[str]) -> dict[str, Any]:
