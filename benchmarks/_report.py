@@ -21,6 +21,21 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def settings(pairs: list[str], fields: Any) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs of a ``--set`` option as a dict: each value read as JSON if it is JSON,
+    else as text; a key that is not one of ``fields`` (a pydantic model's fields) stops the script."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, raw = pair.partition("=")
+        if key not in fields:
+            raise SystemExit(f"unknown setting {key!r}; valid: {', '.join(fields)}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
 def report(rows: list[dict[str, Any]], result: dict[str, Any], path: Path) -> None:
     """Print ``rows`` as a ``|``-separated table, then write ``result`` (with the rows) to ``path``."""
     cols = list(rows[0])

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _report import cpu_model, report
+from _report import cpu_model, report, settings
 from generation_offline import question_sha
 
 from scopeguard.data import read_jsonl
@@ -134,7 +134,7 @@ def _corpus(work: Path, seed: int) -> None:
         logger.info("wrote %d documents to %s", len(docs), out)
 
 
-def _generate(work: Path, half: str, run: str, threads: int, settings: dict[str, Any]) -> None:
+def _generate(work: Path, half: str, run: str, threads: int, changes: dict[str, Any]) -> None:
     from scopeguard.generation import GenerationConfig, Generator
     from scopeguard.llm.local import LlamaCppChatModel
 
@@ -142,7 +142,7 @@ def _generate(work: Path, half: str, run: str, threads: int, settings: dict[str,
     docs = list(read_jsonl(work / half / "documents.jsonl"))
     llm = LlamaCppChatModel(MODEL, n_threads=threads)
     out = work / run
-    config = GenerationConfig(mode="offline", **settings)
+    config = GenerationConfig(mode="offline", **changes)
     Generator(llm, config=config, progress=True).run(docs, out)  # type: ignore[arg-type]
     (out / "half.txt").write_text(half, encoding="utf-8")
 
@@ -320,8 +320,9 @@ def main() -> None:
     if args.step == "corpus":
         _corpus(args.work, args.seed)
     elif args.step == "generate":
-        settings = {k: json.loads(v) for k, v in (pair.split("=", 1) for pair in args.set)}
-        _generate(args.work, args.half, args.run, threads, settings)
+        from scopeguard.generation import GenerationConfig
+
+        _generate(args.work, args.half, args.run, threads, settings(args.set, GenerationConfig.model_fields))
         _to_label(args.work, args.run)
     elif args.step == "review":
         _to_label(args.work, args.run)

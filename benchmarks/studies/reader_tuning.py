@@ -34,26 +34,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _report
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/studies/: the other studies
 
-from _report import report
+from _report import report, settings
 
 from scopeguard.detection.tune import DocumentStates, TuneConfig, train_reader
 from scopeguard.detection.tune.card import CURVE_FILE, machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _settings(pairs: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    fields = TuneConfig.model_fields
-    for pair in pairs:
-        key, _, raw = pair.partition("=")
-        if key not in fields:
-            raise SystemExit(f"unknown setting {key!r}; valid: {', '.join(fields)}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
 
 
 def _run(
@@ -259,12 +245,12 @@ def main() -> None:
         return
     if not args.train:
         raise SystemExit(f"{args.mode} needs --train")
-    shared = {"base": args.base, **_settings(args.set)}
+    shared = {"base": args.base, **settings(args.set, TuneConfig.model_fields)}
     runs: dict[str, TuneConfig] = {}
     if args.mode == "sweep":
         for spec in args.runs or ["base:"]:
             name, _, pairs = spec.partition(":")
-            extra = _settings([p for p in pairs.split(",") if p])
+            extra = settings([p for p in pairs.split(",") if p], TuneConfig.model_fields)
             runs[name] = TuneConfig(datasets=args.train, evaluate=args.eval, **{**shared, **extra})
     else:
         for size in args.sizes or [None]:

@@ -49,6 +49,7 @@ POOL: dict[str, Any] = {
     "subject": "the ferry Kestrel",
     "kind": "place",
     "with_kind": True,
+    "subject_kinds": ("product", "place", "book", "film", "person", "event", "other"),
     "text": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes. It sails hourly.",
 }
 

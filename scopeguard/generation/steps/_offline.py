@@ -59,6 +59,7 @@ from scopeguard.generation.steps._natural import (
 from scopeguard.generation.steps._offline_replies import (
     MAX_TOKENS_PER_QUESTION,
     SUBJECT_KIND_TOKENS,
+    SUBJECT_KINDS,
     SUBJECT_TOKENS,
     edits_schema,
     parse_edits,
@@ -322,6 +323,7 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
         schema=subject_schema(with_kind),
         text=ctx.doc.text[:_SUBJECT_CHARS],
         with_kind=with_kind,
+        subject_kinds=SUBJECT_KINDS,
     )
     return ("", "") if got is None else got[0]
 
