@@ -42,11 +42,17 @@ def test_the_smallest_packaged_writer_parses_every_reply_and_keeps_by_the_rule(
     )
     record = CheckpointStore(tmp_path).load_all()[doc["doc_id"]]
     assert record.status == "done", record.error
-    # constrained output: the 0.5B model's replies all parse (no unusable reply, no retry)
-    assert [i for i in record.issues if i.reason not in ("duplicate",)] == []
-    # 3 in-scope calls, the document's subject, 3 out-of-scope ones (one a sentence each), one
-    # follow-up call
-    assert summary.usage_run.calls == 8
+    # constrained output: the 0.5B model's questions all parse (no unusable reply, no retry). Its
+    # subject may not: the grammar holds it to one line of 80 characters, the parser to 8 words,
+    # and greedy decoding differs between CPUs (on an AMD EPYC the 0.5B named this article in 12
+    # words, twice, on an Intel Xeon in a few): then the subject is dropped, as designed, after its
+    # one retry, and the unstated questions ask about what each sentence names
+    subject = [i for i in record.issues if i.step == "subject"]
+    assert all(i.reason == "no_subject" and not i.accepted for i in subject)
+    assert [i for i in record.issues if i.reason not in ("duplicate",) and i.step != "subject"] == []
+    # 3 in-scope calls, the document's subject (and its retry), 3 out-of-scope ones (one a
+    # sentence each), one follow-up call
+    assert summary.usage_run.calls == 8 + min(len(subject), config.retries)
     candidates = len(record.questions) + len(record.dropped)
     assert candidates >= 3  # at least the in-scope candidates, each kept or dropped with a reason
     min_score = detector.threshold + config.oos_margin
