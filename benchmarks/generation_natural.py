@@ -67,6 +67,8 @@ REVIEWS_E, INVENTED_E = 10, 3
 REVIEWS_F, INVENTED_F = 13, 0
 # G: a seventh, drawn after F's labels led to hints fitted to the subject's kind (reviews alone)
 REVIEWS_G = 13
+# H: an eighth, drawn after G's labels led to the hints in turn and the follow-ups last (reviews alone)
+REVIEWS_H = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -87,11 +89,16 @@ RUNS = {
     "fitted to that kind (unstated_hints; changed on F's labels; G is fresh)",
     "after-G-off": "as after-F (unstated_hints=false), on half G: the same documents as after-G, "
     "generated after after-G and before its labels changed anything",
+    "after-H": "as after-G with each sentence hinted at two of the kind's details in turn and the "
+    "follow-ups asked only after the sampled top-up rounds (unstated_hints_in_turn, followups_last; "
+    "changed on G's labels; H is fresh)",
+    "after-H-off": "as after-G (unstated_hints_in_turn=false followups_last=false), on half H: the "
+    "same documents as after-H, generated back to back with it, before either was read",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,G}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,H}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -99,7 +106,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {h: [] for h in "ABCDEFG"}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in "ABCDEFGH"}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -121,6 +128,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("F", reviews, REVIEWS_F),
         ("F", stories, INVENTED_F),
         ("G", reviews, REVIEWS_G),
+        ("H", reviews, REVIEWS_H),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -302,7 +310,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=list("ABCDEFG"), default="G")
+    ap.add_argument("--half", choices=list("ABCDEFGH"), default="H")
     ap.add_argument("--run", default="after")
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
@@ -333,8 +341,18 @@ def main() -> None:
         report(rows, {"benchmark": "generation_natural signals", "machine": {"cpu": cpu_model()}}, SIGNALS)
     else:
         labels = {lab["question_sha"]: lab for lab in json.loads(REVIEW.read_text(encoding="utf-8"))}
+        rows = [{**row, "cpu": cpu_model()} for row in _rows(args.work, labels)]
+        # a run not in --work (generated in an earlier session, whose /tmp is gone) keeps its
+        # recorded rows, and the CPU they were recorded on where it was noted
+        here = {row["run"] for row in rows}
+        if args.out.is_file():
+            earlier = json.loads(args.out.read_text(encoding="utf-8"))
+            kept = [row for row in earlier["rows"] if row["run"] not in here]
+            cpu = earlier.get("machine", {}).get("cpu")
+            unknown = f"not recorded with the run (the report that kept it ran on {cpu})"
+            rows = [{**row, "cpu": row.get("cpu", unknown)} for row in kept] + rows
         report(
-            _rows(args.work, labels),
+            rows,
             {
                 "benchmark": "generation_natural",
                 "data": f"SubjQA reviews of {REVIEW_WORDS[0]}-{REVIEW_WORDS[1]} words and the invented "
@@ -346,7 +364,9 @@ def main() -> None:
                 f"changed the unstated prompt), half E ({REVIEWS_E} + {INVENTED_E} likewise, drawn "
                 f"after D's labels added the enumeration screen), half F ({REVIEWS_F} "
                 f"reviews, drawn after E's labels made follow-ups a top-up), half G ({REVIEWS_G} "
-                f"reviews, drawn after F's labels fitted the hints to the subject's kind); ELOQ's "
+                f"reviews, drawn after F's labels fitted the hints to the subject's kind), half H "
+                f"({REVIEWS_H} reviews, drawn after G's labels put the hints in turn and the "
+                f"follow-ups last); ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
                 "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",
