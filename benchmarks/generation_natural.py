@@ -67,7 +67,8 @@ REVIEWS_E, INVENTED_E = 10, 3
 REVIEWS_F, INVENTED_F = 13, 0
 # G: a seventh, drawn after F's labels led to hints fitted to the subject's kind (reviews alone)
 REVIEWS_G = 13
-# H: an eighth, drawn after G's labels led to the hints in turn and the follow-ups last (reviews alone)
+# H: an eighth, drawn after G's labels led to the hints in turn and the follow-ups last (reviews
+# alone; measured against the shipped prompts on it and not kept)
 REVIEWS_H = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
@@ -89,11 +90,12 @@ RUNS = {
     "fitted to that kind (unstated_hints; changed on F's labels; G is fresh)",
     "after-G-off": "as after-F (unstated_hints=false), on half G: the same documents as after-G, "
     "generated after after-G and before its labels changed anything",
-    "after-H": "as after-G with each sentence hinted at two of the kind's details in turn and the "
-    "follow-ups asked only after the sampled top-up rounds (unstated_hints_in_turn, followups_last; "
-    "changed on G's labels; H is fresh)",
-    "after-H-off": "as after-G (unstated_hints_in_turn=false followups_last=false), on half H: the "
-    "same documents as after-H, generated back to back with it, before either was read",
+    "after-H": "commit 3b51518 (reverted in the next): as after-G with each sentence hinted at two of "
+    "the kind's details in turn and the follow-ups asked only after the sampled top-up rounds "
+    "(unstated_hints_in_turn, followups_last; changed on G's labels; H is fresh)",
+    "after-H-off": "as after-G (in 3b51518: unstated_hints_in_turn=false followups_last=false; the "
+    "default since), on half H: the same documents as after-H, generated back to back with it, "
+    "before either was read",
 }
 
 

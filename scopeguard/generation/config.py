@@ -77,8 +77,6 @@ LEGACY_SETTINGS: dict[str, object] = {
     "unstated_subject": False,
     "followups_to_top_up": False,
     "unstated_hints": False,
-    "unstated_hints_in_turn": False,
-    "followups_last": False,
 }
 
 
@@ -145,23 +143,11 @@ class GenerationConfig(BaseModel):
     # hours). False = the one list, as before. Used only with unstated_subject (the kind is named
     # with the subject), in the unstated and offline modes.
     unstated_hints: bool = True
-    # issue #39: each sentence's unstated questions are hinted at unstated_per_sentence of the
-    # kind's details in turn (the first sentence its price and its maker, the next where it is sold
-    # and its size, ...; a top-up round starts one further on), not all of them every time: told
-    # all five for every sentence, the packaged 1.5B asked "What is the price of the TV?" from
-    # each, and the copies were dropped (half G). False = all of them, as before. Used only with
-    # unstated_hints.
-    unstated_hints_in_turn: bool = True
     # issue #39: in ``offline`` mode the follow-ups are asked only for a document that the unstated
     # questions leave short of ``min_oos`` (hand-read on two fresh samples: unstated 21 of 27 and
     # 18 of 22 natural and unanswerable, follow-ups 0 of 5 and 3 of 11). False, or min_oos 0
     # (the paper's presets), = always both.
     followups_to_top_up: bool = True
-    # issue #39: with followups_to_top_up, a document still short of min_oos after the unstated
-    # questions gets its sampled top-up rounds of them (extra_rounds) first, and the follow-ups only
-    # if it is short after those (half G, read by hand: unstated 13 of 16 natural and unanswerable,
-    # follow-ups 1 of 4). False = the follow-ups first, then the top-up rounds, as before.
-    followups_last: bool = True
     min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)
     # 0.25 since issue #39: of 13 answerable questions kept in a hand-read sample, 11 scored under
     # threshold + 0.25 (benchmarks/generation_natural.py)

@@ -184,13 +184,6 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match="unstated_hints: False -> True"):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    # a run saved before the hints came in turn and the follow-ups last
-    later = {**saved, "followups_to_top_up": True, "unstated_subject": True, "unstated_hints": True}
-    for field in ("unstated_hints_in_turn", "followups_last"):
-        (tmp_path / "run.json").write_text(json.dumps({k: v for k, v in later.items() if k != field}))
-        gen, _ = _generator(offline)
-        with pytest.raises(ConfigurationError, match=f"{field}: False -> True"):
-            gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (tmp_path / "run.json").write_text(json.dumps(saved))
     # with the settings it ran with, it resumes
     old = offline.model_copy(
@@ -214,19 +207,16 @@ def test_the_unstated_questions_hint_at_details_that_fit_the_subjects_kind(tmp_p
             return json.dumps({"subject": "the ferry Marlin", "kind": "product"})
         return _reply(prompt)
 
-    all_at_once = {"mode": "unstated", "unstated_hints_in_turn": False}
-    gen, llm = _generator(CONFIG.model_copy(update=all_at_once), script=product)
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated"}), script=product)
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (subject,) = [c.prompt for c in llm.calls if "What is this text mainly about" in c.prompt]
     assert "which kind of thing it is: product, place, book, film, person, event or other" in subject
     unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
     assert len(unstated) == 5
-    product_hints = "its price, its maker, where it is sold, its size or what it is made of"
-    assert all("questions about the ferry Marlin" in p for p in unstated)
-    assert all(f"such as {product_hints}, never" in p for p in unstated)
+    assert all("questions about the ferry Marlin" in p and "its price, its maker" in p for p in unstated)
     assert not any("a date" in p for p in unstated)
     # a kind without hints of its own (the fake's default, an event) keeps the one list
-    gen, llm = _generator(CONFIG.model_copy(update=all_at_once))
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated"}))
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "event", length_rule=RULE)
     unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
     assert all("such as a price, a date, a place, an amount or a reason" in p for p in unstated)
@@ -238,85 +228,6 @@ def test_the_unstated_questions_hint_at_details_that_fit_the_subjects_kind(tmp_p
     assert not any("which kind of thing" in c.prompt for c in llm.calls)
     unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
     assert all("such as a price, a date, a place, an amount or a reason" in p for p in unstated)
-
-
-def _hinted(prompt: str) -> str:
-    return prompt.split("such as ", 1)[1].split(", never", 1)[0]
-
-
-def test_each_sentence_is_hinted_at_other_details_in_turn(tmp_path: Path) -> None:
-    def product(prompt: str) -> str:
-        if "What is this text mainly about" in prompt:
-            return json.dumps({"subject": "the ferry Marlin", "kind": "product"})
-        if "does not answer" in prompt:  # two questions a sentence, none kept: top-up rounds follow
-            return json.dumps({"questions": ["What did the fishermen of Wrenfield welcome?"] * 2})
-        return _reply(prompt)
-
-    config = CONFIG.model_copy(
-        update={"mode": "unstated", "unstated_per_sentence": 2, "min_oos": 1, "extra_rounds": 1}
-    )
-    gen, llm = _generator(config, script=product)
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    hinted = [_hinted(c.prompt) for c in llm.calls if "does not answer" in c.prompt]
-    # two of the five a sentence, in turn, wrapping round; the top-up round starts one further on
-    assert hinted == [
-        "its price or its maker",
-        "where it is sold or its size",
-        "what it is made of or its price",
-        "its maker or where it is sold",
-        "its size or what it is made of",
-        "its maker or where it is sold",
-        "its size or what it is made of",
-        "its price or its maker",
-        "where it is sold or its size",
-        "what it is made of or its price",
-    ]
-    # every kind takes its turn, the one list included; more questions than details: all of them
-    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated"}))
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "event", length_rule=RULE)
-    hinted = [_hinted(c.prompt) for c in llm.calls if "does not answer" in c.prompt]
-    assert hinted == ["a price", "a date", "a place", "an amount", "a reason"]
-    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated", "unstated_per_sentence": 5}))
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "five", length_rule=RULE)
-    hinted = [_hinted(c.prompt) for c in llm.calls if "does not answer" in c.prompt]
-    assert set(hinted) == {"a price, a date, a place, an amount or a reason"}
-
-
-def test_offline_mode_tops_up_with_unstated_rounds_before_any_follow_ups(tmp_path: Path) -> None:
-    asked = [0]  # prompts for the first sentence
-
-    def fresh_when_sampled(prompt: str) -> str:  # a sampled round writes a new question for sentence 0
-        if "sentence does not answer" in prompt and SENTENCES[0] in prompt:
-            asked[0] += 1
-            if asked[0] > 1:
-                return json.dumps({"questions": ["Who will pay for the harbour plan of Wrenfield in May?"]})
-        return _reply(prompt)
-
-    def steps(llm: ScriptedChatModel) -> list[str]:
-        return [
-            ("unstated" if "does not answer" in c.prompt else "followup") + f"@{c.temperature}"
-            for c in llm.calls
-            if "does not answer" in c.prompt or "follow-up questions" in c.prompt
-        ]
-
-    config = CONFIG.model_copy(update={"mode": "offline", "min_oos": 3, "extra_rounds": 2})
-    gen, llm = _generator(config, script=fresh_when_sampled)
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    # two kept from the first round, a third from the first sampled round: no follow-up is asked
-    assert steps(llm) == ["unstated@0.0"] * 5 + ["unstated@0.7"] * 5
-    oos = [q for q in load_dataset(tmp_path).questions if q.label == "out_of_scope"]
-    assert {q.metadata["provenance"]["edit_kind"] for q in oos} == {"unstated"} and len(oos) == 3
-    # short after every sampled round (they write only copies): the follow-ups come last
-    gen, llm = _generator(config.model_copy(update={"min_oos": 5}))
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "short", length_rule=RULE)
-    assert steps(llm) == ["unstated@0.0"] * 5 + ["unstated@0.7"] * 10 + ["followup@0.0"]
-    # followups_last=False: the follow-ups first, then the sampled rounds, as before
-    asked[0] = 0
-    gen, llm = _generator(config.model_copy(update={"followups_last": False}), script=fresh_when_sampled)
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "before", length_rule=RULE)
-    assert steps(llm) == ["unstated@0.0"] * 5 + ["followup@0.0"]
-    oos = [q for q in load_dataset(tmp_path / "before").questions if q.label == "out_of_scope"]
-    assert {q.metadata["provenance"]["edit_kind"] for q in oos} == {"unstated", "followup"}
 
 
 class _GrammarModel(ScriptedChatModel):

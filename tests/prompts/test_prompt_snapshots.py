@@ -48,7 +48,6 @@ POOL: dict[str, Any] = {
     "sentence": "The Kestrel carries 180 passengers across the bay in 35 minutes.",
     "subject": "the ferry Kestrel",
     "kind": "place",
-    "hints": "its prices, its address, who owns it, its size or how far it is from the centre",
     "with_kind": True,
     "subject_kinds": ("product", "place", "book", "film", "person", "event", "other"),
     "text": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes. It sails hourly.",
@@ -75,12 +74,10 @@ def test_template_matches_snapshot(name: str) -> None:
 
 
 # Renderings a setting keeps as they were: each pinned by a snapshot of its own, ``NAME.VARIANT.txt``
-# (unstated_hints=False renders the prompts of before it, byte for byte: an old run resumes on them;
-# unstated_hints_in_turn hints at a few of the kind's details a sentence).
+# (unstated_hints=False renders the prompts of before it, byte for byte: an old run resumes on them).
 VARIANTS: dict[tuple[str, str], dict[str, Any]] = {
     ("gen_document_subject", "hints-off"): {"with_kind": False},
-    ("gen_unstated_question", "hints-off"): {"hints": "a price, a date, a place, an amount or a reason"},
-    ("gen_unstated_question", "in-turn"): {"hints": "its size or how far it is from the centre"},
+    ("gen_unstated_question", "hints-off"): {"kind": ""},
 }
 
 

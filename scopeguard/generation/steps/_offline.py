@@ -14,14 +14,11 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    ``unstated_subject``, the model first names what the document is about (one call) and the
    questions are about that (asked about whatever a sentence names, it asked the price of a
    square or of a cookie's vanilla flavour); with ``unstated_hints`` it also names the subject's
-   kind, and the details the prompt hints at fit it (a product: its price, its maker); with
-   ``unstated_hints_in_turn`` each sentence is hinted at a few of them in turn, not all (told all
-   of them every time, the 1.5B asked the same price from every sentence);
+   kind, and the details the prompt hints at fit it (a product: its price, its maker);
 3. ``followup`` (and ``offline``): follow-up questions a reader would ask next, written from the
    in-scope questions alone (about the same people and events, often on what the document leaves out);
    in ``offline`` mode, with ``followups_to_top_up``, only for a document the unstated questions
-   leave short of ``min_oos`` (written without the document, they misread it more often), and with
-   ``followups_last`` only if it is still short after the top-up rounds below;
+   leave short of ``min_oos`` (written without the document, they misread it more often);
 4. ``perturb`` (alone): each of the first ``perturb_sources`` kept questions rewritten once per
    edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018): the rewrite keeps the question's words
    and asks for something else, the document not shown. Read by hand, the packaged 1.5B's rewrites
@@ -65,7 +62,6 @@ from scopeguard.generation.steps._offline_replies import (
     SUBJECT_KINDS,
     SUBJECT_TOKENS,
     edits_schema,
-    hint_phrase,
     parse_edits,
     parse_questions,
     parse_subject,
@@ -333,22 +329,13 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
 
 
 async def _unstated(
-    ctx: DocumentContext,
-    keeper: _Keeper,
-    sampling: Sampling | None,
-    subject: str,
-    kind: str,
-    round_: int = 0,
+    ctx: DocumentContext, keeper: _Keeper, sampling: Sampling | None, subject: str, kind: str
 ) -> None:
     """``unstated_per_sentence`` questions per informative sentence about what it leaves unsaid:
     about ``subject`` (what the document is about) if given, else about what the sentence names;
-    the details hinted at fit ``kind`` (:data:`KIND_HINTS`), with ``unstated_hints_in_turn`` a
-    few of them a sentence, in turn (top-up round ``round_`` starts ``round_`` further on)."""
+    the details hinted at fit ``kind`` where the template has hints for it."""
     n = ctx.cfg.unstated_per_sentence
-    in_turn = ctx.cfg.unstated_hints and ctx.cfg.unstated_hints_in_turn
-    sentences = informative_sentences(ctx.doc.text, max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE)
-    for i, sentence in enumerate(sentences):
-        hints = hint_phrase(kind, i * n + round_, n) if in_turn else hint_phrase(kind)
+    for sentence in informative_sentences(ctx.doc.text, max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE):
         got = await _ask_questions(
             ctx,
             "unstated",
@@ -358,7 +345,7 @@ async def _unstated(
             sentence=sentence,
             n=n,
             subject=subject,
-            hints=hints,
+            kind=kind,
         )
         if got is not None:
             questions, reply = got
@@ -401,9 +388,8 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         await _unstated(ctx, keeper, None, subject, kind)
     # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
     top_up_only = cfg.followups_to_top_up and cfg.min_oos > 0
-    followups_last = cfg.mode == "offline" and top_up_only and cfg.followups_last
     if cfg.mode == "followup" or (
-        cfg.mode == "offline" and not followups_last and (not top_up_only or len(keeper.kept) < cfg.min_oos)
+        cfg.mode == "offline" and (not top_up_only or len(keeper.kept) < cfg.min_oos)
     ):
         await _followup(ctx, keeper, sources, None)
     extra = 0
@@ -413,11 +399,9 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         if cfg.mode == "perturb":
             await _perturb(ctx, keeper, sources, sampling)
         elif cfg.mode in ("unstated", "offline"):
-            await _unstated(ctx, keeper, sampling, subject, kind, extra)
+            await _unstated(ctx, keeper, sampling, subject, kind)
         else:
             await _followup(ctx, keeper, sources, sampling)
-    if followups_last and len(keeper.kept) < cfg.min_oos:
-        await _followup(ctx, keeper, sources, None)
     if extra:
         ctx.note(
             "extra_rounds",

@@ -17,12 +17,9 @@ from typing import Any
 from scopeguard.generation.parsers import ReplyParseError
 
 __all__ = [
-    "KIND_HINTS",
-    "OTHER_HINTS",
     "SUBJECT_KINDS",
     "SUBJECT_KIND_TOKENS",
     "edits_schema",
-    "hint_phrase",
     "parse_edits",
     "parse_questions",
     "parse_subject",
@@ -62,26 +59,6 @@ _SUBJECT: dict[str, Any] = {"type": "string", "pattern": _SUBJECT_PATTERN}
 # What kind of thing a subject is (asked with it when the unstated questions' hints fit the kind:
 # gen_unstated_question); "other" when none fits.
 SUBJECT_KINDS = ("product", "place", "book", "film", "person", "event", "other")
-
-# The details the unstated questions hint at, by the subject's kind (gen_unstated_question); a kind
-# not named here (person, event, other, or none) gets OTHER_HINTS, the one list of before the kinds.
-KIND_HINTS: dict[str, tuple[str, ...]] = {
-    "product": ("its price", "its maker", "where it is sold", "its size", "what it is made of"),
-    "place": ("its prices", "its address", "who owns it", "its size", "how far it is from the centre"),
-    "book": ("its author", "its publisher", "its length", "its price", "the year it came out"),
-    "film": ("its director", "its running time", "its budget", "the year it came out", "where it was filmed"),
-}
-OTHER_HINTS = ("a price", "a date", "a place", "an amount", "a reason")
-
-
-def hint_phrase(kind: str, start: int | None = None, count: int | None = None) -> str:
-    """The details hinted at for a subject of ``kind``, as the prompt words them ("its price, its
-    maker or its size"): all of them, or (``start``, ``count``) ``count`` of them from ``start`` on,
-    in turn (wrapping round), so that each sentence is hinted at other details."""
-    hints = KIND_HINTS.get(kind, OTHER_HINTS)
-    if start is not None and count is not None and count < len(hints):
-        hints = tuple(hints[(start + i) % len(hints)] for i in range(max(count, 1)))
-    return hints[0] if len(hints) == 1 else f"{', '.join(hints[:-1])} or {hints[-1]}"
 
 
 def subject_schema(with_kind: bool = False) -> dict[str, Any]:
