@@ -41,7 +41,7 @@ def report(rows: list[dict[str, Any]], result: dict[str, Any], path: Path) -> No
     cols = list(rows[0])
     print(" | ".join(cols))
     for row in rows:
-        print(" | ".join(str(row.get(c, "")) for c in cols))
+        print(" | ".join(str(row[c]) for c in cols))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**result, "rows": rows}, indent=1), encoding="utf-8")
     print(f"wrote {path}")
