@@ -14,6 +14,10 @@
     python benchmarks/generation_natural.py report --work /tmp/natural
     # can the reading model itself tell the natural ones? (fluency, its own Yes/No; AUROC)
     python benchmarks/generation_natural.py signals --work /tmp/natural
+    # the in-scope side: how often the filter keeps an unanswerable candidate and drops an
+    # answerable one (hand labels in generation_natural_in_scope_review.json), and what reading a
+    # dropped one again against only its source sentence would recover
+    python benchmarks/generation_natural.py in-scope --run after-H-off --work /tmp/natural
 
 A hand label is keyed by the question's sha256 (first 12 hex digits, as in generation_offline.py):
 ``natural`` (a person reading or writing about the document could send it: grammatical, no phrase
@@ -50,6 +54,17 @@ INVENTED = (HERE / "data" / "implied", HERE / "data" / "near-miss")
 REVIEW = HERE / "results" / "generation_natural_review.json"
 RESULT = HERE / "results" / "generation_natural.json"
 SIGNALS = HERE / "results" / "generation_natural_signals.json"
+IN_SCOPE_REVIEW = HERE / "results" / "generation_natural_in_scope_review.json"
+IN_SCOPE = HERE / "results" / "generation_natural_in_scope.json"
+# the runs whose in-scope candidates are labelled (issue #39)
+IN_SCOPE_RUNS = {
+    "after-H-off": "the shipped offline generator on half H (its in-scope side is after-H's too)",
+    "insc-H-dev": "commit 5e1fb8c's in_scope_answer (each candidate written after its answer, copied "
+    "from the sentence; kept only when that answer is the sentence's words and not in the "
+    "question), on half H, no filter: Generator(llm, GenerationConfig(mode='followup', "
+    "followups=1, min_oos=0, filter=False, in_scope_answer=True)).run(H's documents, OUT); labelled "
+    "after after-H-off's in-scope candidates (a development run, not a fresh half)",
+}
 REVIEWS_PER_HALF, INVENTED_PER_HALF = 6, 2  # per half: SubjQA reviews; documents of each invented set
 REVIEW_WORDS = (100, 300)
 # drawn after the halves, for B only: ELOQ's length rule (scopeguard generate's default) skips
@@ -308,12 +323,99 @@ def _signals(work: Path, labels: dict[str, dict[str, Any]], threads: int) -> dic
     }
 
 
+def _source_sentence(question: str, text: str) -> str:
+    """The sentence an in-scope candidate was most likely written from, for a record that does not
+    name it (a dropped one, before the generator recorded it): of the sentences the generator asks
+    about, the one sharing most content words with it (read by hand on half H: right every time)."""
+    from scopeguard.detection.read.text import content_stem_set
+    from scopeguard.generation.steps._offline import informative_sentences
+
+    stems = content_stem_set(question)
+    sentences = informative_sentences(text, 8)
+    return max(sentences, key=lambda s: len(stems & content_stem_set(s))) if sentences else text
+
+
+def _in_scope(
+    work: Path, runs: list[str], labels: dict[str, dict[str, Any]], sentence: bool
+) -> dict[str, Any]:
+    """Every in-scope candidate the filter read (kept, and dropped as not answerable) with its hand
+    label (answerable or not) and the filter's P(out of scope); with ``sentence``, each dropped one
+    read again by the same detector against only its source sentence."""
+    from scopeguard.types import Document
+
+    detector = None
+    if sentence:
+        from scopeguard.detection.detectors import get_detector
+
+        detector = get_detector("logprob")
+    out: dict[str, Any] = {}
+    for run in runs:
+        items: list[dict[str, Any]] = []
+        records = [r for r in _records(work, run) if r.status == "done"]
+        for r in records:
+            read = [(q.question, q.filter, True, q.answer) for q in r.questions if q.label == "in_scope"]
+            dropped_here = [q for q in r.dropped if q.label == "in_scope" and q.reason.startswith("filter")]
+            read += [(q.question, q.filter, False, q.answer) for q in dropped_here]
+            sentences = {q.question: q.true_claim for q in [*r.questions, *r.dropped] if q.true_claim}
+            for question, filt, kept, answer in read:
+                lab = labels.get(question_sha(question))
+                item: dict[str, Any] = {
+                    "doc_id": r.doc_id,
+                    "question_sha": question_sha(question),
+                    "kept": kept,
+                    "answerable": None if lab is None else bool(lab["answerable"]),
+                    "p_out": None if filt is None else filt.score,
+                    "with_answer": answer is not None,  # its words are the review's: not kept here
+                }
+                if detector is not None and not kept:
+                    source = sentences.get(question) or _source_sentence(question, r.text)
+                    v = detector.detect(question, [Document(id="sentence", text=source)])
+                    item["sentence_p_out"], item["sentence_label"] = v.score, v.label
+                items.append(item)
+        labelled = [i for i in items if i["answerable"] is not None]
+        kept = [i for i in labelled if i["kept"]]
+        dropped = [i for i in labelled if not i["kept"]]
+        answerable = [i for i in labelled if i["answerable"]]
+        scored = [i for i in labelled if i["p_out"] is not None]
+        summary: dict[str, Any] = {
+            "docs": len(records),
+            "read": len(items),
+            "labelled": len(labelled),
+            "answerable": len(answerable),
+            "kept": len(kept),
+            "kept_answerable": sum(i["answerable"] for i in kept),
+            "kept_answerable_share": _share([i["answerable"] for i in kept]),
+            "dropped": len(dropped),
+            "dropped_answerable": sum(i["answerable"] for i in dropped),
+            "kept_share_of_answerable": _share([i["kept"] for i in answerable]),
+            "kept_share_of_unanswerable": _share([i["kept"] for i in labelled if not i["answerable"]]),
+            "auroc_p_out_unanswerable": round(
+                auroc([i["p_out"] for i in scored], [int(not i["answerable"]) for i in scored]), 3
+            )
+            if scored and 0 < sum(i["answerable"] for i in scored) < len(scored)
+            else None,
+            "docs_with_3_in": sum(r.count("in_scope") >= 3 for r in records),
+        }
+        if sentence:
+            back = [i for i in dropped if i.get("sentence_label") == "in_scope"]
+            summary["sentence_recovers"] = len(back)
+            summary["sentence_recovers_answerable"] = sum(i["answerable"] for i in back)
+        out[run] = {"summary": summary, "questions": items}
+        logger.info("%s: %s", run, summary)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals"])
+    ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
     ap.add_argument("--half", choices=list("ABCDEFGH"), default="H")
-    ap.add_argument("--run", default="after")
+    ap.add_argument("--run", default="after", help="in-scope: comma-separated runs")
+    ap.add_argument(
+        "--sentence",
+        action="store_true",
+        help="in-scope: read each dropped candidate again against its source sentence alone",
+    )
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     ap.add_argument("--note", default="", help="recorded with the figures (e.g. a shared machine)")
@@ -341,6 +443,18 @@ def main() -> None:
         found = _signals(args.work, labels, threads)
         rows = [{"signal": k, **v} for k, v in found.items()]
         report(rows, {"benchmark": "generation_natural signals", "machine": {"cpu": cpu_model()}}, SIGNALS)
+    elif args.step == "in-scope":
+        labels = {lab["question_sha"]: lab for lab in json.loads(IN_SCOPE_REVIEW.read_text(encoding="utf-8"))}
+        found = _in_scope(args.work, args.run.split(","), labels, args.sentence)
+        rows = [{"run": run, **found[run]["summary"]} for run in found]
+        meta = {
+            "benchmark": "generation_natural in-scope",
+            "runs": {run: IN_SCOPE_RUNS.get(run, "") for run in found},
+            "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",
+            "machine": {"cpu": cpu_model()},
+            "questions": {run: found[run]["questions"] for run in found},
+        }
+        report(rows, meta, IN_SCOPE)
     else:
         labels = {lab["question_sha"]: lab for lab in json.loads(REVIEW.read_text(encoding="utf-8"))}
         rows = [{**row, "cpu": cpu_model()} for row in _rows(args.work, labels)]

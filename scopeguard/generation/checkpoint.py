@@ -77,7 +77,8 @@ class GeneratedQuestion(_Frozen):
     The paper's modes fill the claim fields; the offline modes fill ``edit_kind`` (an edit kind of
     :data:`~scopeguard.generation.config.EDIT_KINDS`, ``"unstated"``, ``"followup"`` or
     ``"direct"`` for an in-scope question), ``source_question`` (the in-scope question it was made
-    from) and ``overlap`` (the share of its content words found in the document).
+    from), ``overlap`` (the share of its content words found in the document) and, with
+    ``in_scope_answer``, an in-scope question's ``answer`` (copied from its sentence, ``true_claim``).
     """
 
     id: str
@@ -94,6 +95,7 @@ class GeneratedQuestion(_Frozen):
     edit_kind: str | None = None
     source_question: str | None = None
     overlap: float | None = None
+    answer: str | None = None
 
     def to_row(self, *, mode: str, model: str) -> dict[str, Any]:
         """The questions.jsonl row: the canonical fields, then provenance as extra fields."""
@@ -103,6 +105,7 @@ class GeneratedQuestion(_Frozen):
                 ("edit_kind", self.edit_kind),
                 ("source_question", self.source_question),
                 ("overlap", self.overlap),
+                ("answer", self.answer),
             )
             if v is not None
         }
@@ -128,6 +131,9 @@ class GeneratedQuestion(_Frozen):
 
 
 class DroppedQuestion(_Frozen):
+    """A candidate not kept, with the reason; an offline in-scope one also names the sentence it
+    was written from (``true_claim``) and, with ``in_scope_answer``, the answer it was given."""
+
     question: str
     claim_index: int | None
     reason: str
@@ -135,6 +141,8 @@ class DroppedQuestion(_Frozen):
     label: Literal["in_scope", "out_of_scope"] = "out_of_scope"
     edit_kind: str | None = None
     source_question: str | None = None
+    true_claim: str | None = None
+    answer: str | None = None
 
 
 class DocumentRecord(_Frozen):
