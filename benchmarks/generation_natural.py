@@ -59,9 +59,9 @@ IN_SCOPE = HERE / "results" / "generation_natural_in_scope.json"
 # the runs whose in-scope candidates are labelled (issue #39)
 IN_SCOPE_RUNS = {
     "after-H-off": "the shipped offline generator on half H (its in-scope side is after-H's too)",
-    "insc-H-dev": "commit 5e1fb8c's in_scope_answer (each candidate written after its answer, copied "
-    "from the sentence; kept only when that answer is the sentence's words and not in the "
-    "question), on half H, no filter: Generator(llm, GenerationConfig(mode='followup', "
+    "insc-H-dev": "commit 52a9639's in_scope_answer, taken out in the next (each candidate written "
+    "after its answer, copied from the sentence; kept only when that answer is the sentence's "
+    "words and not in the question), on half H, no filter: Generator(llm, GenerationConfig(mode='followup', "
     "followups=1, min_oos=0, filter=False, in_scope_answer=True)).run(H's documents, OUT); labelled "
     "after after-H-off's in-scope candidates (a development run, not a fresh half)",
 }
@@ -353,11 +353,11 @@ def _in_scope(
         items: list[dict[str, Any]] = []
         records = [r for r in _records(work, run) if r.status == "done"]
         for r in records:
-            read = [(q.question, q.filter, True, q.answer) for q in r.questions if q.label == "in_scope"]
+            read = [(q.question, q.filter, True) for q in r.questions if q.label == "in_scope"]
             dropped_here = [q for q in r.dropped if q.label == "in_scope" and q.reason.startswith("filter")]
-            read += [(q.question, q.filter, False, q.answer) for q in dropped_here]
+            read += [(q.question, q.filter, False) for q in dropped_here]
             sentences = {q.question: q.true_claim for q in [*r.questions, *r.dropped] if q.true_claim}
-            for question, filt, kept, answer in read:
+            for question, filt, kept in read:
                 lab = labels.get(question_sha(question))
                 item: dict[str, Any] = {
                     "doc_id": r.doc_id,
@@ -365,7 +365,6 @@ def _in_scope(
                     "kept": kept,
                     "answerable": None if lab is None else bool(lab["answerable"]),
                     "p_out": None if filt is None else filt.score,
-                    "with_answer": answer is not None,  # its words are the review's: not kept here
                 }
                 if detector is not None and not kept:
                     source = sentences.get(question) or _source_sentence(question, r.text)
@@ -446,13 +445,21 @@ def main() -> None:
     elif args.step == "in-scope":
         labels = {lab["question_sha"]: lab for lab in json.loads(IN_SCOPE_REVIEW.read_text(encoding="utf-8"))}
         found = _in_scope(args.work, args.run.split(","), labels, args.sentence)
-        rows = [{"run": run, **found[run]["summary"]} for run in found]
+        rows = [{"run": run, **found[run]["summary"], "cpu": cpu_model()} for run in found]
+        questions = {run: found[run]["questions"] for run in found}
+        # a run not read this time (an earlier session's /tmp, or one written by a version of the
+        # generator since changed: insc-H-dev) keeps its recorded row and questions
+        if IN_SCOPE.is_file():
+            earlier = json.loads(IN_SCOPE.read_text(encoding="utf-8"))
+            cpu = earlier.get("machine", {}).get("cpu")
+            kept = [row for row in earlier["rows"] if row["run"] not in found]
+            rows = [{**row, "cpu": row.get("cpu", cpu)} for row in kept] + rows
+            questions = {**{k: v for k, v in earlier["questions"].items() if k not in found}, **questions}
         meta = {
             "benchmark": "generation_natural in-scope",
-            "runs": {run: IN_SCOPE_RUNS.get(run, "") for run in found},
+            "runs": {row["run"]: IN_SCOPE_RUNS.get(row["run"], "") for row in rows},
             "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",
-            "machine": {"cpu": cpu_model()},
-            "questions": {run: found[run]["questions"] for run in found},
+            "questions": questions,
         }
         report(rows, meta, IN_SCOPE)
     else:

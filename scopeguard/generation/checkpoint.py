@@ -77,8 +77,7 @@ class GeneratedQuestion(_Frozen):
     The paper's modes fill the claim fields; the offline modes fill ``edit_kind`` (an edit kind of
     :data:`~scopeguard.generation.config.EDIT_KINDS`, ``"unstated"``, ``"followup"`` or
     ``"direct"`` for an in-scope question), ``source_question`` (the in-scope question it was made
-    from), ``overlap`` (the share of its content words found in the document) and, with
-    ``in_scope_answer``, an in-scope question's ``answer`` (copied from its sentence, ``true_claim``).
+    from) and ``overlap`` (the share of its content words found in the document).
     """
 
     id: str
@@ -95,7 +94,6 @@ class GeneratedQuestion(_Frozen):
     edit_kind: str | None = None
     source_question: str | None = None
     overlap: float | None = None
-    answer: str | None = None
 
     def to_row(self, *, mode: str, model: str) -> dict[str, Any]:
         """The questions.jsonl row: the canonical fields, then provenance as extra fields."""
@@ -105,7 +103,6 @@ class GeneratedQuestion(_Frozen):
                 ("edit_kind", self.edit_kind),
                 ("source_question", self.source_question),
                 ("overlap", self.overlap),
-                ("answer", self.answer),
             )
             if v is not None
         }
@@ -132,7 +129,7 @@ class GeneratedQuestion(_Frozen):
 
 class DroppedQuestion(_Frozen):
     """A candidate not kept, with the reason; an offline in-scope one also names the sentence it
-    was written from (``true_claim``) and, with ``in_scope_answer``, the answer it was given."""
+    was written from (``true_claim``), as a kept one does."""
 
     question: str
     claim_index: int | None
@@ -142,7 +139,6 @@ class DroppedQuestion(_Frozen):
     edit_kind: str | None = None
     source_question: str | None = None
     true_claim: str | None = None
-    answer: str | None = None
 
 
 class DocumentRecord(_Frozen):

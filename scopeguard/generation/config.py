@@ -77,8 +77,6 @@ LEGACY_SETTINGS: dict[str, object] = {
     "unstated_subject": False,
     "followups_to_top_up": False,
     "unstated_hints": False,
-    "in_scope_answer": False,
-    "in_scope_margin": 0.0,
 }
 
 
@@ -150,16 +148,6 @@ class GenerationConfig(BaseModel):
     # 18 of 22 natural and unanswerable, follow-ups 0 of 5 and 3 of 11). False, or min_oos 0
     # (the paper's presets), = always both.
     followups_to_top_up: bool = True
-    # issue #39 (offline modes): each in-scope candidate is written answer first, the answer copied
-    # from its sentence (gen_offline_in_scope_answer), and kept only when that answer is the
-    # sentence's words and not already in the question (scopeguard.generation.steps._natural's
-    # ungrounded). Hand-read on half H, the filter alone kept 9 of 17 unanswerable candidates
-    # ("What is the name of the blueberry bar?") and dropped 10 of 41 answerable ones
-    # (benchmarks/generation_natural.py in-scope). False = as before.
-    in_scope_answer: bool = False
-    # issue #39: an in-scope candidate is dropped when the filter finds it out of scope with
-    # P(out of scope) >= its threshold + in_scope_margin (0: whenever it is not in scope, as before).
-    in_scope_margin: float = Field(default=0.0, ge=0.0, lt=1.0)
     min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)
     # 0.25 since issue #39: of 13 answerable questions kept in a hand-read sample, 11 scored under
     # threshold + 0.25 (benchmarks/generation_natural.py)

@@ -8,7 +8,7 @@ import pytest
 
 from scopeguard.detection.read.text import STOPWORDS
 from scopeguard.generation.config import EDIT_KINDS, GenerationConfig
-from scopeguard.generation.steps._natural import FIXED_ARTEFACTS, copied_phrase, ungrounded, unnatural
+from scopeguard.generation.steps._natural import FIXED_ARTEFACTS, copied_phrase, unnatural
 from scopeguard.generation.steps._offline import example_index
 from scopeguard.prompts import available_templates, render, template_examples
 
@@ -122,27 +122,3 @@ def test_an_enumeration_in_one_reply_is_found_whole() -> None:
     ]
     assert enumerations(reply) == {0, 1, 3}
     assert enumerations(["When does the first ferry leave the harbour?"]) == set()
-
-
-SENTENCE = "When you open the package you tear away the upper part of the wrapper."
-
-
-@pytest.mark.parametrize(
-    ("question", "answer", "reason"),
-    [
-        ("What part of the package do you tear away?", "the upper part of the wrapper", None),
-        ("What part of the package do you tear away?", "The Upper Part of the wrapper.", None),  # case, stop
-        ("What do you tear away?", "the upper part of the label", "its answer is not the sentence's words"),
-        (
-            "What do you tear away?",
-            "upper part of the wrap",
-            "its answer is not the sentence's words",
-        ),  # no half word
-        ("What do you tear away when you open it?", "you", "its answer has no content word"),
-        ("What is the name of the wrapper?", "the wrapper", "the question names its own answer"),
-    ],
-)
-def test_an_in_scope_candidate_is_grounded_by_an_answer_copied_from_its_sentence(
-    question: str, answer: str, reason: str | None
-) -> None:
-    assert ungrounded(question, answer, SENTENCE) == reason

@@ -135,7 +135,11 @@ def test_offline_mode_asks_each_sentence_and_follows_up_and_screens_what_no_one_
         ]
     )
     assert oos[UNSTATED[0]]["edit_kind"] == "unstated" and oos[UNSTATED[0]]["mode"] == "offline"
-    reasons = {d.question: d.reason for d in CheckpointStore(tmp_path).load_all()["wrenfield"].dropped}
+    record = CheckpointStore(tmp_path).load_all()["wrenfield"]
+    reasons = {d.question: d.reason for d in record.dropped}
+    # an in-scope candidate the filter drops names the sentence it was written from, as a kept one does
+    assert reasons[IN_SCOPE[4]] == "filter: not answerable from the document (out_of_scope)"
+    assert {d.question: d.true_claim for d in record.dropped}[IN_SCOPE[4]] == SENTENCES[4]
     assert reasons[UNSTATED[1]] == "not a usable question: asks the document's writer (you), not the document"
     assert reasons[UNSTATED[2]] == "not a usable question: asks two questions at once"
     assert reasons[UNSTATED[3]] == "filter: answerable from the document"
@@ -172,8 +176,6 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     saved = json.loads((tmp_path / "run.json").read_text())
     for field in ("followups_to_top_up", "unstated_subject", "unstated_hints"):  # as an earlier
         del saved[field]  # version wrote it
-    for field in ("in_scope_answer", "in_scope_margin"):
-        del saved[field]
     (tmp_path / "run.json").write_text(json.dumps(saved))
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match="followups_to_top_up: False -> True"):
@@ -193,14 +195,6 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     )
     gen, _ = _generator(old)
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    # the in-scope answers and margin did not exist: a run saved then ran without them
-    for update, change in (
-        ({"in_scope_answer": True}, "in_scope_answer: False -> True"),
-        ({"in_scope_margin": 0.2}, "in_scope_margin: 0.0 -> 0.2"),
-    ):
-        gen, _ = _generator(old.model_copy(update=update))
-        with pytest.raises(ConfigurationError, match=change):
-            gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
 
 
 def test_without_unstated_subject_the_questions_are_about_what_each_sentence_names(tmp_path: Path) -> None:
@@ -612,59 +606,3 @@ def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Pat
     assert not {q.question for q in record.questions} & set(series)
     reasons = {d.question: d.reason for d in record.dropped}
     assert all("an enumeration" in reasons[q] for q in series)
-
-
-# with in_scope_answer, per sentence: (answer, question)
-ANSWERED = [
-    ("on Monday evening", IN_SCOPE[0]),  # grounded: kept
-    ("in June", IN_SCOPE[1]),  # not the sentence's words: dropped
-    ("the ferry Marlin", "What is the name of the ferry Marlin?"),  # names its answer: dropped
-    ("Fishermen of Wrenfield", IN_SCOPE[3]),  # grounded: kept
-    ("The new pier", IN_SCOPE[4]),  # grounded, but the filter finds it out of scope (0.9)
-]
-
-
-def _answered(prompt: str) -> str:
-    if "First copy a short answer from this sentence" in prompt:
-        sentence = prompt.split('Sentence: "', 1)[1].split('"\n', 1)[0]
-        answer, question = ANSWERED[SENTENCES.index(sentence)]
-        return json.dumps({"answer": answer, "question": question})
-    assert "Write one question that this sentence answers" not in prompt
-    return _reply(prompt)
-
-
-def test_with_in_scope_answer_a_candidate_is_written_answer_first_and_kept_only_when_grounded(
-    tmp_path: Path,
-) -> None:
-    config = CONFIG.model_copy(update={"mode": "unstated", "min_oos": 0, "in_scope_answer": True})
-    gen, llm = _generator(config, _answered)
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    record = CheckpointStore(tmp_path).load_all()["wrenfield"]
-    kept = {q.question: q for q in record.questions if q.label == "in_scope"}
-    assert list(kept) == [IN_SCOPE[0], IN_SCOPE[3]]
-    assert kept[IN_SCOPE[0]].answer == "on Monday evening" and kept[IN_SCOPE[0]].true_claim == SENTENCES[0]
-    dropped = {d.question: d for d in record.dropped if d.label == "in_scope"}
-    assert dropped[IN_SCOPE[1]].reason == "not a usable question: its answer is not the sentence's words"
-    assert dropped["What is the name of the ferry Marlin?"].reason == (
-        "not a usable question: the question names its own answer"
-    )
-    assert dropped[IN_SCOPE[4]].reason == "filter: not answerable from the document (out_of_scope)"
-    # a dropped candidate keeps the sentence it was written from and its answer
-    assert (dropped[IN_SCOPE[4]].true_claim, dropped[IN_SCOPE[4]].answer) == (SENTENCES[4], "The new pier")
-    assert dropped[IN_SCOPE[1]].filter is None  # an ungrounded one is never filtered
-    rows = {q.question: q.metadata["provenance"] for q in load_dataset(tmp_path).questions}
-    assert rows[IN_SCOPE[3]]["answer"] == "Fishermen of Wrenfield"
-    assert sum("First copy a short answer" in c.prompt for c in llm.calls) == 5
-
-
-@pytest.mark.parametrize(("margin", "kept"), [(0.0, False), (0.3, False), (0.45, True)])
-def test_an_in_scope_margin_keeps_what_the_filter_refuses_by_less_than_it(
-    tmp_path: Path, margin: float, kept: bool
-) -> None:
-    # IN_SCOPE[4] scores P(out of scope) 0.9, the threshold is 0.5: dropped unless 0.9 < 0.5 + margin
-    config = CONFIG.model_copy(update={"mode": "unstated", "min_oos": 0, "in_scope_margin": margin})
-    gen, _ = _generator(config)
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    record = CheckpointStore(tmp_path).load_all()["wrenfield"]
-    assert (IN_SCOPE[4] in [q.question for q in record.questions if q.label == "in_scope"]) is kept
-    assert (IN_SCOPE[4] in [d.question for d in record.dropped]) is not kept

@@ -14,9 +14,7 @@ from scopeguard.generation.parsers import ReplyParseError
 from scopeguard.generation.steps._offline_replies import (
     QUESTION_PATTERN,
     SUBJECT_KINDS,
-    answered_schema,
     edits_schema,
-    parse_answered,
     parse_edits,
     parse_questions,
     parse_subject,
@@ -73,30 +71,6 @@ def test_subject_with_and_without_its_kind() -> None:
     assert kinds["required"] == ["subject", "kind"] and kinds["properties"]["kind"]["enum"] == list(
         SUBJECT_KINDS
     )
-
-
-def test_an_answered_question_strict_and_lenient() -> None:
-    reply = json.dumps({"answer": " on   Monday ", "question": Q1})
-    assert parse_answered(reply) == (Q1, "on Monday")
-    for bad, reason in (
-        (json.dumps({"answer": "on Monday"}), "not_a_question"),
-        (json.dumps({"answer": "", "question": Q1}), "no_answer"),
-        (json.dumps({"answer": "x" * 81, "question": Q1}), "no_answer"),
-        (json.dumps({"answer": 4, "question": Q1}), "no_answer"),
-        ("On Monday.", "not_json"),
-    ):
-        with pytest.raises(ReplyParseError) as err:
-            parse_answered(bad)
-        assert err.value.reason == reason
-    assert parse_answered("Sure:\n" + reply, lenient=True) == (Q1, "on Monday")
-    with pytest.raises(ReplyParseError, match="truncated"):
-        parse_answered(reply, truncated=True)
-    schema = answered_schema()
-    assert list(schema["properties"]) == schema["required"] == ["answer", "question"]  # answer first
-    answer = schema["properties"]["answer"]["pattern"]
-    assert re.match(answer, "$20 a month") and re.match(answer, "on Monday")
-    assert not re.match(answer, 'the "best" one') and not re.match(answer, "two\nlines")
-    assert not re.match(answer, "x" * 81)
 
 
 def test_the_schemas_describe_what_the_parsers_accept() -> None:

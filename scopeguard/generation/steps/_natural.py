@@ -40,7 +40,6 @@ __all__ = [
     "example_phrases",
     "overlap",
     "standalone",
-    "ungrounded",
     "unmoored",
     "unnatural",
 ]
@@ -228,26 +227,6 @@ def unmoored(question: str, sentence: str) -> str | None:
         return _REFERS
     if not set(content_stems(question)) & set(content_stems(sentence)):
         return "shares no word with its sentence"
-    return None
-
-
-def _normal(text: str) -> str:
-    return " ".join(w.lower() for w in _WORD.findall(text))
-
-
-def ungrounded(question: str, answer: str, sentence: str) -> str | None:
-    """Why an in-scope candidate written with its answer (``in_scope_answer``) is not grounded in
-    ``sentence``, or ``None``: the answer is not the sentence's own words (case and punctuation
-    aside), it has no content word ("it"), or every content word of it is already in the question
-    ("What is the name of the blueberry bar?" answered "the blueberry bar")."""
-    said = _normal(answer)
-    if not said or f" {said} " not in f" {_normal(sentence)} ":
-        return "its answer is not the sentence's words"
-    stems = set(content_stems(answer))
-    if not stems:
-        return "its answer has no content word"
-    if stems <= set(content_stems(question)):
-        return "the question names its own answer"
     return None
 
 

@@ -8,10 +8,7 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    with the most names and numbers (the sentence alone is shown: shown the whole document, a
    small model asks the same generic question again and again), kept when they are about that
    sentence (not about "the sentence" itself, and sharing a content word with it) and the filter
-   finds them answerable (``edit_kind="direct"``, the sentence as ``true_claim``); with
-   ``in_scope_answer`` each is written after its answer, copied from the sentence, and kept only
-   when that answer is the sentence's words and not in the question; with ``in_scope_margin`` the
-   filter drops one only when it finds it out of scope by that margin;
+   finds them answerable (``edit_kind="direct"``, the sentence as ``true_claim``);
 2. ``unstated`` (and ``offline``): for each of the same sentences, ``unstated_per_sentence``
    questions about what it leaves unsaid (a price, a date, a reason), the sentence shown; with
    ``unstated_subject``, the model first names what the document is about (one call) and the
@@ -56,19 +53,15 @@ from scopeguard.generation.steps._natural import (
     enumerations,
     overlap,
     standalone,
-    ungrounded,
     unmoored,
     unnatural,
 )
 from scopeguard.generation.steps._offline_replies import (
-    ANSWER_TOKENS,
     MAX_TOKENS_PER_QUESTION,
     SUBJECT_KIND_TOKENS,
     SUBJECT_KINDS,
     SUBJECT_TOKENS,
-    answered_schema,
     edits_schema,
-    parse_answered,
     parse_edits,
     parse_questions,
     parse_subject,
@@ -240,37 +233,11 @@ def informative_sentences(text: str, k: int) -> list[str]:
     return [sentences[i] for i in sorted(ranked[:k])]
 
 
-async def _ask_in_scope(ctx: DocumentContext, sentence: str) -> tuple[str, str | None, CachedReply] | None:
-    """The question ``sentence`` answers (with ``in_scope_answer``, and its answer), or ``None``."""
-    if not ctx.cfg.in_scope_answer:
-        got = await _ask_questions(
-            ctx, "offline_in_scope", "gen_offline_in_scope", 1, None, sentence=sentence
-        )
-        return None if got is None else (got[0][0], None, got[1])
-    answered = await ctx.ask(
-        "offline_in_scope",
-        "gen_offline_in_scope_answer",
-        lambda r, lenient: parse_answered(r.text, truncated=r.truncated, lenient=lenient),
-        max_tokens=ANSWER_TOKENS + MAX_TOKENS_PER_QUESTION + 40,
-        sampling=None,
-        schema=answered_schema(),
-        sentence=sentence,
-    )
-    if answered is None:
-        return None
-    (question, answer), reply = answered
-    return question, answer, reply
-
-
 async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list[str], list[DroppedQuestion]]:
     """The kept in-scope questions, every usable candidate (sources if none is kept), and the dropped.
 
-    One call per informative sentence (``n_in_scope + 2`` of them): the question it answers (with
-    ``in_scope_answer``, written after its answer, copied from the sentence: a candidate whose
-    answer is not the sentence's words, or is already in the question, is not usable); while fewer
-    than ``n_in_scope`` are kept, up to ``_MORE_IN_SCOPE`` more sentences are asked. The filter
-    drops a usable candidate it does not find in scope, or with ``in_scope_margin``, one it finds
-    out of scope with P(out of scope) at least its threshold plus the margin.
+    One call per informative sentence (``n_in_scope + 2`` of them): the question it answers; while
+    fewer than ``n_in_scope`` are kept, up to ``_MORE_IN_SCOPE`` more sentences are asked.
     """
     kept: list[GeneratedQuestion] = []
     dropped: list[DroppedQuestion] = []
@@ -279,21 +246,19 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
     first = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE)
     wider = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE + _MORE_IN_SCOPE)
     more = [s for s in wider if s not in first]
-    margin = ctx.cfg.in_scope_margin
-    max_score = min(float(getattr(ctx.judge, "threshold", 0.5)) + margin, 0.999)
     for sentence in first + more:
         if sentence in more and len(kept) >= ctx.cfg.n_in_scope:
             break
-        got = await _ask_in_scope(ctx, sentence)
+        got = await _ask_questions(
+            ctx, "offline_in_scope", "gen_offline_in_scope", 1, None, sentence=sentence
+        )
         if got is None:
             continue
-        question, answer, reply = got
+        (question,), reply = got
         question = standalone(question)
         if not ctx.unique("offline_in_scope", [question], reply.id):
             continue
         unusable = unmoored(question, sentence)
-        if unusable is None and answer is not None:
-            unusable = ungrounded(question, answer, sentence)
         reason: str | None = None
         filt = None
         if unusable is not None:  # never filtered, never a source to rewrite
@@ -302,14 +267,7 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
             candidates.append(question)
             filt = await filter_question(ctx, question)
             if filt is not None and filt.label != "in_scope":
-                within = (
-                    margin > 0
-                    and filt.label == "out_of_scope"
-                    and filt.score is not None
-                    and filt.score < max_score
-                )
-                if not within:
-                    reason = f"filter: not answerable from the document ({filt.label})"
+                reason = f"filter: not answerable from the document ({filt.label})"
         if reason is not None:
             dropped.append(
                 DroppedQuestion(
@@ -320,21 +278,12 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
                     label="in_scope",
                     edit_kind="direct",
                     true_claim=sentence,
-                    answer=answer,
                 )
             )
             continue
         kept.append(
             _generated(
-                ctx,
-                question,
-                "in_scope",
-                len(kept),
-                reply.id,
-                filt,
-                edit_kind="direct",
-                true_claim=sentence,
-                answer=answer,
+                ctx, question, "in_scope", len(kept), reply.id, filt, edit_kind="direct", true_claim=sentence
             )
         )
     return kept, candidates, dropped

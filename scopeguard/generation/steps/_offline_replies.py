@@ -17,12 +17,9 @@ from typing import Any
 from scopeguard.generation.parsers import ReplyParseError
 
 __all__ = [
-    "ANSWER_TOKENS",
     "SUBJECT_KINDS",
     "SUBJECT_KIND_TOKENS",
-    "answered_schema",
     "edits_schema",
-    "parse_answered",
     "parse_edits",
     "parse_questions",
     "parse_subject",
@@ -95,43 +92,6 @@ def parse_subject(
     kind = reply.get("kind")
     kind = kind.strip().lower() if isinstance(kind, str) else ""
     return subject, kind if kind in SUBJECT_KINDS else "other"
-
-
-# An in-scope question's answer, copied from its sentence: one line of 1 to 80 characters, no quote,
-# brace or bracket; asked before the question (answer-first), so the reply is at most
-# ANSWER_TOKENS + MAX_TOKENS_PER_QUESTION + 40 tokens.
-MAX_ANSWER_CHARS = 80
-ANSWER_TOKENS = 32
-_ANSWER: dict[str, Any] = {
-    "type": "string",
-    "pattern": '^[A-Za-z0-9$£€][^"{}\\[\\]\\\\\\n]{0,' + str(MAX_ANSWER_CHARS - 1) + "}$",
-}
-
-
-def answered_schema() -> dict[str, Any]:
-    """``{"answer": "words of the sentence", "question": "...?"}``, the answer first."""
-    return {
-        "type": "object",
-        "properties": {"answer": _ANSWER, "question": _QUESTION},
-        "required": ["answer", "question"],
-        "additionalProperties": False,
-    }
-
-
-def parse_answered(text: str, *, truncated: bool = False, lenient: bool = False) -> tuple[str, str]:
-    """The question and its answer (one line of at most :data:`MAX_ANSWER_CHARS` characters) of an
-    ``answered_schema`` reply. Whether the answer is the sentence's is the generator's check."""
-    if truncated and not lenient:
-        raise ReplyParseError("truncated", "the reply was cut at the token cap", reply=text)
-    reply = _object(text, lenient)
-    question = _question(reply.get("question"))
-    if question is None:
-        raise ReplyParseError("not_a_question", "the reply has no one-line question", reply=text)
-    value = reply.get("answer")
-    answer = " ".join(value.split()).strip() if isinstance(value, str) else ""
-    if not answer or len(answer) > MAX_ANSWER_CHARS or '"' in answer:
-        raise ReplyParseError("no_answer", "the reply gives no short one-line answer", reply=text)
-    return question, answer
 
 
 def edits_schema(kinds: Sequence[str]) -> dict[str, Any]:
