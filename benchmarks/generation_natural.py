@@ -17,7 +17,8 @@
     # the in-scope side: how often the filter keeps an unanswerable candidate and drops an
     # answerable one (hand labels in generation_natural_in_scope_review.json), and what reading a
     # dropped one again against only its source sentence would recover
-    python benchmarks/generation_natural.py in-scope --run after-H-off --work /tmp/natural
+    python benchmarks/generation_natural.py in-scope --run after-H-off --work /tmp/natural --sentence \\
+        --detector default
 
 A hand label is keyed by the question's sha256 (first 12 hex digits, as in generation_offline.py):
 ``natural`` (a person reading or writing about the document could send it: grammatical, no phrase
@@ -336,18 +337,17 @@ def _source_sentence(question: str, text: str) -> str:
 
 
 def _in_scope(
-    work: Path, runs: list[str], labels: dict[str, dict[str, Any]], sentence: bool
+    work: Path, runs: list[str], labels: dict[str, dict[str, Any]], sentence: bool, other: str | None
 ) -> dict[str, Any]:
     """Every in-scope candidate the filter read (kept, and dropped as not answerable) with its hand
     label (answerable or not) and the filter's P(out of scope); with ``sentence``, each dropped one
-    read again by the same detector against only its source sentence."""
+    read again by the same detector against only its source sentence; with ``other`` (a detector
+    name), every one read by that detector too, as a filter in its place."""
+    from scopeguard.detection.detectors import get_detector
     from scopeguard.types import Document
 
-    detector = None
-    if sentence:
-        from scopeguard.detection.detectors import get_detector
-
-        detector = get_detector("logprob")
+    detector = get_detector("logprob") if sentence else None
+    second = get_detector(other) if other else None
     out: dict[str, Any] = {}
     for run in runs:
         items: list[dict[str, Any]] = []
@@ -370,6 +370,9 @@ def _in_scope(
                     source = sentences.get(question) or _source_sentence(question, r.text)
                     v = detector.detect(question, [Document(id="sentence", text=source)])
                     item["sentence_p_out"], item["sentence_label"] = v.score, v.label
+                if second is not None:
+                    v = second.detect(question, [Document(id=r.doc_id, text=r.text)])
+                    item["other_p_out"], item["other_label"] = v.score, v.label
                 items.append(item)
         labelled = [i for i in items if i["answerable"] is not None]
         kept = [i for i in labelled if i["kept"]]
@@ -399,6 +402,13 @@ def _in_scope(
             back = [i for i in dropped if i.get("sentence_label") == "in_scope"]
             summary["sentence_recovers"] = len(back)
             summary["sentence_recovers_answerable"] = sum(i["answerable"] for i in back)
+        if second is not None:
+            kept_other = [i for i in labelled if i["other_label"] == "in_scope"]
+            summary[f"{other}_kept"] = len(kept_other)
+            summary[f"{other}_kept_answerable"] = sum(i["answerable"] for i in kept_other)
+            summary[f"{other}_auroc_p_out_unanswerable"] = round(
+                auroc([i["other_p_out"] for i in labelled], [int(not i["answerable"]) for i in labelled]), 3
+            )
         out[run] = {"summary": summary, "questions": items}
         logger.info("%s: %s", run, summary)
     return out
@@ -414,6 +424,9 @@ def main() -> None:
         "--sentence",
         action="store_true",
         help="in-scope: read each dropped candidate again against its source sentence alone",
+    )
+    ap.add_argument(
+        "--detector", default=None, help="in-scope: a detector read as the filter in its place (e.g. default)"
     )
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
@@ -444,7 +457,7 @@ def main() -> None:
         report(rows, {"benchmark": "generation_natural signals", "machine": {"cpu": cpu_model()}}, SIGNALS)
     elif args.step == "in-scope":
         labels = {lab["question_sha"]: lab for lab in json.loads(IN_SCOPE_REVIEW.read_text(encoding="utf-8"))}
-        found = _in_scope(args.work, args.run.split(","), labels, args.sentence)
+        found = _in_scope(args.work, args.run.split(","), labels, args.sentence, args.detector)
         rows = [{"run": run, **found[run]["summary"], "cpu": cpu_model()} for run in found]
         questions = {run: found[run]["questions"] for run in found}
         # a run not read this time (an earlier session's /tmp, or one written by a version of the
