@@ -414,6 +414,15 @@ def _in_scope(
     return out
 
 
+def _earlier(path: Path, here: set[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows ``path`` recorded for runs not in ``here`` (an earlier session's /tmp is gone), and
+    the whole recorded result (``{}`` when there is none)."""
+    if not path.is_file():
+        return [], {}
+    earlier = json.loads(path.read_text(encoding="utf-8"))
+    return [row for row in earlier["rows"] if row["run"] not in here], earlier
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
@@ -460,14 +469,11 @@ def main() -> None:
         found = _in_scope(args.work, args.run.split(","), labels, args.sentence, args.detector)
         rows = [{"run": run, **found[run]["summary"], "cpu": cpu_model()} for run in found]
         questions = {run: found[run]["questions"] for run in found}
-        # a run not read this time (an earlier session's /tmp, or one written by a version of the
-        # generator since changed: insc-H-dev) keeps its recorded row and questions
-        if IN_SCOPE.is_file():
-            earlier = json.loads(IN_SCOPE.read_text(encoding="utf-8"))
-            cpu = earlier.get("machine", {}).get("cpu")
-            kept = [row for row in earlier["rows"] if row["run"] not in found]
-            rows = [{**row, "cpu": row.get("cpu", cpu)} for row in kept] + rows
-            questions = {**{k: v for k, v in earlier["questions"].items() if k not in found}, **questions}
+        # a run not read this time (one written by a version of the generator since changed:
+        # insc-H-dev) keeps its recorded row and questions
+        kept, earlier = _earlier(IN_SCOPE, set(found))
+        rows = kept + rows
+        questions = {**{k: v for k, v in earlier.get("questions", {}).items() if k not in found}, **questions}
         meta = {
             "benchmark": "generation_natural in-scope",
             "runs": {row["run"]: IN_SCOPE_RUNS.get(row["run"], "") for row in rows},
@@ -478,15 +484,11 @@ def main() -> None:
     else:
         labels = {lab["question_sha"]: lab for lab in json.loads(REVIEW.read_text(encoding="utf-8"))}
         rows = [{**row, "cpu": cpu_model()} for row in _rows(args.work, labels)]
-        # a run not in --work (generated in an earlier session, whose /tmp is gone) keeps its
-        # recorded rows, and the CPU they were recorded on where it was noted
-        here = {row["run"] for row in rows}
-        if args.out.is_file():
-            earlier = json.loads(args.out.read_text(encoding="utf-8"))
-            kept = [row for row in earlier["rows"] if row["run"] not in here]
-            cpu = earlier.get("machine", {}).get("cpu")
-            unknown = f"not recorded with the run (the report that kept it ran on {cpu})"
-            rows = [{**row, "cpu": row.get("cpu", unknown)} for row in kept] + rows
+        # a run not in --work keeps its recorded rows, and the CPU they were recorded on where noted
+        kept, earlier = _earlier(args.out, {row["run"] for row in rows})
+        cpu = earlier.get("machine", {}).get("cpu")
+        unknown = f"not recorded with the run (the report that kept it ran on {cpu})"
+        rows = [{**row, "cpu": row.get("cpu", unknown)} for row in kept] + rows
         report(
             rows,
             {
