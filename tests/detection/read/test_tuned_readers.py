@@ -164,28 +164,55 @@ def _margins(scorer: Any, prompts: list[Any]) -> np.ndarray:
     return np.array([s.margin for s in scorer.score_many(prompts, progress=False)])
 
 
+def _prompts() -> list[Any]:
+    from scopeguard.detection.read.reader import verdict_messages
+
+    return [verdict_messages(q, doc) for doc, questions in DOCS.items() for q in questions]
+
+
+#: llama.cpp settings of the agreement test: no kept states, the same read on every machine
+LLAMA = {"n_threads": 2, "n_ctx": 512, "persist_states": False}
+
+
+@pytest.fixture(scope="module")
+def base_margins(smollm2: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The bare SmolLM2's margins on the 50 prompts, by transformers and by llama.cpp: read once for
+    both adapters of the agreement test (they do not depend on the adapter)."""
+    pytest.importorskip("transformers")
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+    from scopeguard.detection.read.transformers import TransformersVerdicts
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENV_VAR, "off")  # no canary child: the same read on every machine
+        prompts = _prompts()
+        hf_base = _margins(TransformersVerdicts("smollm2", device="cpu"), prompts)
+        cpp_base = _margins(LlamaCppVerdicts("smollm2", **LLAMA), prompts)
+    return hf_base, cpp_base
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("adapt", ["all", "question"])
 def test_llamacpp_and_transformers_read_a_tuned_reader_alike(
-    smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, adapt: str
+    smollm2: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    adapt: str,
+    base_margins: tuple[np.ndarray, np.ndarray],
 ) -> None:
     from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
     from scopeguard.detection.read.reader import verdict_messages
     from scopeguard.detection.read.scorer import verdict_scorer
-    from scopeguard.detection.read.transformers import TransformersVerdicts
 
     monkeypatch.setenv(ENV_VAR, "off")  # no canary child: the same read on every machine
     folder = tmp_path / "tuned"
     _build_tuned_reader(folder, smollm2, adapt)
-    prompts = [verdict_messages(q, doc) for doc, questions in DOCS.items() for q in questions]
+    prompts = _prompts()
     assert len(prompts) == 50
-    llama = {"n_threads": 2, "n_ctx": 512, "persist_states": False}
-    hf_base = _margins(TransformersVerdicts("smollm2", device="cpu"), prompts)
+    hf_base, cpp_base = base_margins
     hf_tuned_scorer = verdict_scorer(f"transformers:{folder}", device="cpu")
     hf_tuned = _margins(hf_tuned_scorer, prompts)
-    cpp_base = _margins(LlamaCppVerdicts("smollm2", **llama), prompts)
-    cpp_tuned_scorer = verdict_scorer(f"local:{folder}", **llama)
+    cpp_tuned_scorer = verdict_scorer(f"local:{folder}", **LLAMA)
     cpp_tuned = _margins(cpp_tuned_scorer, prompts)
 
     key = hf_tuned_scorer.name.split("+")[1]
