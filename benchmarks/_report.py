@@ -38,10 +38,10 @@ def settings(pairs: list[str], fields: Any) -> dict[str, Any]:
 
 def report(rows: list[dict[str, Any]], result: dict[str, Any], path: Path) -> None:
     """Print ``rows`` as a ``|``-separated table, then write ``result`` (with the rows) to ``path``."""
-    cols = list(rows[0])
+    cols = list(dict.fromkeys(c for row in rows for c in row))  # a column some rows lack prints empty
     print(" | ".join(cols))
     for row in rows:
-        print(" | ".join(str(row[c]) for c in cols))
+        print(" | ".join(str(row.get(c, "")) for c in cols))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**result, "rows": rows}, indent=1), encoding="utf-8")
     print(f"wrote {path}")

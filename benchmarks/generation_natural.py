@@ -19,6 +19,9 @@
     # dropped one again against only its source sentence would recover
     python benchmarks/generation_natural.py in-scope --run after-H-off --work /tmp/natural --sentence \\
         --detector default
+    # a tuned reader's folder (train-reader's --out) as the filter: NAME@LLM
+    python benchmarks/generation_natural.py in-scope --run after-H-off --work /tmp/natural \\
+        --detector logprob@local:/tmp/lodo15k/n1000-without-squad2-train
 
 A hand label is keyed by the question's sha256 (first 12 hex digits, as in generation_offline.py):
 ``natural`` (a person reading or writing about the document could send it: grammatical, no phrase
@@ -336,6 +339,22 @@ def _source_sentence(question: str, text: str) -> str:
     return max(sentences, key=lambda s: len(stems & content_stem_set(s))) if sentences else text
 
 
+def _detector(spec: str) -> Any:
+    """``NAME`` or ``NAME@LLM``: a registered detector, with ``@LLM`` its reading model (e.g.
+    ``logprob@local:/path/to/tuned-reader``, a tuned reader's folder read by llama.cpp)."""
+    from scopeguard.detection.detectors import get_detector
+
+    name, _, llm = spec.partition("@")
+    return get_detector(name, llm=llm) if llm else get_detector(name)
+
+
+def _detector_label(spec: str) -> str:
+    """The short name of ``--detector``'s columns: ``NAME``, or ``NAME@FOLDER`` for a reading model
+    given by path (its last part)."""
+    name, _, llm = spec.partition("@")
+    return f"{name}@{Path(llm.partition(':')[2] or llm).name}" if llm else name
+
+
 def _in_scope(
     work: Path, runs: list[str], labels: dict[str, dict[str, Any]], sentence: bool, other: str | None
 ) -> dict[str, Any]:
@@ -347,7 +366,8 @@ def _in_scope(
     from scopeguard.types import Document
 
     detector = get_detector("logprob") if sentence else None
-    second = get_detector(other) if other else None
+    second = _detector(other) if other else None
+    tag = _detector_label(other) if other else ""
     out: dict[str, Any] = {}
     for run in runs:
         items: list[dict[str, Any]] = []
@@ -372,7 +392,7 @@ def _in_scope(
                     item["sentence_p_out"], item["sentence_label"] = v.score, v.label
                 if second is not None:
                     v = second.detect(question, [Document(id=r.doc_id, text=r.text)])
-                    item["other_p_out"], item["other_label"] = v.score, v.label
+                    item[f"{tag}_p_out"], item[f"{tag}_label"] = v.score, v.label
                 items.append(item)
         labelled = [i for i in items if i["answerable"] is not None]
         kept = [i for i in labelled if i["kept"]]
@@ -403,11 +423,15 @@ def _in_scope(
             summary["sentence_recovers"] = len(back)
             summary["sentence_recovers_answerable"] = sum(i["answerable"] for i in back)
         if second is not None:
-            kept_other = [i for i in labelled if i["other_label"] == "in_scope"]
-            summary[f"{other}_kept"] = len(kept_other)
-            summary[f"{other}_kept_answerable"] = sum(i["answerable"] for i in kept_other)
-            summary[f"{other}_auroc_p_out_unanswerable"] = round(
-                auroc([i["other_p_out"] for i in labelled], [int(not i["answerable"]) for i in labelled]), 3
+            kept_other = [i for i in labelled if i[f"{tag}_label"] == "in_scope"]
+            summary[f"{tag}_kept"] = len(kept_other)
+            summary[f"{tag}_kept_answerable"] = sum(i["answerable"] for i in kept_other)
+            summary[f"{tag}_docs_with_3_in"] = sum(
+                sum(i["doc_id"] == r.doc_id for i in items if i[f"{tag}_label"] == "in_scope") >= 3
+                for r in records
+            )
+            summary[f"{tag}_auroc_p_out_unanswerable"] = round(
+                auroc([i[f"{tag}_p_out"] for i in labelled], [int(not i["answerable"]) for i in labelled]), 3
             )
         out[run] = {"summary": summary, "questions": items}
         logger.info("%s: %s", run, summary)
@@ -435,7 +459,10 @@ def main() -> None:
         help="in-scope: read each dropped candidate again against its source sentence alone",
     )
     ap.add_argument(
-        "--detector", default=None, help="in-scope: a detector read as the filter in its place (e.g. default)"
+        "--detector",
+        default=None,
+        help="in-scope: a detector read as the filter in its place: NAME or NAME@LLM (e.g. default, "
+        "logprob@local:/path/to/tuned-reader)",
     )
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
@@ -467,17 +494,27 @@ def main() -> None:
     elif args.step == "in-scope":
         labels = {lab["question_sha"]: lab for lab in json.loads(IN_SCOPE_REVIEW.read_text(encoding="utf-8"))}
         found = _in_scope(args.work, args.run.split(","), labels, args.sentence, args.detector)
-        rows = [{"run": run, **found[run]["summary"], "cpu": cpu_model()} for run in found]
-        questions = {run: found[run]["questions"] for run in found}
         # a run not read this time (one written by a version of the generator since changed:
-        # insc-H-dev) keeps its recorded row and questions
+        # insc-H-dev) keeps its recorded row and questions; a run read again keeps what this read
+        # did not measure (another --detector's columns, --sentence's)
         kept, earlier = _earlier(IN_SCOPE, set(found))
-        rows = kept + rows
-        questions = {**{k: v for k, v in earlier.get("questions", {}).items() if k not in found}, **questions}
+        before = {row["run"]: row for row in earlier.get("rows", [])}
+        old = earlier.get("questions", {})
+        rows = kept + [
+            {"run": run, **before.get(run, {}), **found[run]["summary"], "cpu": cpu_model()} for run in found
+        ]
+        questions = {k: v for k, v in old.items() if k not in found}
+        for run in found:
+            was = {i["question_sha"]: i for i in old.get(run, [])}
+            questions[run] = [{**was.get(i["question_sha"], {}), **i} for i in found[run]["questions"]]
+        detectors = {**earlier.get("detectors", {"default": "default"})}
+        if args.detector:
+            detectors[_detector_label(args.detector)] = args.detector
         meta = {
             "benchmark": "generation_natural in-scope",
             "runs": {row["run"]: IN_SCOPE_RUNS.get(row["run"], "") for row in rows},
             "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",
+            "detectors": detectors,
             "questions": questions,
         }
         report(rows, meta, IN_SCOPE)
