@@ -5,8 +5,8 @@ kept document states), timed back to back in alternating order.
     python benchmarks/adapter_cost.py READER_FOLDER [READER_FOLDER ...] [--prompts 26]
 
 The target (#36): an adapter applied by llama.cpp costs at most 10% over the bare base. Prints the
-table and writes ``benchmarks/results/adapter_cost.json`` with the machine and each adapter's
-extra-buffer decision (the loader picks the faster path per base and adapter).
+table and writes ``benchmarks/results/adapter_cost.json``, each row with the machine and date it was
+timed on (a reader not timed again keeps its recorded row).
 """
 
 from __future__ import annotations
@@ -86,8 +86,21 @@ def main() -> None:
             }
         )
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    result = {"machine": f"{cpu_model()}, {os.cpu_count()} cores", "date": when}
-    report(rows, result, RESULT)
+    machine = f"{cpu_model()}, {os.cpu_count()} cores"
+    rows = [{**row, "machine": machine, "date": when} for row in rows]
+    # a reader not timed this time keeps its recorded row, with the machine and date it was timed on
+    earlier = json.loads(RESULT.read_text(encoding="utf-8")) if RESULT.is_file() else {}
+    here = {row["reader"] for row in rows}
+    kept = [
+        {
+            **row,
+            "machine": row.get("machine", earlier.get("machine")),
+            "date": row.get("date", earlier.get("date")),
+        }
+        for row in earlier.get("rows", [])
+        if row["reader"] not in here
+    ]
+    report(kept + rows, {"machine": machine, "date": when}, RESULT)
 
 
 if __name__ == "__main__":
