@@ -45,3 +45,12 @@ def report(rows: list[dict[str, Any]], result: dict[str, Any], path: Path) -> No
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**result, "rows": rows}, indent=1), encoding="utf-8")
     print(f"wrote {path}")
+
+
+def earlier_rows(path: Path, here: set[str], key: str = "run") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows ``path`` recorded whose ``key`` is not in ``here`` (measured in an earlier session,
+    not again this time), and the whole recorded result (``{}`` when there is none)."""
+    if not path.is_file():
+        return [], {}
+    earlier = json.loads(path.read_text(encoding="utf-8"))
+    return [row for row in earlier["rows"] if row[key] not in here], earlier

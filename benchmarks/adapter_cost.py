@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import cpu_model, report
+from _report import cpu_model, earlier_rows, report
 
 from scopeguard.data import load_dataset
 from scopeguard.detection.detectors import get_detector
@@ -89,16 +89,14 @@ def main() -> None:
     machine = f"{cpu_model()}, {os.cpu_count()} cores"
     rows = [{**row, "machine": machine, "date": when} for row in rows]
     # a reader not timed this time keeps its recorded row, with the machine and date it was timed on
-    earlier = json.loads(RESULT.read_text(encoding="utf-8")) if RESULT.is_file() else {}
-    here = {row["reader"] for row in rows}
+    kept, earlier = earlier_rows(RESULT, {row["reader"] for row in rows}, key="reader")
     kept = [
         {
             **row,
             "machine": row.get("machine", earlier.get("machine")),
             "date": row.get("date", earlier.get("date")),
         }
-        for row in earlier.get("rows", [])
-        if row["reader"] not in here
+        for row in kept
     ]
     report(kept + rows, {"machine": machine, "date": when}, RESULT)
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _report import cpu_model, report, settings
+from _report import cpu_model, earlier_rows, report, settings
 from generation_offline import question_sha
 
 from scopeguard.data import read_jsonl
@@ -438,15 +438,6 @@ def _in_scope(
     return out
 
 
-def _earlier(path: Path, here: set[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The rows ``path`` recorded for runs not in ``here`` (an earlier session's /tmp is gone), and
-    the whole recorded result (``{}`` when there is none)."""
-    if not path.is_file():
-        return [], {}
-    earlier = json.loads(path.read_text(encoding="utf-8"))
-    return [row for row in earlier["rows"] if row["run"] not in here], earlier
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
@@ -497,7 +488,7 @@ def main() -> None:
         # a run not read this time (one written by a version of the generator since changed:
         # insc-H-dev) keeps its recorded row and questions; a run read again keeps what this read
         # did not measure (another --detector's columns, --sentence's)
-        kept, earlier = _earlier(IN_SCOPE, set(found))
+        kept, earlier = earlier_rows(IN_SCOPE, set(found))
         before = {row["run"]: row for row in earlier.get("rows", [])}
         old = earlier.get("questions", {})
         rows = kept + [
@@ -522,7 +513,7 @@ def main() -> None:
         labels = {lab["question_sha"]: lab for lab in json.loads(REVIEW.read_text(encoding="utf-8"))}
         rows = [{**row, "cpu": cpu_model()} for row in _rows(args.work, labels)]
         # a run not in --work keeps its recorded rows, and the CPU they were recorded on where noted
-        kept, earlier = _earlier(args.out, {row["run"] for row in rows})
+        kept, earlier = earlier_rows(args.out, {row["run"] for row in rows})
         cpu = earlier.get("machine", {}).get("cpu")
         unknown = f"not recorded with the run (the report that kept it ran on {cpu})"
         rows = [{**row, "cpu": row.get("cpu", unknown)} for row in kept] + rows
