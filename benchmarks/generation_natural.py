@@ -89,6 +89,10 @@ REVIEWS_G = 13
 # H: an eighth, drawn after G's labels led to the hints in turn and the follow-ups last (reviews
 # alone; measured against the shipped prompts on it and not kept)
 REVIEWS_H = 13
+# I: a ninth, drawn after H's labels led to more sentences per document (stops glued to the next
+# sentence split, the unstated questions moored to the subject, top-ups on new sentences, more
+# in-scope sentences; reviews alone)
+REVIEWS_I = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -115,11 +119,18 @@ RUNS = {
     "after-H-off": "as after-G (in 3b51518: unstated_hints_in_turn=false followups_last=false; the "
     "default since), on half H: the same documents as after-H, generated back to back with it, "
     "before either was read",
+    "after-I": "as after-G with stops glued to the next sentence split ('it.For'), unstated questions "
+    "kept when they share a word with the subject (subject_moored), top-up rounds on sentences not "
+    "asked yet (top_up_new_sentences) and up to 6 more in-scope sentences (more_in_scope; changed "
+    "on H's dropped questions; I is fresh)",
+    "after-I-off": "commit d9e27cd (as after-G; no glued split, subject_moored, top_up_new_sentences, "
+    "more_in_scope 3), on half I: the same documents as after-I, generated back to back with it "
+    "from a checkout of that commit, before either was read",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,H}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,I}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -127,7 +138,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {h: [] for h in "ABCDEFGH"}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in "ABCDEFGHI"}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -150,6 +161,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("F", stories, INVENTED_F),
         ("G", reviews, REVIEWS_G),
         ("H", reviews, REVIEWS_H),
+        ("I", reviews, REVIEWS_I),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -442,7 +454,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=list("ABCDEFGH"), default="H")
+    ap.add_argument("--half", choices=list("ABCDEFGHI"), default="I")
     ap.add_argument("--run", default="after", help="in-scope: comma-separated runs")
     ap.add_argument(
         "--sentence",
@@ -532,7 +544,8 @@ def main() -> None:
                 f"reviews, drawn after E's labels made follow-ups a top-up), half G ({REVIEWS_G} "
                 f"reviews, drawn after F's labels fitted the hints to the subject's kind), half H "
                 f"({REVIEWS_H} reviews, drawn after G's labels put the hints in turn and the "
-                f"follow-ups last); ELOQ's "
+                f"follow-ups last), half I ({REVIEWS_I} reviews, drawn after H's dropped questions "
+                f"led to more sentences per document); ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
                 "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",

@@ -2,7 +2,11 @@
 
 A sentence ends at ``.``, ``!`` or ``?`` (optionally followed by closing quotes or brackets) before
 whitespace and an upper-case letter, digit or opening quote; common abbreviations ("Dr.", "U.S.")
-and single initials ("J. Smith") do not end one; a line break always does.
+and single initials ("J. Smith") do not end one; a line break always does. With ``glued``, a
+sentence also ends where its stop touches the next one's capital with no space between ("worth it.For
+playing"), as in texts whose line breaks were lost (SubjQA's reviews): a lower-case word of at least
+two letters before the stop, a capitalised word after it ("Crackle.com", "e.g.The", "U.S.Army" do not
+end one).
 
 The fast detector keeps its own splitter in :mod:`scopeguard.detection.read.text`: it is part of the
 feature definition its shipped head was trained on (it also splits list items and cuts long
@@ -19,16 +23,21 @@ _ABBREVIATIONS = frozenset(
     ("mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "no", "vs", "inc", "ltd", "co", "rs", "u.s")
 )
 _BOUNDARY_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])")
+# the same, or a stop glued to the next sentence: "it.For", "minutes.And" (not "e.g.The", "U.S.A")
+_GLUED_BOUNDARY_RE = re.compile(
+    r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])|(?<=[a-z][a-z][.!?])(?=[A-Z][a-z])"
+)
 _LINE_RE = re.compile(r"[^\n]+")
 
 
-def sentence_spans(text: str) -> list[tuple[int, int]]:
+def sentence_spans(text: str, *, glued: bool = False) -> list[tuple[int, int]]:
     """``(start, end)`` character offsets of the sentences of ``text``, stripped of whitespace."""
+    boundary = _GLUED_BOUNDARY_RE if glued else _BOUNDARY_RE
     spans: list[tuple[int, int]] = []
     for line in _LINE_RE.finditer(text):
         offset, body = line.start(), line.group(0)
         start = 0
-        for m in _BOUNDARY_RE.finditer(body):
+        for m in boundary.finditer(body):
             head = body[start : m.start()].rstrip()
             last_word = head.rsplit(maxsplit=1)[-1].rstrip(".").lower() if head else ""
             if last_word in _ABBREVIATIONS or re.fullmatch(r"[a-z]", last_word):
@@ -40,9 +49,9 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return [s for s in spans if s[0] < s[1]]
 
 
-def split_sentences(text: str) -> list[str]:
+def split_sentences(text: str, *, glued: bool = False) -> list[str]:
     """The sentences of ``text`` (see :func:`sentence_spans`)."""
-    return [text[a:b] for a, b in sentence_spans(text)]
+    return [text[a:b] for a, b in sentence_spans(text, glued=glued)]
 
 
 def _strip(text: str, start: int, end: int) -> tuple[int, int]:

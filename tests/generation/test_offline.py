@@ -176,6 +176,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     saved = json.loads((tmp_path / "run.json").read_text())
     for field in ("followups_to_top_up", "unstated_subject", "unstated_hints"):  # as an earlier
         del saved[field]  # version wrote it
+    for field in ("subject_moored", "top_up_new_sentences", "more_in_scope"):  # and older
+        del saved[field]
     (tmp_path / "run.json").write_text(json.dumps(saved))
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match="followups_to_top_up: False -> True"):
@@ -188,10 +190,23 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match="unstated_hints: False -> True"):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    # one saved before the subject moored the unstated questions and the top-ups asked new sentences
+    newer = {**saved, "followups_to_top_up": True, "unstated_subject": True, "unstated_hints": True}
+    (tmp_path / "run.json").write_text(json.dumps(newer))
+    gen, _ = _generator(offline)
+    with pytest.raises(ConfigurationError, match="more_in_scope: 3 -> 6"):
+        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (tmp_path / "run.json").write_text(json.dumps(saved))
     # with the settings it ran with, it resumes
     old = offline.model_copy(
-        update={"followups_to_top_up": False, "unstated_subject": False, "unstated_hints": False}
+        update={
+            "followups_to_top_up": False,
+            "unstated_subject": False,
+            "unstated_hints": False,
+            "subject_moored": False,
+            "top_up_new_sentences": False,
+            "more_in_scope": 3,
+        }
     )
     gen, _ = _generator(old)
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -589,6 +604,127 @@ def test_in_scope_questions_are_topped_up_from_more_sentences_while_short(tmp_pa
     assert asked == towns[:7]  # five, then Farrow and Glenby until three are kept; Harlow never
     record = CheckpointStore(tmp_path).load_all()["ferries"]
     assert [q.question for q in record.questions if q.label == "in_scope"] == sorted(answerable, key=str)
+
+
+TOWNS = [
+    "Arlow",
+    "Bexley",
+    "Corran",
+    "Dunmore",
+    "Elston",
+    "Farrow",
+    "Glenby",
+    "Harlow",
+    "Ilford",
+    "Jarrow",
+    "Kelso",
+    "Lanark",
+]
+# a review's sentences whose line breaks were lost: each stop touches the next capital ("hour.The")
+GLUED = "".join(f"The ferry from {t} leaves the harbour every morning at a fixed hour." for t in TOWNS)
+
+
+def _ferries(prompt: str) -> str:
+    if "Write one question that this sentence answers" in prompt:
+        town = next(t for t in TOWNS if t in prompt)
+        return json.dumps({"questions": [f"When does the ferry from {town} leave the harbour?"]})
+    if "What is this text mainly about" in prompt:
+        return json.dumps({"subject": "the ferries of the harbour", "kind": "other"})
+    return json.dumps({"questions": ["Who owns the ferry company of the harbour?"]})
+
+
+def _ferry_run(path: Path, script=_ferries, **settings: Any) -> tuple[ScriptedChatModel, Any]:  # type: ignore[no-untyped-def]
+    llm = ScriptedChatModel(script, model="fake")
+    answerable = "When does the ferry from Arlow leave the harbour?"
+    detector = ScriptedDetector(lambda q: 0.1 if q == answerable else 0.99)
+    config = CONFIG.model_copy(update={"mode": "unstated", "min_oos": 0, **settings})
+    gen = Generator(llm, config=config, judge=detector, concurrency=1, progress=False)
+    gen.run([{"doc_id": "ferries", "text": GLUED}], path, length_rule=RULE)
+    return llm, CheckpointStore(path).load_all()["ferries"]
+
+
+def test_sentences_glued_at_their_stops_are_asked_one_by_one() -> None:
+    from scopeguard._sentences import split_sentences
+    from scopeguard.generation.steps._offline import informative_sentences
+
+    assert len(informative_sentences(GLUED, 20)) == 12  # one 156-word "sentence" unsplit: none
+    assert split_sentences(GLUED) == [GLUED]  # the verifier's and the detector's split is unchanged
+    text = "Worth it.For TV, fine. See Crackle.com or e.g.The list. The U.S.Army and Mrs.Smith came!Then go."
+    assert split_sentences(text, glued=True) == [
+        "Worth it.",
+        "For TV, fine.",
+        "See Crackle.com or e.g.The list.",
+        "The U.S.Army and Mrs.Smith came!",
+        "Then go.",
+    ]
+
+
+def test_in_scope_sentences_are_asked_up_to_more_in_scope_beyond_the_first(tmp_path: Path) -> None:
+    # only Arlow's question is answerable: the first five sentences, then more_in_scope more
+    llm, record = _ferry_run(tmp_path)
+    asked = [t for c in llm.calls if "Write one question that" in c.prompt for t in TOWNS if t in c.prompt]
+    assert asked == TOWNS[:11]
+    assert [q.question for q in record.questions if q.label == "in_scope"] == [
+        "When does the ferry from Arlow leave the harbour?"
+    ]
+    llm, _ = _ferry_run(tmp_path / "before", more_in_scope=3)
+    asked = [t for c in llm.calls if "Write one question that" in c.prompt for t in TOWNS if t in c.prompt]
+    assert asked == TOWNS[:8]
+
+
+def test_top_up_rounds_ask_the_sentences_not_asked_yet(tmp_path: Path) -> None:
+    settings = {"min_oos": 3, "extra_rounds": 3, "more_in_scope": 0}
+    llm, _ = _ferry_run(tmp_path, **settings)
+    unstated = [c for c in llm.calls if "does not answer" in c.prompt]
+    by_round = [[t for c in unstated if c.seed == seed for t in TOWNS if t in c.prompt] for seed in (1, 2, 3)]
+    # the first round asks the five most informative (all alike: the first five), each top-up the next
+    first = [t for c in unstated if c.temperature == 0.0 for t in TOWNS if t in c.prompt]
+    assert first == TOWNS[:5] and by_round == [TOWNS[5:10], TOWNS[10:], TOWNS[:5]]
+    llm, _ = _ferry_run(tmp_path / "before", top_up_new_sentences=False, **settings)
+    unstated = [c for c in llm.calls if "does not answer" in c.prompt and c.seed == 1]
+    assert [t for c in unstated for t in TOWNS if t in c.prompt] == TOWNS[:5]
+
+
+def test_a_question_with_the_content_words_of_one_kept_is_a_copy(tmp_path: Path) -> None:
+    def script(prompt: str) -> str:
+        if "does not answer" in prompt:
+            return json.dumps({"questions": ["What is the price of the Kelso ferry?"]})
+        if "follow-up questions" in prompt:
+            again = "What is the price of Kelso ferry?"
+            return json.dumps({"questions": [again, "Who built the Kelso ferry?"]})
+        return _ferries(prompt)
+
+    settings = {"mode": "offline", "min_oos": 3, "extra_rounds": 0, "more_in_scope": 0}
+    _, record = _ferry_run(tmp_path, script=script, **settings)
+    kept = [q.question for q in record.questions if q.label == "out_of_scope"]
+    assert kept == ["What is the price of the Kelso ferry?", "Who built the Kelso ferry?"]
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert reasons["What is the price of Kelso ferry?"] == (
+        "a copy of a question already kept (the same content words)"
+    )
+
+
+def test_an_unstated_question_about_the_subject_need_not_share_a_word_with_its_sentence(
+    tmp_path: Path,
+) -> None:
+    def script(prompt: str) -> str:
+        if "What is this text mainly about" in prompt:
+            return json.dumps({"subject": "the ferries of Kelso and Lanark", "kind": "other"})
+        if "does not answer" in prompt:  # about the subject, not the sentence's ferry (Arlow's, ...)
+            return json.dumps({"questions": ["Who pays the crews of Kelso and Lanark?"]})
+        return _ferries(prompt)
+
+    _, record = _ferry_run(tmp_path, script=script, min_oos=1, extra_rounds=0, more_in_scope=0)
+    assert [q.question for q in record.questions if q.label == "out_of_scope"] == [
+        "Who pays the crews of Kelso and Lanark?"
+    ]
+    _, record = _ferry_run(
+        tmp_path / "before", script=script, subject_moored=False, min_oos=1, extra_rounds=0, more_in_scope=0
+    )
+    assert not [q for q in record.questions if q.label == "out_of_scope"]
+    assert next(d.reason for d in record.dropped if d.label == "out_of_scope") == (
+        "not a usable question: shares no word with its sentence"
+    )
 
 
 def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Path) -> None:

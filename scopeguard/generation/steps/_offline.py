@@ -42,7 +42,7 @@ import re
 from typing import Literal
 
 from scopeguard._sentences import split_sentences
-from scopeguard.detection.read.text import content_stem_set
+from scopeguard.detection.read.text import content_stem_set, content_stems
 from scopeguard.errors import DocumentTooLongError
 from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, FilterRecord, GeneratedQuestion
@@ -73,7 +73,6 @@ from scopeguard.generation.steps._offline_screen import unusable_reason
 __all__ = ["example_index", "generate_offline", "informative_sentences"]
 
 _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
-_MORE_IN_SCOPE = 3  # sentences asked after those while fewer than n_in_scope are kept
 _SENTENCE_WORDS = (8, 45)
 _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
 _SUBJECT_CHARS = 1500  # of the document shown to name its subject (it is named early)
@@ -87,6 +86,7 @@ class _Keeper:
         self.stems = content_stem_set(ctx.doc.text)
         self.kept: list[GeneratedQuestion] = []
         self.dropped: list[DroppedQuestion] = []
+        self.kept_stems: set[frozenset[str]] = set()
         threshold = getattr(ctx.judge, "threshold", 0.5)
         self.min_score = min(float(threshold) + ctx.cfg.oos_margin, 0.999)
 
@@ -128,11 +128,17 @@ class _Keeper:
         sentence: str | None = None,
     ) -> None:
         """Keep or drop one candidate (``source``: the question it was rewritten from; ``sentence``:
-        the sentence it was written from)."""
+        the text it must share a content word with: the sentence it was written from, and with
+        ``subject_moored`` the document's subject)."""
         ctx = self.ctx
         question = standalone(question)
         if not ctx.unique(step, [question], reply_id):
             self._drop(question, "a copy of a question already written", kind, source, None)
+            return
+        stems = frozenset(content_stems(question))
+        if stems in self.kept_stems:  # "What is the price of Roku 3?" after "... of the Roku 3?"
+            reason = "a copy of a question already kept (the same content words)"
+            self._drop(question, reason, kind, source, None)
             return
         bad = degenerate(question) or (unmoored(question, sentence) if sentence else None)
         if bad is None and ctx.cfg.natural_screen:
@@ -165,6 +171,7 @@ class _Keeper:
                 filt,
             )
             return
+        self.kept_stems.add(stems)
         self.kept.append(
             _generated(
                 ctx,
@@ -227,7 +234,9 @@ def example_index(source: str) -> int:
 def informative_sentences(text: str, k: int) -> list[str]:
     """The ``k`` sentences of ``text`` with the most names and numbers (8 to 45 words), in order."""
     sentences = [
-        s for s in split_sentences(text) if _SENTENCE_WORDS[0] <= len(s.split()) <= _SENTENCE_WORDS[1]
+        s
+        for s in split_sentences(text, glued=True)
+        if _SENTENCE_WORDS[0] <= len(s.split()) <= _SENTENCE_WORDS[1]
     ]
     ranked = sorted(range(len(sentences)), key=lambda i: -len(_NAME_OR_NUMBER.findall(sentences[i][1:])))
     return [sentences[i] for i in sorted(ranked[:k])]
@@ -237,14 +246,14 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
     """The kept in-scope questions, every usable candidate (sources if none is kept), and the dropped.
 
     One call per informative sentence (``n_in_scope + 2`` of them): the question it answers; while
-    fewer than ``n_in_scope`` are kept, up to ``_MORE_IN_SCOPE`` more sentences are asked.
+    fewer than ``n_in_scope`` are kept, up to ``more_in_scope`` more sentences are asked.
     """
     kept: list[GeneratedQuestion] = []
     dropped: list[DroppedQuestion] = []
     candidates: list[str] = []
     n = max(ctx.cfg.n_in_scope, 1)
     first = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE)
-    wider = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE + _MORE_IN_SCOPE)
+    wider = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE + ctx.cfg.more_in_scope)
     more = [s for s in wider if s not in first]
     for sentence in first + more:
         if sentence in more and len(kept) >= ctx.cfg.n_in_scope:
@@ -329,14 +338,30 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
     return ("", "") if got is None else got[0]
 
 
+def _unstated_sentences(ctx: DocumentContext, round_: int) -> list[str]:
+    """The sentences round ``round_`` (0: the first) of unstated questions asks about: the
+    ``n_in_scope + 2`` most informative; with ``top_up_new_sentences``, each sampled top-up round
+    the next as many not asked yet, while any are left (the same sentences again gave the same
+    questions: copies)."""
+    k = max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE
+    first = informative_sentences(ctx.doc.text, k)
+    if round_ == 0 or not ctx.cfg.top_up_new_sentences:
+        return first
+    asked = informative_sentences(ctx.doc.text, k * round_)
+    fresh = [s for s in informative_sentences(ctx.doc.text, k * (round_ + 1)) if s not in asked]
+    return fresh or first
+
+
 async def _unstated(
-    ctx: DocumentContext, keeper: _Keeper, sampling: Sampling | None, subject: str, kind: str
+    ctx: DocumentContext, keeper: _Keeper, sampling: Sampling | None, subject: str, kind: str, round_: int = 0
 ) -> None:
     """``unstated_per_sentence`` questions per informative sentence about what it leaves unsaid:
     about ``subject`` (what the document is about) if given, else about what the sentence names;
-    the details hinted at fit ``kind`` where the template has hints for it."""
+    the details hinted at fit ``kind`` where the template has hints for it. With ``subject_moored``
+    a question about the subject is about its sentence even when it shares no word with it."""
     n = ctx.cfg.unstated_per_sentence
-    for sentence in informative_sentences(ctx.doc.text, max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE):
+    for sentence in _unstated_sentences(ctx, round_):
+        moor = f"{sentence}\n{subject}" if subject and ctx.cfg.subject_moored else sentence
         got = await _ask_questions(
             ctx,
             "unstated",
@@ -351,7 +376,7 @@ async def _unstated(
         if got is not None:
             questions, reply = got
             for question in keeper.series(questions, "unstated"):
-                await keeper.consider("unstated", question, "unstated", None, reply.id, sentence=sentence)
+                await keeper.consider("unstated", question, "unstated", None, reply.id, sentence=moor)
 
 
 async def _followup(
@@ -400,7 +425,7 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         if cfg.mode == "perturb":
             await _perturb(ctx, keeper, sources, sampling)
         elif cfg.mode in ("unstated", "offline"):
-            await _unstated(ctx, keeper, sampling, subject, kind)
+            await _unstated(ctx, keeper, sampling, subject, kind, extra)
         else:
             await _followup(ctx, keeper, sources, sampling)
     if extra:

@@ -40,7 +40,7 @@ def unusable_reason(text: str) -> str | None:
         share = sum(w in STOPWORDS for w in words) / len(words)
         if share < _MIN_FUNCTION_SHARE:
             return f"not English: {share:.0%} English function words (English prose has 35-50%)"
-    n = len(split_sentences(text))
+    n = len(split_sentences(text, glued=True))
     if n < MIN_SENTENCES:
         return f"too short: {n} sentence{'s' if n != 1 else ''} (the offline modes need {MIN_SENTENCES})"
     return None
