@@ -525,7 +525,17 @@ def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(wri
     [
         ("What players are mentioned in the other sentence?", "refers to the sentence it was written from"),
         ("Which numbers come from this sentence and the next?", "refers to the sentence it was written from"),
+        ("What type of movie does this sentence describe?", "refers to the sentence it was written from"),
+        (
+            "What is the main point of the sentence about the soup?",
+            "refers to the sentence it was written from",
+        ),
+        (
+            "What is the name of the app that the sentence is referring to?",
+            "refers to the sentence it was written from",
+        ),
         ("What was the length of the sentence handed to the captain?", None),  # a court's sentence
+        ("Why was the sentence of the captain cut to a year?", None),
         ("Which rivers are listed in this text?", None),  # a user may ask about "this text"
     ],
 )

@@ -184,9 +184,12 @@ _SHOWN_UNIT = re.compile(
 
 # what standalone() leaves: "What players are mentioned in the (other) sentence?" has no sense apart
 # from the prompt ("sentence" only: a user may ask about "this text" or "the passage of a bill")
+# (issue #39, read on half I: "What type of movie does this sentence describe?", "What is the main
+# point of the sentence about ...?", "... the app that the sentence is referring to?")
 _SHOWN_SENTENCE = re.compile(
     r"\b(?:in|from)\s+(?:(?:the|this|that)\s+)?(?:(?:other|previous|next|following|given|above|same)\s+)?"
-    r"sentences?\b",
+    r"sentences?\b|\bthis sentence\b"
+    r"|\bthe sentence\s+(?:is\s+)?(?:about|referring|refers|describes?|says?|means?)\b",
     re.IGNORECASE,
 )
 _REFERS = "refers to the sentence it was written from"
