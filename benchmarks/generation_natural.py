@@ -63,6 +63,11 @@ IN_SCOPE = HERE / "results" / "generation_natural_in_scope.json"
 # the runs whose in-scope candidates are labelled (issue #39)
 IN_SCOPE_RUNS = {
     "after-H-off": "the shipped offline generator on half H (its in-scope side is after-H's too)",
+    "after-I": "the offline generator of commit 8c52aa0 (glued stops split, more in-scope sentences) on "
+    "the fresh half I",
+    "after-J": "the offline generator after I's labels (a question naming 'this sentence' unusable) on "
+    "the fresh half J",
+    "after-I-off": "commit d9e27cd's offline generator on half I (the same documents, back to back)",
     "insc-H-dev": "commit 52a9639's in_scope_answer, taken out in the next (each candidate written "
     "after its answer, copied from the sentence; kept only when that answer is the sentence's "
     "words and not in the question), on half H, no filter: Generator(llm, GenerationConfig(mode='followup', "
@@ -93,6 +98,8 @@ REVIEWS_H = 13
 # sentence split, the unstated questions moored to the subject, top-ups on new sentences, more
 # in-scope sentences; reviews alone)
 REVIEWS_I = 13
+# J: a tenth, drawn after I's labels (the screen for a question naming "this sentence"; reviews alone)
+REVIEWS_J = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -126,11 +133,13 @@ RUNS = {
     "after-I-off": "commit d9e27cd (as after-G; no glued split, subject_moored, top_up_new_sentences, "
     "more_in_scope 3), on half I: the same documents as after-I, generated back to back with it "
     "from a checkout of that commit, before either was read",
+    "after-J": "as after-I with a question that names 'this sentence' or 'the sentence about' unusable "
+    "(changed on I's labels; J is fresh)",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,I}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,J}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -138,7 +147,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {h: [] for h in "ABCDEFGHI"}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in "ABCDEFGHIJ"}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -162,6 +171,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("G", reviews, REVIEWS_G),
         ("H", reviews, REVIEWS_H),
         ("I", reviews, REVIEWS_I),
+        ("J", reviews, REVIEWS_J),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -217,6 +227,21 @@ def _to_label(work: Path, run: str) -> None:
     logger.info("wrote %s", path)
 
 
+def _labels(path: Path) -> dict[str, dict[str, Any]]:
+    """The hand labels of ``path`` by question hash, and by document and hash (the same question
+    asked of two documents, "What is the name of the hotel?", has a label for each)."""
+    labels: dict[str, dict[str, Any]] = {}
+    for lab in json.loads(path.read_text(encoding="utf-8")):
+        labels.setdefault(lab["question_sha"], lab)
+        labels[f"{lab['doc_id']}:{lab['question_sha']}"] = lab
+    return labels
+
+
+def _label(labels: dict[str, dict[str, Any]], doc_id: str, question: str) -> dict[str, Any] | None:
+    sha = question_sha(question)
+    return labels.get(f"{doc_id}:{sha}", labels.get(sha))
+
+
 def _share(items: list[bool]) -> float | None:
     return round(sum(items) / len(items), 3) if items else None
 
@@ -231,7 +256,7 @@ def _rows(work: Path, labels: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
             for q in r.questions:
                 if q.label != "out_of_scope":
                     continue
-                lab = labels.get(question_sha(q.question))
+                lab = _label(labels, r.doc_id, q.question)
                 if lab is None:
                     missing += 1
                     continue
@@ -317,7 +342,7 @@ def _signals(work: Path, labels: dict[str, dict[str, Any]], threads: int) -> dic
             ins = [q.question for q in r.questions if q.label == "in_scope"]
             base = statistics.median(_mean_logprob(llm, q) for q in ins) if ins else None
             for q in r.questions:
-                lab = labels.get(question_sha(q.question))
+                lab = _label(labels, r.doc_id, q.question)
                 if q.label != "out_of_scope" or lab is None:
                     continue
                 natural = bool(lab["natural"])
@@ -390,7 +415,7 @@ def _in_scope(
             read += [(q.question, q.filter, False) for q in dropped_here]
             sentences = {q.question: q.true_claim for q in [*r.questions, *r.dropped] if q.true_claim}
             for question, filt, kept in read:
-                lab = labels.get(question_sha(question))
+                lab = _label(labels, r.doc_id, question)
                 item: dict[str, Any] = {
                     "doc_id": r.doc_id,
                     "question_sha": question_sha(question),
@@ -454,7 +479,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=list("ABCDEFGHI"), default="I")
+    ap.add_argument("--half", choices=list("ABCDEFGHIJ"), default="J")
     ap.add_argument("--run", default="after", help="in-scope: comma-separated runs")
     ap.add_argument(
         "--sentence",
@@ -490,12 +515,12 @@ def main() -> None:
     elif args.step == "review":
         _to_label(args.work, args.run)
     elif args.step == "signals":
-        labels = {lab["question_sha"]: lab for lab in json.loads(REVIEW.read_text(encoding="utf-8"))}
+        labels = _labels(REVIEW)
         found = _signals(args.work, labels, threads)
         rows = [{"signal": k, **v} for k, v in found.items()]
         report(rows, {"benchmark": "generation_natural signals", "machine": {"cpu": cpu_model()}}, SIGNALS)
     elif args.step == "in-scope":
-        labels = {lab["question_sha"]: lab for lab in json.loads(IN_SCOPE_REVIEW.read_text(encoding="utf-8"))}
+        labels = _labels(IN_SCOPE_REVIEW)
         found = _in_scope(args.work, args.run.split(","), labels, args.sentence, args.detector)
         # a run not read this time (one written by a version of the generator since changed:
         # insc-H-dev) keeps its recorded row and questions; a run read again keeps what this read
@@ -522,7 +547,7 @@ def main() -> None:
         }
         report(rows, meta, IN_SCOPE)
     else:
-        labels = {lab["question_sha"]: lab for lab in json.loads(REVIEW.read_text(encoding="utf-8"))}
+        labels = _labels(REVIEW)
         rows = [{**row, "cpu": cpu_model()} for row in _rows(args.work, labels)]
         # a run not in --work keeps its recorded rows, and the CPU they were recorded on where noted
         kept, earlier = earlier_rows(args.out, {row["run"] for row in rows})
@@ -545,7 +570,8 @@ def main() -> None:
                 f"reviews, drawn after F's labels fitted the hints to the subject's kind), half H "
                 f"({REVIEWS_H} reviews, drawn after G's labels put the hints in turn and the "
                 f"follow-ups last), half I ({REVIEWS_I} reviews, drawn after H's dropped questions "
-                f"led to more sentences per document); ELOQ's "
+                f"led to more sentences per document), half J ({REVIEWS_J} reviews, drawn after I's "
+                f"labels); ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
                 "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",
