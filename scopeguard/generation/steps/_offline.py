@@ -5,16 +5,19 @@ parameters copy the document instead (issue #28). The offline modes ask them for
 every reply held to a JSON schema (:mod:`._offline_replies`):
 
 1. in-scope candidates: one question for each of the ``n_in_scope + 2`` sentences of the document
-   with the most names and numbers (the sentence alone is shown: shown the whole document, a
-   small model asks the same generic question again and again), kept when they are about that
+   with the most names and numbers, then up to ``more_in_scope`` more while fewer than
+   ``n_in_scope`` are kept (the sentence alone is shown: shown the whole document, a small model
+   asks the same generic question again and again; a stop glued to the next sentence, "it.For",
+   ends one), kept when they are about that
    sentence (not about "the sentence" itself, and sharing a content word with it) and the filter
    finds them answerable (``edit_kind="direct"``, the sentence as ``true_claim``);
-2. ``unstated`` (and ``offline``): for each of the same sentences, ``unstated_per_sentence``
-   questions about what it leaves unsaid (a price, a date, a reason), the sentence shown; with
-   ``unstated_subject``, the model first names what the document is about (one call) and the
-   questions are about that (asked about whatever a sentence names, it asked the price of a
-   square or of a cookie's vanilla flavour); with ``unstated_hints`` it also names the subject's
-   kind, and the details the prompt hints at fit it (a product: its price, its maker);
+2. ``unstated`` (and ``offline``): for each of the first ``n_in_scope + 2`` sentences,
+   ``unstated_per_sentence`` questions about what it leaves unsaid (a price, a date, a reason), the
+   sentence shown; with ``unstated_subject``, the model first names what the document is about
+   (one call) and the questions are about that (asked about whatever a sentence names, it asked the
+   price of a square or of a cookie's vanilla flavour), sharing a word with the sentence or, with
+   ``subject_moored``, the subject; with ``unstated_hints`` it also names the subject's kind, and
+   the details the prompt hints at fit it (a product: its price, its maker);
 3. ``followup`` (and ``offline``): follow-up questions a reader would ask next, written from the
    in-scope questions alone (about the same people and events, often on what the document leaves out);
    in ``offline`` mode, with ``followups_to_top_up``, only for a document the unstated questions
@@ -32,7 +35,9 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    as dropped, with the reason.
 
 A document short of ``min_oos`` kept questions gets up to ``extra_rounds`` sampled rounds (at
-``extra_temperature``) of its mode's source of candidates (``unstated`` for ``offline``).
+``extra_temperature``) of its mode's source of candidates (``unstated`` for ``offline``, each round
+on the next sentences not asked yet with ``top_up_new_sentences``). A candidate with the content
+words of one kept is a copy.
 """
 
 from __future__ import annotations
