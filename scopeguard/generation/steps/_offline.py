@@ -236,15 +236,16 @@ def example_index(source: str) -> int:
     return int(hashlib.sha256(source.encode("utf-8")).hexdigest()[:8], 16)
 
 
-def informative_sentences(text: str, k: int) -> list[str]:
-    """The ``k`` sentences of ``text`` with the most names and numbers (8 to 45 words), in order."""
+def informative_sentences(text: str, k: int, skip: int = 0) -> list[str]:
+    """The ``k`` sentences of ``text`` with the most names and numbers (8 to 45 words) after the
+    ``skip`` with the most, in order."""
     sentences = [
         s
         for s in split_sentences(text, glued=True)
         if _SENTENCE_WORDS[0] <= len(s.split()) <= _SENTENCE_WORDS[1]
     ]
     ranked = sorted(range(len(sentences)), key=lambda i: -len(_NAME_OR_NUMBER.findall(sentences[i][1:])))
-    return [sentences[i] for i in sorted(ranked[:k])]
+    return [sentences[i] for i in sorted(ranked[skip : skip + k])]
 
 
 async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list[str], list[DroppedQuestion]]:
@@ -258,8 +259,7 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
     candidates: list[str] = []
     n = max(ctx.cfg.n_in_scope, 1)
     first = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE)
-    wider = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE + ctx.cfg.more_in_scope)
-    more = [s for s in wider if s not in first]
+    more = informative_sentences(ctx.doc.text, ctx.cfg.more_in_scope, skip=n + _SPARE_IN_SCOPE)
     for sentence in first + more:
         if sentence in more and len(kept) >= ctx.cfg.n_in_scope:
             break
@@ -349,12 +349,8 @@ def _unstated_sentences(ctx: DocumentContext, round_: int) -> list[str]:
     the next as many not asked yet, while any are left (the same sentences again gave the same
     questions: copies)."""
     k = max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE
-    first = informative_sentences(ctx.doc.text, k)
-    if round_ == 0 or not ctx.cfg.top_up_new_sentences:
-        return first
-    asked = informative_sentences(ctx.doc.text, k * round_)
-    fresh = [s for s in informative_sentences(ctx.doc.text, k * (round_ + 1)) if s not in asked]
-    return fresh or first
+    fresh = informative_sentences(ctx.doc.text, k, skip=k * round_) if ctx.cfg.top_up_new_sentences else []
+    return fresh or informative_sentences(ctx.doc.text, k)
 
 
 async def _unstated(
