@@ -100,6 +100,14 @@ REVIEWS_H = 13
 REVIEWS_I = 13
 # J: a tenth, drawn after I's labels (the screen for a question naming "this sentence"; reviews alone)
 REVIEWS_J = 13
+# K: an eleventh, drawn after J's labels led to filling a short document from within the filter's
+# margin (reviews alone)
+REVIEWS_K = 13
+# L: a twelfth, drawn with K (before K was read; generated after K's labels changed the overlap
+# rule for unstated questions, four-word questions that name something, and two mended slips)
+REVIEWS_L = 13
+# M: a thirteenth, drawn after K's labels, for the same generator as L on 26 documents
+REVIEWS_M = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -135,11 +143,18 @@ RUNS = {
     "from a checkout of that commit, before either was read",
     "after-J": "as after-I with a question that names 'this sentence' or 'the sentence about' unusable "
     "(changed on I's labels; J is fresh)",
+    "after-K": "as after-J with a document short of min_oos out-of-scope or n_in_scope in-scope "
+    "questions filled from the candidates within the filter's margin (fill_from_margin; changed on "
+    "J's per-document counts; K is fresh)",
+    "after-L": "as after-K with the overlap rule not counting the details an unstated question asks "
+    "for (overlap_skips_details), four-word questions that name something long enough, and 'What is "
+    "the director of' / 'Where is the location of' mended (changed on K's labels; L is fresh)",
+    "after-M": "as after-L, on half M (drawn after K's labels; M is fresh)",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,J}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,M}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -147,7 +162,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {h: [] for h in "ABCDEFGHIJ"}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in "ABCDEFGHIJKLM"}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -172,6 +187,9 @@ def _corpus(work: Path, seed: int) -> None:
         ("H", reviews, REVIEWS_H),
         ("I", reviews, REVIEWS_I),
         ("J", reviews, REVIEWS_J),
+        ("K", reviews, REVIEWS_K),
+        ("L", reviews, REVIEWS_L),
+        ("M", reviews, REVIEWS_M),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -261,6 +279,8 @@ def _rows(work: Path, labels: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
                     missing += 1
                     continue
                 by_kind[str(q.edit_kind)].append(lab)
+                if q.filled:  # kept from within the filter's margin (fill_from_margin)
+                    by_kind["filled"].append(lab)
                 by_kind["all"].append(lab)
         seconds = [r.seconds for r in records]
         for kind, labs in sorted(by_kind.items(), key=lambda kv: (kv[0] == "all", kv[0])):
@@ -292,9 +312,28 @@ def _rows(work: Path, labels: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
                     if kind == "all" and seconds
                     else None,
                     "seconds_per_doc_max": round(max(seconds), 1) if kind == "all" and seconds else None,
+                    **(_filled(records) if kind == "all" else {}),
                 }
             )
     return rows
+
+
+def _filled(records: list[DocumentRecord]) -> dict[str, int]:
+    """How many questions a run kept from within the filter's margin, and how many documents meet
+    the counts without them (what the same run gives with fill_from_margin off)."""
+
+    def count(r: DocumentRecord, label: str, filled: bool) -> int:
+        return sum(q.label == label and (filled or not q.filled) for q in r.questions)
+
+    return {
+        "filled_out_of_scope": sum(count(r, "out_of_scope", True) for r in records)
+        - sum(count(r, "out_of_scope", False) for r in records),
+        "filled_in_scope": sum(count(r, "in_scope", True) for r in records)
+        - sum(count(r, "in_scope", False) for r in records),
+        "docs_with_3_in_2_out_unfilled": sum(
+            count(r, "in_scope", False) >= 3 and count(r, "out_of_scope", False) >= 2 for r in records
+        ),
+    }
 
 
 # the reading model asked whether a question is natural (the two wordings tried)
@@ -479,7 +518,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=list("ABCDEFGHIJ"), default="J")
+    ap.add_argument("--half", choices=list("ABCDEFGHIJKLM"), default="M")
     ap.add_argument("--run", default="after", help="in-scope: comma-separated runs")
     ap.add_argument(
         "--sentence",
@@ -571,7 +610,10 @@ def main() -> None:
                 f"({REVIEWS_H} reviews, drawn after G's labels put the hints in turn and the "
                 f"follow-ups last), half I ({REVIEWS_I} reviews, drawn after H's dropped questions "
                 f"led to more sentences per document), half J ({REVIEWS_J} reviews, drawn after I's "
-                f"labels); ELOQ's "
+                f"labels), half K ({REVIEWS_K} reviews, drawn after J's per-document counts led to "
+                f"filling from within the filter's margin), half L ({REVIEWS_L} reviews, drawn with K, "
+                f"generated after K's labels), half M ({REVIEWS_M} reviews, drawn after K's labels); "
+                f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
                 "model": f"{MODEL} (writer), the auto filter (packaged logprob detector)",

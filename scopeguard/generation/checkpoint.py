@@ -77,7 +77,8 @@ class GeneratedQuestion(_Frozen):
     The paper's modes fill the claim fields; the offline modes fill ``edit_kind`` (an edit kind of
     :data:`~scopeguard.generation.config.EDIT_KINDS`, ``"unstated"``, ``"followup"`` or
     ``"direct"`` for an in-scope question), ``source_question`` (the in-scope question it was made
-    from) and ``overlap`` (the share of its content words found in the document).
+    from), ``overlap`` (the share of its content words found in the document) and ``filled``
+    (``True``: kept from within the filter's margin to bring a short document up to its minimum).
     """
 
     id: str
@@ -94,6 +95,9 @@ class GeneratedQuestion(_Frozen):
     edit_kind: str | None = None
     source_question: str | None = None
     overlap: float | None = None
+    # kept only to bring a short document up to its minimum, from within the filter's margin
+    # (GenerationConfig.fill_from_margin); None for every other question
+    filled: bool | None = None
 
     def to_row(self, *, mode: str, model: str) -> dict[str, Any]:
         """The questions.jsonl row: the canonical fields, then provenance as extra fields."""
@@ -103,6 +107,7 @@ class GeneratedQuestion(_Frozen):
                 ("edit_kind", self.edit_kind),
                 ("source_question", self.source_question),
                 ("overlap", self.overlap),
+                ("filled", self.filled),
             )
             if v is not None
         }

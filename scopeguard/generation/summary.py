@@ -42,6 +42,9 @@ class RunSummary(BaseModel):
     # documents an offline mode found unusable (empty, one sentence, not English, longer than the
     # model's context): no questions, a reason in their checkpoints (``error``)
     docs_unusable: int = 0
+    # kept questions of either label taken from within the filter's margin to bring a short
+    # document up to its minimum (GenerationConfig.fill_from_margin), counted in the totals above
+    filled: int = 0
     usage_run: Usage
     usage_total: Usage
     cost_usd_run: float | None
@@ -68,7 +71,13 @@ class RunSummary(BaseModel):
             ),
             (
                 "questions",
-                f"{self.oos_kept} out-of-scope kept, {self.oos_filtered} filtered, {self.in_scope} in-scope",
+                f"{self.oos_kept} out-of-scope kept, {self.oos_filtered} filtered, {self.in_scope} in-scope"
+                + (
+                    f" ({self.filled} kept from within the filter's margin to fill short documents: "
+                    "provenance.filled)"
+                    if self.filled
+                    else ""
+                ),
             ),
             (
                 "coverage",
@@ -115,6 +124,7 @@ def summarize(
         usage_total += r.total_usage
         n[r.status] += 1
         n.update(q.label for q in r.questions)
+        n["filled"] += sum(bool(q.filled) for q in r.questions)
         n["dropped"] += len(r.dropped)
         if r.status == "done":
             has_oos, has_ins = r.count("out_of_scope") > 0, r.count("in_scope") > 0
@@ -140,6 +150,7 @@ def summarize(
         docs_without_oos=n["docs_without_oos"],
         docs_without_in_scope=n["docs_without_in_scope"],
         docs_unusable=n["skipped"],
+        filled=n["filled"],
         usage_run=usage_run,
         usage_total=usage_total,
         cost_usd_run=cost(usage_run),

@@ -176,7 +176,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     saved = json.loads((tmp_path / "run.json").read_text())
     for field in ("followups_to_top_up", "unstated_subject", "unstated_hints"):  # as an earlier
         del saved[field]  # version wrote it
-    for field in ("subject_moored", "top_up_new_sentences", "more_in_scope"):  # and older
+    older = ("subject_moored", "top_up_new_sentences", "more_in_scope", "fill_from_margin")
+    for field in (*older, "overlap_skips_details"):  # and older
         del saved[field]
     (tmp_path / "run.json").write_text(json.dumps(saved))
     gen, _ = _generator(offline)
@@ -196,6 +197,13 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match="more_in_scope: 3 -> 6"):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    # one saved before a short document was filled from within the filter's margin
+    newest = {**newer, "subject_moored": True, "top_up_new_sentences": True, "more_in_scope": 6}
+    (tmp_path / "run.json").write_text(json.dumps(newest))
+    gen, _ = _generator(offline)
+    changed = "overlap_skips_details: False -> True; fill_from_margin: False -> True"
+    with pytest.raises(ConfigurationError, match=changed):
+        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (tmp_path / "run.json").write_text(json.dumps(saved))
     # with the settings it ran with, it resumes
     old = offline.model_copy(
@@ -206,6 +214,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "subject_moored": False,
             "top_up_new_sentences": False,
             "more_in_scope": 3,
+            "fill_from_margin": False,
+            "overlap_skips_details": False,
         }
     )
     gen, _ = _generator(old)
@@ -752,3 +762,153 @@ def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Pat
     assert not {q.question for q in record.questions} & set(series)
     reasons = {d.question: d.reason for d in record.dropped}
     assert all("an enumeration" in reasons[q] for q in series)
+
+
+# P(out of scope) of the unstated questions about the first five ferries (threshold 0.5, margin 0.25)
+FILL_SCORES = {
+    "Who owns the Arlow ferry company?": 0.95,  # kept
+    "Who owns the Bexley ferry company?": 0.7,  # within the margin; a copy of Corran's once kept
+    "Who runs the Bexley ferry company?": 0.72,  # within the margin, the most confident
+    "What does a ticket on the Dunmore ferry cost?": 0.6,  # within the margin
+    "Who owns the Elston ferry company?": 0.3,  # answerable: never filled
+}
+
+
+def _fill_script(prompt: str) -> str:
+    if "does not answer" in prompt:
+        town = next(t for t in TOWNS if t in prompt.split("Sentence", 1)[-1])
+        question = next((q for q in FILL_SCORES if town in q), None)
+        if town == "Corran":
+            question = "Who runs the Bexley ferry company?"
+        return json.dumps({"questions": [question or f"Who owns the {town} ferry company?"]})
+    return _ferries(prompt)
+
+
+def _fill_run(path: Path, score, **settings: Any) -> Any:  # type: ignore[no-untyped-def]
+    llm = ScriptedChatModel(_fill_script, model="fake")
+    config = CONFIG.model_copy(update={"mode": "unstated", "extra_rounds": 0, "more_in_scope": 0, **settings})
+    gen = Generator(llm, config=config, judge=ScriptedDetector(score), concurrency=1, progress=False)
+    summary = gen.run([{"doc_id": "ferries", "text": GLUED}], path, length_rule=RULE)
+    record = CheckpointStore(path).load_all()["ferries"]
+    assert summary.filled == sum(bool(q.filled) for q in record.questions)
+    if summary.filled:
+        assert f"({summary.filled} kept from within the filter's margin" in summary.table()
+    else:
+        assert "within the filter's margin" not in summary.table()
+    return record
+
+
+def test_a_document_short_of_min_oos_keeps_the_most_confident_within_the_margin(tmp_path: Path) -> None:
+    record = _fill_run(tmp_path, lambda q: FILL_SCORES.get(q, 0.1), min_oos=3)
+    kept = [(q.question, q.filled) for q in record.questions if q.label == "out_of_scope"]
+    assert kept == [
+        ("Who owns the Arlow ferry company?", None),
+        ("Who runs the Bexley ferry company?", True),
+        ("What does a ticket on the Dunmore ferry cost?", True),
+    ]
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert reasons["Who owns the Bexley ferry company?"].startswith("filter: out of scope within the margin")
+    assert "Who runs the Bexley ferry company?" not in reasons  # kept, no longer dropped
+    assert reasons["Who owns the Elston ferry company?"] == "filter: answerable from the document"
+    assert any(i.step == "fill_from_margin" for i in record.issues)
+    rows = [json.loads(line) for line in (tmp_path / "questions.jsonl").read_text().splitlines()]
+    assert [r["provenance"].get("filled") for r in rows if r["label"] == "out_of_scope"] == [None, True, True]
+    # enough kept without them: nothing is filled
+    record = _fill_run(tmp_path / "enough", lambda q: FILL_SCORES.get(q, 0.1), min_oos=1)
+    assert [q.question for q in record.questions if q.label == "out_of_scope"] == [
+        "Who owns the Arlow ferry company?"
+    ]
+    # switched off, the document stays short
+    record = _fill_run(tmp_path / "off", lambda q: FILL_SCORES.get(q, 0.1), min_oos=3, fill_from_margin=False)
+    assert [q.question for q in record.questions if q.label == "out_of_scope"] == [
+        "Who owns the Arlow ferry company?"
+    ]
+
+
+def test_a_document_short_of_in_scope_questions_keeps_the_least_doubted_within_the_margin(
+    tmp_path: Path,
+) -> None:
+    doubt = {"Arlow": 0.1, "Bexley": 0.7, "Corran": 0.6, "Dunmore": 0.9}  # Dunmore's beyond the margin
+
+    def score(question: str) -> float:
+        town = next((t for t in doubt if f"from {t} leave" in question), None)
+        return doubt[town] if town else 0.99
+
+    record = _fill_run(tmp_path, score, min_oos=0)
+    kept = [(q.question, q.filled) for q in record.questions if q.label == "in_scope"]
+    assert kept == [
+        ("When does the ferry from Arlow leave the harbour?", None),
+        ("When does the ferry from Corran leave the harbour?", True),
+        ("When does the ferry from Bexley leave the harbour?", True),
+    ]
+    assert [q.true_claim for q in record.questions if q.filled] == [
+        "The ferry from Corran leaves the harbour every morning at a fixed hour.",
+        "The ferry from Bexley leaves the harbour every morning at a fixed hour.",
+    ]
+    record = _fill_run(tmp_path / "off", score, min_oos=0, fill_from_margin=False)
+    assert [q.question for q in record.questions if q.label == "in_scope"] == [
+        "When does the ferry from Arlow leave the harbour?"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("question", "reason"),
+    [
+        ("What is Sheraton's address?", None),  # four words that name something
+        ("When was it published?", "too short (4 words)"),
+        ("Who wrote the book?", "too short (4 words)"),
+        ("What is Sheraton?", "too short (3 words)"),
+    ],
+)
+def test_a_four_word_question_is_long_enough_when_it_names_something(
+    question: str, reason: str | None
+) -> None:
+    from scopeguard.generation.steps._natural import degenerate
+
+    assert degenerate(question) == reason
+
+
+def test_the_overlap_rule_does_not_count_the_details_an_unstated_question_asks_for(tmp_path: Path) -> None:
+    far = "How far is the Kelso ferry from the city centre?"  # 2 of 5 content words in the document
+
+    def script(prompt: str) -> str:
+        if "does not answer" in prompt:
+            return json.dumps({"questions": [far]})
+        return _ferries(prompt)
+
+    settings = {"mode": "unstated", "min_oos": 1, "extra_rounds": 0, "more_in_scope": 0}
+    _, record = _ferry_run(tmp_path, script=script, **settings)
+    assert [q.question for q in record.questions if q.label == "out_of_scope"] == [far]
+    _, record = _ferry_run(tmp_path / "before", script=script, overlap_skips_details=False, **settings)
+    assert not [q for q in record.questions if q.label == "out_of_scope"]
+    assert next(d.reason for d in record.dropped if d.question == far).startswith("off-topic: 40%")
+
+
+@pytest.mark.parametrize("kind", ["product", "place", "book", "film", ""])
+def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips(kind: str) -> None:
+    from scopeguard.detection.read.text import content_stems
+    from scopeguard.generation.steps._natural import DETAIL_STEMS
+    from scopeguard.prompts import render
+
+    prompt = render(
+        "gen_unstated_question", sentence="Fine.", n=2, subject="the hotel", kind=kind, firm=False
+    )
+    hints = prompt.split("such as ", 1)[1].split(", never", 1)[0]
+    assert set(content_stems(hints)) - {"its"} <= DETAIL_STEMS, hints
+
+
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        ("What is the director of the film?", "Who is the director of the film?"),
+        ("What was the author of Quiet?", "Who was the author of Quiet?"),
+        ("Where is the location of the BART?", "Where is the BART?"),
+        ("What is the director's name?", "What is the director's name?"),
+        ("What is the publisher of Quiet?", "What is the publisher of Quiet?"),  # may be a firm
+        ("What is the directory of the files?", "What is the directory of the files?"),
+    ],
+)
+def test_a_slip_no_person_would_make_is_mended(written: str, kept: str) -> None:
+    from scopeguard.generation.steps._natural import standalone
+
+    assert standalone(written) == kept

@@ -30,14 +30,20 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    with ``natural_screen``, nothing :func:`~._natural.unnatural` finds: a prompt example's phrase,
    a question to the document's writer, two questions in one, one of a reply's enumeration: "the
    person's second / third / fourth thought"), at least ``min_overlap`` of its
-   content words occur in the document (it is confusing, not off-topic) and the filter finds it out
+   content words occur in the document (it is confusing, not off-topic; with
+   ``overlap_skips_details`` an unstated question's details, a price or an address, do not count)
+   and the filter finds it out
    of scope with P(out of scope) at least its threshold plus ``oos_margin``; the rest are recorded
    as dropped, with the reason.
 
 A document short of ``min_oos`` kept questions gets up to ``extra_rounds`` sampled rounds (at
 ``extra_temperature``) of its mode's source of candidates (``unstated`` for ``offline``, each round
 on the next sentences not asked yet with ``top_up_new_sentences``). A candidate with the content
-words of one kept is a copy.
+words of one kept is a copy. With ``fill_from_margin``, a document still short of ``min_oos`` then
+keeps the out-of-scope candidates dropped only for the margin, most confident first (none sharing
+half its content words with one kept), and one short of ``n_in_scope`` in-scope questions keeps
+the in-scope candidates the filter doubted within the margin, least doubted first; each is marked
+``filled``.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, Fi
 from scopeguard.generation.steps._context import DocumentContext, Sampling, words
 from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._natural import (
+    DETAIL_STEMS,
     degenerate,
     enumerations,
     overlap,
@@ -81,6 +88,7 @@ _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter d
 _SENTENCE_WORDS = (8, 45)
 _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
 _SUBJECT_CHARS = 1500  # of the document shown to name its subject (it is named early)
+_FILL_COPY = 0.5  # a filled candidate sharing this share of its content words with one kept is a copy
 
 
 class _Keeper:
@@ -92,6 +100,9 @@ class _Keeper:
         self.kept: list[GeneratedQuestion] = []
         self.dropped: list[DroppedQuestion] = []
         self.kept_stems: set[frozenset[str]] = set()
+        # dropped only for the margin: (P(out of scope), the record, its reply, its overlap, its
+        # content words)
+        self.within: list[tuple[float, DroppedQuestion, str, float, frozenset[str]]] = []
         threshold = getattr(ctx.judge, "threshold", 0.5)
         self.min_score = min(float(threshold) + ctx.cfg.oos_margin, 0.999)
 
@@ -151,7 +162,8 @@ class _Keeper:
         if bad is not None:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
-        share = overlap(question, self.stems)
+        details = DETAIL_STEMS if kind == "unstated" and ctx.cfg.overlap_skips_details else frozenset()
+        share = overlap(question, self.stems, details)
         if share < ctx.cfg.min_overlap:
             self._drop(
                 question,
@@ -175,11 +187,25 @@ class _Keeper:
                 source,
                 filt,
             )
+            self.within.append((filt.score, self.dropped[-1], reply_id, share, stems))
             return
+        self._keep(question, kind, source, reply_id, filt, share, stems)
+
+    def _keep(
+        self,
+        question: str,
+        kind: str,
+        source: str | None,
+        reply_id: str,
+        filt: FilterRecord | None,
+        share: float,
+        stems: frozenset[str],
+        filled: bool | None = None,
+    ) -> None:
         self.kept_stems.add(stems)
         self.kept.append(
             _generated(
-                ctx,
+                self.ctx,
                 question,
                 "out_of_scope",
                 len(self.kept),
@@ -188,8 +214,37 @@ class _Keeper:
                 edit_kind=kind,
                 source_question=source,
                 overlap=round(share, 4),
+                filled=filled,
             )
         )
+
+    def fill(self, minimum: int) -> int:
+        """Keep candidates dropped only for the margin, most confident first, until ``minimum`` are
+        kept; one sharing half its content words with one kept is passed over (a reworded copy:
+        "Where can I find ..." after "Where can I buy ..."). Returns how many were kept so."""
+        added = 0
+        for _, dropped, reply_id, share, stems in sorted(self.within, key=lambda w: -w[0]):
+            if len(self.kept) >= minimum:
+                break
+            if any(_jaccard(stems, other) >= _FILL_COPY for other in self.kept_stems):
+                continue
+            self.dropped = [d for d in self.dropped if d is not dropped]
+            self._keep(
+                dropped.question,
+                dropped.edit_kind or "",
+                dropped.source_question,
+                reply_id,
+                dropped.filter,
+                share,
+                stems,
+                filled=True,
+            )
+            added += 1
+        return added
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def _generated(
@@ -258,6 +313,9 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
     dropped: list[DroppedQuestion] = []
     candidates: list[str] = []
     n = max(ctx.cfg.n_in_scope, 1)
+    ceiling = min(float(getattr(ctx.judge, "threshold", 0.5)) + ctx.cfg.oos_margin, 0.999)
+    # found out of scope within the margin: (P(out of scope), the record, its reply)
+    within: list[tuple[float, DroppedQuestion, str]] = []
     first = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE)
     more = informative_sentences(ctx.doc.text, ctx.cfg.more_in_scope, skip=n + _SPARE_IN_SCOPE)
     for sentence in first + more:
@@ -294,10 +352,29 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
                     true_claim=sentence,
                 )
             )
+            score = filt.score if filt is not None and filt.label == "out_of_scope" else None
+            if score is not None and score < ceiling:
+                within.append((score, dropped[-1], reply.id))
             continue
         kept.append(
             _generated(
                 ctx, question, "in_scope", len(kept), reply.id, filt, edit_kind="direct", true_claim=sentence
+            )
+        )
+    short = max(ctx.cfg.n_in_scope - len(kept), 0) if ctx.cfg.fill_from_margin else 0
+    for _, record, reply_id in sorted(within, key=lambda w: w[0])[:short]:
+        dropped = [d for d in dropped if d is not record]
+        kept.append(
+            _generated(
+                ctx,
+                record.question,
+                "in_scope",
+                len(kept),
+                reply_id,
+                record.filter,
+                edit_kind="direct",
+                true_claim=record.true_claim,
+                filled=True,
             )
         )
     return kept, candidates, dropped
@@ -429,6 +506,16 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
             await _unstated(ctx, keeper, sampling, subject, kind, extra)
         else:
             await _followup(ctx, keeper, sources, sampling)
+    filled = keeper.fill(cfg.min_oos) if cfg.fill_from_margin else 0
+    filled_in = sum(bool(q.filled) for q in in_scope)
+    if filled or filled_in:
+        ctx.note(
+            "fill_from_margin",
+            "fill",
+            accepted=True,
+            detail=f"kept {filled} out-of-scope and {filled_in} in-scope question(s) from within the "
+            f"filter's margin for at least {cfg.min_oos} and {cfg.n_in_scope}",
+        )
     if extra:
         ctx.note(
             "extra_rounds",
