@@ -106,7 +106,7 @@ REVIEWS_K = 13
 # L: a twelfth, drawn with K (before K was read; generated after K's labels changed the overlap
 # rule for unstated questions, four-word questions that name something, and two mended slips)
 REVIEWS_L = 13
-# M: a thirteenth, drawn after K's labels, for the same generator as L on 26 documents
+# M: a thirteenth, drawn after K's labels, generated after L's labels led to the copy rule
 REVIEWS_M = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
@@ -149,7 +149,8 @@ RUNS = {
     "after-L": "as after-K with the overlap rule not counting the details an unstated question asks "
     "for (overlap_skips_details), four-word questions that name something long enough, and 'What is "
     "the director of' / 'Where is the location of' mended (changed on K's labels; L is fresh)",
-    "after-M": "as after-L, on half M (drawn after K's labels; M is fresh)",
+    "after-M": "as after-L with a question asking the same detail of the same thing as one kept a "
+    "copy (copies_by_detail; changed on L's labels; M is fresh)",
 }
 
 
@@ -313,6 +314,10 @@ def _rows(work: Path, labels: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
                     else None,
                     "seconds_per_doc_max": round(max(seconds), 1) if kind == "all" and seconds else None,
                     **(_filled(records) if kind == "all" else {}),
+                    # labelled a rewording of another kept question of its document (from half K)
+                    "copies": sum(bool(lab.get("copy")) for lab in labs)
+                    if any("copy" in lab for lab in labs)
+                    else None,
                 }
             )
     return rows
@@ -612,7 +617,8 @@ def main() -> None:
                 f"led to more sentences per document), half J ({REVIEWS_J} reviews, drawn after I's "
                 f"labels), half K ({REVIEWS_K} reviews, drawn after J's per-document counts led to "
                 f"filling from within the filter's margin), half L ({REVIEWS_L} reviews, drawn with K, "
-                f"generated after K's labels), half M ({REVIEWS_M} reviews, drawn after K's labels); "
+                f"generated after K's labels), half M ({REVIEWS_M} reviews, drawn after K's labels, "
+                f"generated after L's); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",

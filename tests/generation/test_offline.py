@@ -177,7 +177,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     for field in ("followups_to_top_up", "unstated_subject", "unstated_hints"):  # as an earlier
         del saved[field]  # version wrote it
     older = ("subject_moored", "top_up_new_sentences", "more_in_scope", "fill_from_margin")
-    for field in (*older, "overlap_skips_details"):  # and older
+    for field in (*older, "overlap_skips_details", "copies_by_detail"):  # and older
         del saved[field]
     (tmp_path / "run.json").write_text(json.dumps(saved))
     gen, _ = _generator(offline)
@@ -201,7 +201,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     newest = {**newer, "subject_moored": True, "top_up_new_sentences": True, "more_in_scope": 6}
     (tmp_path / "run.json").write_text(json.dumps(newest))
     gen, _ = _generator(offline)
-    changed = "overlap_skips_details: False -> True; fill_from_margin: False -> True"
+    changed = "overlap_skips_details: False -> True; copies_by_detail: False -> True; fill_from_margin"
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (tmp_path / "run.json").write_text(json.dumps(saved))
@@ -216,6 +216,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "more_in_scope": 3,
             "fill_from_margin": False,
             "overlap_skips_details": False,
+            "copies_by_detail": False,
         }
     )
     gen, _ = _generator(old)
@@ -768,7 +769,7 @@ def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Pat
 FILL_SCORES = {
     "Who owns the Arlow ferry company?": 0.95,  # kept
     "Who owns the Bexley ferry company?": 0.7,  # within the margin; a copy of Corran's once kept
-    "Who runs the Bexley ferry company?": 0.72,  # within the margin, the most confident
+    "Who owns the Bexley ferry?": 0.72,  # within the margin, the most confident
     "What does a ticket on the Dunmore ferry cost?": 0.6,  # within the margin
     "Who owns the Elston ferry company?": 0.3,  # answerable: never filled
 }
@@ -779,7 +780,7 @@ def _fill_script(prompt: str) -> str:
         town = next(t for t in TOWNS if t in prompt.split("Sentence", 1)[-1])
         question = next((q for q in FILL_SCORES if town in q), None)
         if town == "Corran":
-            question = "Who runs the Bexley ferry company?"
+            question = "Who owns the Bexley ferry?"
         return json.dumps({"questions": [question or f"Who owns the {town} ferry company?"]})
     return _ferries(prompt)
 
@@ -803,12 +804,12 @@ def test_a_document_short_of_min_oos_keeps_the_most_confident_within_the_margin(
     kept = [(q.question, q.filled) for q in record.questions if q.label == "out_of_scope"]
     assert kept == [
         ("Who owns the Arlow ferry company?", None),
-        ("Who runs the Bexley ferry company?", True),
+        ("Who owns the Bexley ferry?", True),
         ("What does a ticket on the Dunmore ferry cost?", True),
     ]
     reasons = {d.question: d.reason for d in record.dropped}
     assert reasons["Who owns the Bexley ferry company?"].startswith("filter: out of scope within the margin")
-    assert "Who runs the Bexley ferry company?" not in reasons  # kept, no longer dropped
+    assert "Who owns the Bexley ferry?" not in reasons  # kept, no longer dropped
     assert reasons["Who owns the Elston ferry company?"] == "filter: answerable from the document"
     assert any(i.step == "fill_from_margin" for i in record.issues)
     rows = [json.loads(line) for line in (tmp_path / "questions.jsonl").read_text().splitlines()]
@@ -912,3 +913,31 @@ def test_a_slip_no_person_would_make_is_mended(written: str, kept: str) -> None:
     from scopeguard.generation.steps._natural import standalone
 
     assert standalone(written) == kept
+
+
+def test_a_question_asking_the_same_detail_of_the_same_thing_as_one_kept_is_a_copy(tmp_path: Path) -> None:
+    asked = [
+        "What is the price of the Kelso ferry today?",
+        "What is the price of the ferry today?",  # the same detail of the same thing, fewer words
+        "Who built the Kelso ferry today?",  # another detail
+        "What is the price of the Lanark ferry today?",  # another thing
+        "What is the price range of the Kelso ferry today?",  # the same detail, more words
+    ]
+
+    def script(prompt: str) -> str:
+        if "does not answer" in prompt:
+            return json.dumps({"questions": asked[:1]})
+        if "follow-up questions" in prompt:
+            return json.dumps({"questions": asked[1:]})
+        return _ferries(prompt)
+
+    settings = {"mode": "offline", "min_oos": 9, "extra_rounds": 0, "more_in_scope": 0, "followups": 4}
+    _, record = _ferry_run(tmp_path, script=script, **settings)
+    kept = [q.question for q in record.questions if q.label == "out_of_scope"]
+    assert kept == [asked[0], asked[2], asked[3]]
+    reasons = {d.question: d.reason for d in record.dropped}
+    copy = "a copy of a question already kept (the same detail of the same thing)"
+    assert reasons[asked[1]] == reasons[asked[4]] == copy
+    _, record = _ferry_run(tmp_path / "before", script=script, copies_by_detail=False, **settings)
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert not any(reasons[q].startswith("a copy") for q in (asked[1], asked[4]))  # off-topic, here

@@ -88,7 +88,6 @@ _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter d
 _SENTENCE_WORDS = (8, 45)
 _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
 _SUBJECT_CHARS = 1500  # of the document shown to name its subject (it is named early)
-_FILL_COPY = 0.5  # a filled candidate sharing this share of its content words with one kept is a copy
 
 
 class _Keeper:
@@ -152,9 +151,9 @@ class _Keeper:
             self._drop(question, "a copy of a question already written", kind, source, None)
             return
         stems = frozenset(content_stems(question))
-        if stems in self.kept_stems:  # "What is the price of Roku 3?" after "... of the Roku 3?"
-            reason = "a copy of a question already kept (the same content words)"
-            self._drop(question, reason, kind, source, None)
+        copy = self._copy(stems)
+        if copy is not None:
+            self._drop(question, f"a copy of a question already kept ({copy})", kind, source, None)
             return
         bad = degenerate(question) or (unmoored(question, sentence) if sentence else None)
         if bad is None and ctx.cfg.natural_screen:
@@ -218,15 +217,38 @@ class _Keeper:
             )
         )
 
+    def _copy(self, stems: frozenset[str]) -> str | None:
+        """How a question with content words ``stems`` copies one kept, or ``None``.
+
+        The same content words ("What is the price of Roku 3?" after "... of the Roku 3?"); with
+        ``copies_by_detail``, also the same detail of the same thing: the words of one not in the
+        document (the detail asked for) are among the other's, and so are its words in the
+        document (the thing asked about): "What is the price of Roku?" after "What is the price of
+        the Roku 3?", "Who is the director of the movie?" after "What is the name of the director of
+        the movie?"; not "Where can I buy the Roku 3?" (another detail) or "What is the price of the
+        palm support?" after "... of this keyboard?" (another thing).
+        """
+        if stems in self.kept_stems:
+            return "the same content words"
+        if not self.ctx.cfg.copies_by_detail:
+            return None
+        asked, about = stems - self.stems, stems & self.stems
+        for other in self.kept_stems:
+            o_asked, o_about = other - self.stems, other & self.stems
+            if bool(asked) != bool(o_asked):
+                continue
+            if (asked <= o_asked or o_asked <= asked) and (about <= o_about or o_about <= about):
+                return "the same detail of the same thing"
+        return None
+
     def fill(self, minimum: int) -> int:
         """Keep candidates dropped only for the margin, most confident first, until ``minimum`` are
-        kept; one sharing half its content words with one kept is passed over (a reworded copy:
-        "Where can I find ..." after "Where can I buy ..."). Returns how many were kept so."""
+        kept, passing over a copy of one kept (:meth:`_copy`). Returns how many were kept so."""
         added = 0
         for _, dropped, reply_id, share, stems in sorted(self.within, key=lambda w: -w[0]):
             if len(self.kept) >= minimum:
                 break
-            if any(_jaccard(stems, other) >= _FILL_COPY for other in self.kept_stems):
+            if self._copy(stems) is not None:
                 continue
             self.dropped = [d for d in self.dropped if d is not dropped]
             self._keep(
@@ -241,10 +263,6 @@ class _Keeper:
             )
             added += 1
         return added
-
-
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def _generated(
