@@ -545,6 +545,10 @@ def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(wri
             "What is the name of the app that the sentence is referring to?",
             "refers to the sentence it was written from",
         ),
+        (
+            "What color is the fruit that the sentence is describing?",  # read on half M
+            "refers to the sentence it was written from",
+        ),
         ("What was the length of the sentence handed to the captain?", None),  # a court's sentence
         ("Why was the sentence of the captain cut to a year?", None),
         ("Which rivers are listed in this text?", None),  # a user may ask about "this text"

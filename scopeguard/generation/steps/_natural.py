@@ -190,7 +190,7 @@ _SHOWN_UNIT = re.compile(
 _SHOWN_SENTENCE = re.compile(
     r"\b(?:in|from)\s+(?:(?:the|this|that)\s+)?(?:(?:other|previous|next|following|given|above|same)\s+)?"
     r"sentences?\b|\bthis sentence\b"
-    r"|\bthe sentence\s+(?:is\s+)?(?:about|referring|refers|describes?|says?|means?)\b",
+    r"|\bthe sentence\s+(?:is\s+)?(?:about|referring|refers|describ(?:es|ing|e)|say(?:s|ing)?|means?)\b",
     re.IGNORECASE,
 )
 _REFERS = "refers to the sentence it was written from"

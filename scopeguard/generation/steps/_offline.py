@@ -39,11 +39,12 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
 A document short of ``min_oos`` kept questions gets up to ``extra_rounds`` sampled rounds (at
 ``extra_temperature``) of its mode's source of candidates (``unstated`` for ``offline``, each round
 on the next sentences not asked yet with ``top_up_new_sentences``). A candidate with the content
-words of one kept is a copy. With ``fill_from_margin``, a document still short of ``min_oos`` then
-keeps the out-of-scope candidates dropped only for the margin, most confident first (none sharing
-half its content words with one kept), and one short of ``n_in_scope`` in-scope questions keeps
-the in-scope candidates the filter doubted within the margin, least doubted first; each is marked
-``filled``.
+words of one kept is a copy, and with ``copies_by_detail`` so is one asking the same detail of the
+same thing ("What is the price of Roku?" after "... of the Roku 3?"). With ``fill_from_margin``, a
+document still short of ``min_oos`` then keeps the out-of-scope candidates dropped only for the
+margin, most confident first (none a copy of one kept), and one short of ``n_in_scope`` in-scope
+questions keeps the in-scope candidates the filter doubted within the margin, least doubted first;
+each is marked ``filled``.
 """
 
 from __future__ import annotations
