@@ -108,6 +108,9 @@ REVIEWS_K = 13
 REVIEWS_L = 13
 # M: a thirteenth, drawn after K's labels, generated after L's labels led to the copy rule
 REVIEWS_M = 13
+# N: a fourteenth, drawn after M's labels, for the same generator as M (nothing changed on M's
+# labels but a screen for "the sentence is describing")
+REVIEWS_N = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -151,11 +154,13 @@ RUNS = {
     "the director of' / 'Where is the location of' mended (changed on K's labels; L is fresh)",
     "after-M": "as after-L with a question asking the same detail of the same thing as one kept a "
     "copy (copies_by_detail; changed on L's labels; M is fresh)",
+    "after-N": "as after-M with a question naming 'the sentence is describing' unusable (changed on "
+    "M's labels; N is fresh)",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,M}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,N}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -163,7 +168,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {h: [] for h in "ABCDEFGHIJKLM"}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in "ABCDEFGHIJKLMN"}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -191,6 +196,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("K", reviews, REVIEWS_K),
         ("L", reviews, REVIEWS_L),
         ("M", reviews, REVIEWS_M),
+        ("N", reviews, REVIEWS_N),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -523,7 +529,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=list("ABCDEFGHIJKLM"), default="M")
+    ap.add_argument("--half", choices=list("ABCDEFGHIJKLMN"), default="N")
     ap.add_argument("--run", default="after", help="in-scope: comma-separated runs")
     ap.add_argument(
         "--sentence",
@@ -618,7 +624,7 @@ def main() -> None:
                 f"labels), half K ({REVIEWS_K} reviews, drawn after J's per-document counts led to "
                 f"filling from within the filter's margin), half L ({REVIEWS_L} reviews, drawn with K, "
                 f"generated after K's labels), half M ({REVIEWS_M} reviews, drawn after K's labels, "
-                f"generated after L's); "
+                f"generated after L's), half N ({REVIEWS_N} reviews, drawn after M's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
