@@ -91,6 +91,13 @@ _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
 _SUBJECT_CHARS = 1500  # of the document shown to name its subject (it is named early)
 
 
+def _margin_floor(ctx: DocumentContext) -> float:
+    """The P(out of scope) a kept out-of-scope question needs: the judge's threshold plus
+    ``oos_margin`` (at most 0.999). An in-scope candidate found out of scope below it is doubted only
+    within the margin (``fill_from_margin``)."""
+    return min(float(getattr(ctx.judge, "threshold", 0.5)) + ctx.cfg.oos_margin, 0.999)
+
+
 class _Keeper:
     """Judges out-of-scope candidates and collects the kept and the dropped ones."""
 
@@ -103,8 +110,7 @@ class _Keeper:
         # dropped only for the margin: (P(out of scope), the record, its reply, its overlap, its
         # content words)
         self.within: list[tuple[float, DroppedQuestion, str, float, frozenset[str]]] = []
-        threshold = getattr(ctx.judge, "threshold", 0.5)
-        self.min_score = min(float(threshold) + ctx.cfg.oos_margin, 0.999)
+        self.min_score = _margin_floor(ctx)
 
     def _drop(
         self, question: str, reason: str, kind: str, source: str | None, filt: FilterRecord | None
@@ -332,7 +338,7 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
     dropped: list[DroppedQuestion] = []
     candidates: list[str] = []
     n = max(ctx.cfg.n_in_scope, 1)
-    ceiling = min(float(getattr(ctx.judge, "threshold", 0.5)) + ctx.cfg.oos_margin, 0.999)
+    ceiling = _margin_floor(ctx)
     # found out of scope within the margin: (P(out of scope), the record, its reply)
     within: list[tuple[float, DroppedQuestion, str]] = []
     first = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE)
