@@ -111,6 +111,12 @@ REVIEWS_M = 13
 # N: a fourteenth, drawn after M's labels, for the same generator as M (nothing changed on M's
 # labels but a screen for "the sentence is describing")
 REVIEWS_N = 13
+# O: a fifteenth, drawn after N's labels, generated after the filter's misses on N and M led to
+# absent_details (a price, an address or a year a review states none of)
+REVIEWS_O = 13
+# P: a sixteenth, drawn after O's labels, generated after them (a named street states an address,
+# long sentences cut at their clause breaks, a detail's synonyms one word to the copy rule)
+REVIEWS_P = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -156,11 +162,17 @@ RUNS = {
     "copy (copies_by_detail; changed on L's labels; M is fresh)",
     "after-N": "as after-M with a question naming 'the sentence is describing' unusable (changed on "
     "M's labels; N is fresh)",
+    "after-O": "as after-N with absent_details (a question asking a price, an address or a year its "
+    "review states none of is out of scope whatever the filter says; changed on the filter's misses "
+    "on H-N), 'What is the owner of' mended and \"the sentence '...' mean\" unusable; O is fresh",
+    "after-P": "as after-O with a named street stating an address (absent_details), sentences over "
+    "45 words cut at their clause breaks (split_long_sentences) and a detail's synonyms one word to "
+    "the copy rule (detail_synonyms), each changed on O's labels; P is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,N}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,P}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -168,7 +180,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {h: [] for h in "ABCDEFGHIJKLMN"}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in "ABCDEFGHIJKLMNOP"}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -197,6 +209,8 @@ def _corpus(work: Path, seed: int) -> None:
         ("L", reviews, REVIEWS_L),
         ("M", reviews, REVIEWS_M),
         ("N", reviews, REVIEWS_N),
+        ("O", reviews, REVIEWS_O),
+        ("P", reviews, REVIEWS_P),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -529,7 +543,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=list("ABCDEFGHIJKLMN"), default="N")
+    ap.add_argument("--half", choices=list("ABCDEFGHIJKLMNOP"), default="P")
     ap.add_argument("--run", default="after", help="in-scope: comma-separated runs")
     ap.add_argument(
         "--sentence",
@@ -624,7 +638,9 @@ def main() -> None:
                 f"labels), half K ({REVIEWS_K} reviews, drawn after J's per-document counts led to "
                 f"filling from within the filter's margin), half L ({REVIEWS_L} reviews, drawn with K, "
                 f"generated after K's labels), half M ({REVIEWS_M} reviews, drawn after K's labels, "
-                f"generated after L's), half N ({REVIEWS_N} reviews, drawn after M's labels); "
+                f"generated after L's), half N ({REVIEWS_N} reviews, drawn after M's labels), half O "
+                f"({REVIEWS_O} reviews, drawn after N's labels), half P ({REVIEWS_P} reviews, drawn "
+                f"after O's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",

@@ -77,8 +77,10 @@ class GeneratedQuestion(_Frozen):
     The paper's modes fill the claim fields; the offline modes fill ``edit_kind`` (an edit kind of
     :data:`~scopeguard.generation.config.EDIT_KINDS`, ``"unstated"``, ``"followup"`` or
     ``"direct"`` for an in-scope question), ``source_question`` (the in-scope question it was made
-    from), ``overlap`` (the share of its content words found in the document) and ``filled``
-    (``True``: kept from within the filter's margin to bring a short document up to its minimum).
+    from), ``overlap`` (the share of its content words found in the document), ``filled``
+    (``True``: kept from within the filter's margin to bring a short document up to its minimum) and
+    ``absent_detail`` (kept out of scope though the filter found it answerable: the kind of detail it
+    asks for, which its document states none of).
     """
 
     id: str
@@ -98,6 +100,9 @@ class GeneratedQuestion(_Frozen):
     # kept only to bring a short document up to its minimum, from within the filter's margin
     # (GenerationConfig.fill_from_margin); None for every other question
     filled: bool | None = None
+    # kept though the filter found it answerable (or doubted it): the kind of detail it asks for
+    # that its document states none of ("price", "address", "year"; GenerationConfig.absent_details)
+    absent_detail: str | None = None
 
     def to_row(self, *, mode: str, model: str) -> dict[str, Any]:
         """The questions.jsonl row: the canonical fields, then provenance as extra fields."""
@@ -108,6 +113,7 @@ class GeneratedQuestion(_Frozen):
                 ("source_question", self.source_question),
                 ("overlap", self.overlap),
                 ("filled", self.filled),
+                ("absent_detail", self.absent_detail),
             )
             if v is not None
         }

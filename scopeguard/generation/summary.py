@@ -45,6 +45,9 @@ class RunSummary(BaseModel):
     # kept questions of either label taken from within the filter's margin to bring a short
     # document up to its minimum (GenerationConfig.fill_from_margin), counted in the totals above
     filled: int = 0
+    # kept out-of-scope questions the filter found answerable, asking for a detail their document
+    # states none of (GenerationConfig.absent_details), counted in the totals above
+    absent: int = 0
     usage_run: Usage
     usage_total: Usage
     cost_usd_run: float | None
@@ -76,6 +79,12 @@ class RunSummary(BaseModel):
                     f" ({self.filled} kept from within the filter's margin to fill short documents: "
                     "provenance.filled)"
                     if self.filled
+                    else ""
+                )
+                + (
+                    f" ({self.absent} out-of-scope kept though the filter found them answerable: "
+                    "their documents state no such detail, provenance.absent_detail)"
+                    if self.absent
                     else ""
                 ),
             ),
@@ -125,6 +134,7 @@ def summarize(
         n[r.status] += 1
         n.update(q.label for q in r.questions)
         n["filled"] += sum(bool(q.filled) for q in r.questions)
+        n["absent"] += sum(q.absent_detail is not None for q in r.questions)
         n["dropped"] += len(r.dropped)
         if r.status == "done":
             has_oos, has_ins = r.count("out_of_scope") > 0, r.count("in_scope") > 0
@@ -151,6 +161,7 @@ def summarize(
         docs_without_in_scope=n["docs_without_in_scope"],
         docs_unusable=n["skipped"],
         filled=n["filled"],
+        absent=n["absent"],
         usage_run=usage_run,
         usage_total=usage_total,
         cost_usd_run=cost(usage_run),

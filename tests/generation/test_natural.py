@@ -122,3 +122,18 @@ def test_an_enumeration_in_one_reply_is_found_whole() -> None:
     ]
     assert enumerations(reply) == {0, 1, 3}
     assert enumerations(["When does the first ferry leave the harbour?"]) == set()
+
+
+def test_a_details_synonyms_read_as_one_word() -> None:
+    from scopeguard.detection.read.text import content_stems
+    from scopeguard.generation.steps._natural import synonyms_as_one
+
+    def one(question: str) -> frozenset[str]:
+        return synonyms_as_one(frozenset(content_stems(question)))
+
+    assert one("How far is the Omni from the city centre?") == one(
+        "What is the distance of the Omni from the city center?"
+    )
+    assert one("What does the Roku cost?") == one("What is the price of the Roku?")
+    assert one("Where can I buy the Roku?") == one("Where is the Roku sold?")
+    assert one("Who built the Roku?") != one("Who sold the Roku?")

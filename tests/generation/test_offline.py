@@ -14,6 +14,7 @@ from scopeguard.data import load_dataset
 from scopeguard.errors import ConfigurationError, DocumentTooLongError
 from scopeguard.generation import GenerationConfig, Generator, LengthRule
 from scopeguard.generation.checkpoint import CheckpointStore
+from scopeguard.generation.steps._absent import absent_detail
 from scopeguard.generation.steps._offline_replies import SUBJECT_KIND_TOKENS, SUBJECT_TOKENS
 from scopeguard.llm.base import Completion, Prompt
 from scopeguard.testing import ScriptedChatModel, ScriptedDetector
@@ -46,7 +47,7 @@ SCORES = {
     **{q: 0.1 for q in IN_SCOPE[:4]},
     IN_SCOPE[4]: 0.9,  # the detector finds this in-scope candidate unanswerable: dropped
     "When did the council of Wrenfield vote down the harbour plan?": 0.95,  # kept
-    "How much did the council of Wrenfield spend on the harbour plan?": 0.55,  # within the margin
+    "Which firm did the council of Wrenfield hire for the harbour plan?": 0.55,  # within the margin
     "Who opposed the plan at the meeting in the town hall?": 0.2,  # answerable: dropped
     "How much will the new pier for the ferry Marlin cost the council of Wrenfield?": 0.9,  # kept
     "Which shipyard in Wrenfield built the ferry Marlin and its new pier?": 0.8,  # kept
@@ -68,7 +69,7 @@ def _reply(prompt: str) -> str:
             return json.dumps(
                 {
                     "negation": "When did the council of Wrenfield vote down the harbour plan?",
-                    "other_neutral": "How much did the council of Wrenfield spend on the harbour plan?",
+                    "other_neutral": "Which firm did the council of Wrenfield hire for the harbour plan?",
                     "entity_swap": source,  # a copy of its source: dropped
                 }
             )
@@ -177,7 +178,14 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     for field in ("followups_to_top_up", "unstated_subject", "unstated_hints"):  # as an earlier
         del saved[field]  # version wrote it
     older = ("subject_moored", "top_up_new_sentences", "more_in_scope", "fill_from_margin")
-    for field in (*older, "overlap_skips_details", "copies_by_detail"):  # and older
+    newest_fields = (
+        "overlap_skips_details",
+        "copies_by_detail",
+        "absent_details",
+        "split_long_sentences",
+        "detail_synonyms",
+    )
+    for field in (*older, *newest_fields):  # and older
         del saved[field]
     (tmp_path / "run.json").write_text(json.dumps(saved))
     gen, _ = _generator(offline)
@@ -201,7 +209,11 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     newest = {**newer, "subject_moored": True, "top_up_new_sentences": True, "more_in_scope": 6}
     (tmp_path / "run.json").write_text(json.dumps(newest))
     gen, _ = _generator(offline)
-    changed = "overlap_skips_details: False -> True; copies_by_detail: False -> True; fill_from_margin"
+    changed = (
+        "overlap_skips_details: False -> True; copies_by_detail: False -> True; detail_synonyms: False "
+        "-> True; fill_from_margin: False -> True; absent_details: False -> True; split_long_sentences: "
+        "False -> True"
+    )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (tmp_path / "run.json").write_text(json.dumps(saved))
@@ -217,6 +229,9 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "fill_from_margin": False,
             "overlap_skips_details": False,
             "copies_by_detail": False,
+            "absent_details": False,
+            "split_long_sentences": False,
+            "detail_synonyms": False,
         }
     )
     gen, _ = _generator(old)
@@ -315,7 +330,7 @@ def test_perturb_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp
     record = CheckpointStore(tmp_path).load_all()["alderby"]
     reasons = {d.question: d.reason for d in record.dropped}
     assert reasons[IN_SCOPE[4]].startswith("filter: not answerable")
-    assert reasons["How much did the council of Wrenfield spend on the harbour plan?"].startswith(
+    assert reasons["Which firm did the council of Wrenfield hire for the harbour plan?"].startswith(
         "filter: out of scope within the margin (P=0.55 < 0.75)"
     )
     assert (
@@ -549,6 +564,10 @@ def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(wri
             "What color is the fruit that the sentence is describing?",  # read on half M
             "refers to the sentence it was written from",
         ),
+        (
+            "What does the sentence 'the captain was sentenced' mean?",  # read on half N
+            "refers to the sentence it was written from",
+        ),
         ("What was the length of the sentence handed to the captain?", None),  # a court's sentence
         ("Why was the sentence of the captain cut to a year?", None),
         ("Which rivers are listed in this text?", None),  # a user may ask about "this text"
@@ -684,6 +703,27 @@ def test_sentences_glued_at_their_stops_are_asked_one_by_one() -> None:
     ]
 
 
+def test_a_sentence_too_long_to_ask_about_is_cut_at_its_clause_breaks() -> None:
+    from scopeguard.generation.steps._offline import informative_sentences
+
+    run_on = (
+        "I did some research on the Marlin ferry and checked out all of my options..these seemed to be "
+        "the best value for the money....Harbour Lines well known for ferries to Wrenfield and Kelso "
+        "sailing every day of the week; the crossing takes two hours from the pier at Arlow -- "
+        "and the cafe on board was good!UPDATE 2008: I have now sailed with them for three years."
+    )
+    text = f"{run_on} The ferry to Kelso leaves at nine from the harbour."
+    assert informative_sentences(text, 10) == ["The ferry to Kelso leaves at nine from the harbour."]
+    assert informative_sentences(text, 10, split_long=True) == [
+        "I did some research on the Marlin ferry and checked out all of my options",
+        "these seemed to be the best value for the money",
+        "Harbour Lines well known for ferries to Wrenfield and Kelso sailing every day of the week",
+        "the crossing takes two hours from the pier at Arlow",  # "and the cafe ...": 7 words
+        "UPDATE 2008: I have now sailed with them for three years.",
+        "The ferry to Kelso leaves at nine from the harbour.",
+    ]
+
+
 def test_in_scope_sentences_are_asked_up_to_more_in_scope_beyond_the_first(tmp_path: Path) -> None:
     # only Arlow's question is answerable: the first five sentences, then more_in_scope more
     llm, record = _ferry_run(tmp_path)
@@ -774,7 +814,7 @@ FILL_SCORES = {
     "Who owns the Arlow ferry company?": 0.95,  # kept
     "Who owns the Bexley ferry company?": 0.7,  # within the margin; a copy of Corran's once kept
     "Who owns the Bexley ferry?": 0.72,  # within the margin, the most confident
-    "What does a ticket on the Dunmore ferry cost?": 0.6,  # within the margin
+    "Who sells the tickets for the Dunmore ferry?": 0.6,  # within the margin
     "Who owns the Elston ferry company?": 0.3,  # answerable: never filled
 }
 
@@ -809,7 +849,7 @@ def test_a_document_short_of_min_oos_keeps_the_most_confident_within_the_margin(
     assert kept == [
         ("Who owns the Arlow ferry company?", None),
         ("Who owns the Bexley ferry?", True),
-        ("What does a ticket on the Dunmore ferry cost?", True),
+        ("Who sells the tickets for the Dunmore ferry?", True),
     ]
     reasons = {d.question: d.reason for d in record.dropped}
     assert reasons["Who owns the Bexley ferry company?"].startswith("filter: out of scope within the margin")
@@ -908,6 +948,7 @@ def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips
         ("What is the director of the film?", "Who is the director of the film?"),
         ("What was the author of Quiet?", "Who was the author of Quiet?"),
         ("Where is the location of the BART?", "Where is the BART?"),
+        ("What is the owner of Westin St. Francis?", "Who is the owner of Westin St. Francis?"),
         ("What is the director's name?", "What is the director's name?"),
         ("What is the publisher of Quiet?", "What is the publisher of Quiet?"),  # may be a firm
         ("What is the directory of the files?", "What is the directory of the files?"),
@@ -919,6 +960,26 @@ def test_a_slip_no_person_would_make_is_mended(written: str, kept: str) -> None:
     assert standalone(written) == kept
 
 
+def _copy_run(path: Path, asked: list[str], **settings: Any) -> Any:
+    """A ferry run whose unstated step asks ``asked[0]`` and whose follow-ups ask the rest."""
+
+    def script(prompt: str) -> str:
+        if "does not answer" in prompt:
+            return json.dumps({"questions": asked[:1]})
+        if "follow-up questions" in prompt:
+            return json.dumps({"questions": asked[1:]})
+        return _ferries(prompt)
+
+    config = {
+        "mode": "offline",
+        "min_oos": 9,
+        "extra_rounds": 0,
+        "more_in_scope": 0,
+        "followups": len(asked) - 1,
+    }
+    return _ferry_run(path, script=script, **config, **settings)[1]
+
+
 def test_a_question_asking_the_same_detail_of_the_same_thing_as_one_kept_is_a_copy(tmp_path: Path) -> None:
     asked = [
         "What is the price of the Kelso ferry today?",
@@ -928,20 +989,79 @@ def test_a_question_asking_the_same_detail_of_the_same_thing_as_one_kept_is_a_co
         "What is the price range of the Kelso ferry today?",  # the same detail, more words
     ]
 
-    def script(prompt: str) -> str:
-        if "does not answer" in prompt:
-            return json.dumps({"questions": asked[:1]})
-        if "follow-up questions" in prompt:
-            return json.dumps({"questions": asked[1:]})
-        return _ferries(prompt)
-
-    settings = {"mode": "offline", "min_oos": 9, "extra_rounds": 0, "more_in_scope": 0, "followups": 4}
-    _, record = _ferry_run(tmp_path, script=script, **settings)
+    record = _copy_run(tmp_path, asked)
     kept = [q.question for q in record.questions if q.label == "out_of_scope"]
     assert kept == [asked[0], asked[2], asked[3]]
     reasons = {d.question: d.reason for d in record.dropped}
     copy = "a copy of a question already kept (the same detail of the same thing)"
     assert reasons[asked[1]] == reasons[asked[4]] == copy
-    _, record = _ferry_run(tmp_path / "before", script=script, copies_by_detail=False, **settings)
+    record = _copy_run(tmp_path / "before", asked, copies_by_detail=False)
     reasons = {d.question: d.reason for d in record.dropped}
     assert not any(reasons[q].startswith("a copy") for q in (asked[1], asked[4]))  # off-topic, here
+
+
+def test_a_question_asking_the_same_detail_in_a_synonym_is_a_copy(tmp_path: Path) -> None:
+    asked = [
+        "What is the price of the Kelso ferry today?",
+        "Where can I buy a ticket for the Kelso ferry?",
+        "How much does the Kelso ferry cost today?",  # price, in other words
+        "Where is a ticket for the Kelso ferry sold?",  # where to buy, in other words
+        "How far is the Kelso ferry from the harbour?",
+        "What is the distance of the Kelso ferry from the harbour?",  # how far, in other words
+    ]
+
+    record = _copy_run(tmp_path, asked)
+    assert [q.question for q in record.questions if q.label == "out_of_scope"] == [
+        asked[0],
+        asked[1],
+        asked[4],
+    ]
+    reasons = {d.question: d.reason for d in record.dropped}
+    copy = "a copy of a question already kept (the same detail of the same thing)"
+    assert reasons[asked[2]] == reasons[asked[3]] == reasons[asked[5]] == copy
+    record = _copy_run(tmp_path / "before", asked, detail_synonyms=False)
+    assert [q.question for q in record.questions if q.label == "out_of_scope"] == asked
+
+
+def test_a_question_asking_a_price_of_a_document_stating_none_is_out_of_scope_whatever_the_filter_says(
+    tmp_path: Path,
+) -> None:
+    price = "What does a ticket on the Dunmore ferry cost?"
+    in_scope_price = "What is the fare of the ferry from Bexley?"
+
+    def script(prompt: str) -> str:
+        if "Write one question that this sentence answers" in prompt and "Bexley" in prompt:
+            return json.dumps({"questions": [in_scope_price]})
+        if "does not answer" in prompt and "Dunmore" in prompt.split("Sentence", 1)[-1]:
+            return json.dumps({"questions": [price]})
+        return _fill_script(prompt)
+
+    def run(path: Path, **settings: Any) -> tuple[Any, Any]:  # the filter finds both answerable
+        llm = ScriptedChatModel(script, model="fake")
+        config = CONFIG.model_copy(
+            update={"mode": "unstated", "extra_rounds": 0, "more_in_scope": 0, "min_oos": 0, **settings}
+        )
+        score = lambda q: 0.2 if q in (price, in_scope_price) else FILL_SCORES.get(q, 0.1)  # noqa: E731
+        gen = Generator(llm, config=config, judge=ScriptedDetector(score), concurrency=1, progress=False)
+        summary = gen.run([{"doc_id": "ferries", "text": GLUED}], path, length_rule=RULE)
+        return summary, CheckpointStore(path).load_all()["ferries"]
+
+    summary, record = run(tmp_path)
+    kept = {q.question: q for q in record.questions}
+    assert kept[price].label == "out_of_scope" and kept[price].absent_detail == "price"
+    assert kept[price].filter is not None and kept[price].filter.label == "in_scope"  # what it said
+    assert kept["Who owns the Arlow ferry company?"].absent_detail is None  # the filter agreed
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert reasons[in_scope_price] == "not answerable from the document: it states no price"
+    assert in_scope_price not in kept
+    assert summary.absent == 1
+    assert "(1 out-of-scope kept though the filter found them answerable" in summary.table()
+    rows = [json.loads(line) for line in (tmp_path / "questions.jsonl").read_text().splitlines()]
+    assert [r["provenance"].get("absent_detail") for r in rows if r["question"] == price] == ["price"]
+    # switched off, the filter decides
+    summary, record = run(tmp_path / "off", absent_details=False)
+    assert price not in {q.question for q in record.questions}
+    assert in_scope_price in {q.question for q in record.questions}
+    assert summary.absent == 0 and "kept though the filter" not in summary.table()
+    # a document that names an amount of money leaves a price question to the filter
+    assert absent_detail(price, GLUED + " A ticket costs $4.") is None

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scopeguard.detection.read.text import STOPWORDS, content_stems
+from scopeguard.detection.read.text import STOPWORDS, content_stems, stem
 from scopeguard.prompts import available_templates, template_examples
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "example_phrases",
     "overlap",
     "standalone",
+    "synonyms_as_one",
     "unmoored",
     "unnatural",
 ]
@@ -186,21 +187,24 @@ _SHOWN_UNIT = re.compile(
 # what standalone() leaves: "What players are mentioned in the (other) sentence?" has no sense apart
 # from the prompt ("sentence" only: a user may ask about "this text" or "the passage of a bill")
 # (issue #39, read on half I: "What type of movie does this sentence describe?", "What is the main
-# point of the sentence about ...?", "... the app that the sentence is referring to?")
+# point of the sentence about ...?", "... the app that the sentence is referring to?"; and on half
+# N, in-scope: "What does the sentence 'I almost gave it four stars' mean?")
 _SHOWN_SENTENCE = re.compile(
     r"\b(?:in|from)\s+(?:(?:the|this|that)\s+)?(?:(?:other|previous|next|following|given|above|same)\s+)?"
     r"sentences?\b|\bthis sentence\b"
-    r"|\bthe sentence\s+(?:is\s+)?(?:about|referring|refers|describ(?:es|ing|e)|say(?:s|ing)?|means?)\b",
+    r"|\bthe sentence\s+(?:is\s+)?(?:about|referring|refers|describ(?:es|ing|e)|say(?:s|ing)?|means?)\b"
+    r"|\bthe sentence\s+[\"'\u201c\u2018].*[\"'\u201d\u2019]\s*(?:means?|says?|describes?|refers?)\b",
     re.IGNORECASE,
 )
 _REFERS = "refers to the sentence it was written from"
 
 
 # slips of the packaged 1.5B a person would not make, read on halves I and K (issue #39): "What is
-# the director of the film?" (a person: who), "Where is the location of the BART?" (where is it)
+# the director of the film?" (a person: who; "What is the owner of ...?" on half L), "Where is the
+# location of the BART?" (where is it)
 _WHAT_PERSON = re.compile(
     r"^What (is|was) the (director|author|writer|screenwriter|actor|actress|narrator|illustrator|"
-    r"composer|producer|translator) (?=of\b)",
+    r"composer|producer|translator|owner|founder|creator|designer|inventor|manager) (?=of\b)",
     re.IGNORECASE,
 )
 _WHERE_LOCATION = re.compile(r"^Where (is|was) the location of\s+", re.IGNORECASE)
@@ -260,6 +264,29 @@ DETAIL_WORDS = (
     "year came director running time budget filmed date place amount reason cost"
 )
 DETAIL_STEMS = frozenset(content_stems(DETAIL_WORDS))
+
+# Words a question asks the same detail with, read as one by the copy rule
+# (GenerationConfig.detail_synonyms): on half O, "How much does it cost to stay at the Omni?" and
+# "What is the price range of the hotel?", "How far is the Omni from the city center?" and "... from
+# the centre?" were kept side by side.
+_SYNONYMS = {
+    "price": "cost costs fee fees priced prices",
+    "far": "distance",
+    "center": "centre",
+    "sold": "buy sell sells purchase purchased available",
+    "released": "launched introduced published",
+}
+DETAIL_SYNONYMS = {
+    stem(word): stem(canon)
+    for canon, words in _SYNONYMS.items()
+    for word in words.split()
+    if stem(word) != stem(canon)
+}
+
+
+def synonyms_as_one(stems: frozenset[str]) -> frozenset[str]:
+    """``stems`` with each synonym of a detail (:data:`DETAIL_SYNONYMS`) read as its first word."""
+    return frozenset(DETAIL_SYNONYMS.get(s, s) for s in stems)
 
 
 def overlap(question: str, document_stems: set[str], skip: frozenset[str] = frozenset()) -> float:

@@ -58,6 +58,7 @@ from scopeguard.detection.read.text import content_stem_set, content_stems
 from scopeguard.errors import DocumentTooLongError
 from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, FilterRecord, GeneratedQuestion
+from scopeguard.generation.steps._absent import absent_detail
 from scopeguard.generation.steps._context import DocumentContext, Sampling, words
 from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._natural import (
@@ -66,6 +67,7 @@ from scopeguard.generation.steps._natural import (
     enumerations,
     overlap,
     standalone,
+    synonyms_as_one,
     unmoored,
     unnatural,
 )
@@ -181,6 +183,15 @@ class _Keeper:
             )
             return
         filt = await filter_question(ctx, question)
+        absent = absent_detail(question, ctx.doc.text) if ctx.cfg.absent_details else None
+        if (
+            absent is not None
+            and filt is not None
+            and (filt.label != "out_of_scope" or (filt.score is not None and filt.score < self.min_score))
+        ):
+            # the filter found it answerable (or doubted it): the document states no such detail
+            self._keep(question, kind, source, reply_id, filt, share, stems, absent=absent)
+            return
         if filt is not None and filt.label != "out_of_scope":
             reason = "filter: answerable from the document" if filt.label == "in_scope" else "filter: unknown"
             self._drop(question, reason, kind, source, filt)
@@ -207,6 +218,7 @@ class _Keeper:
         share: float,
         stems: frozenset[str],
         filled: bool | None = None,
+        absent: str | None = None,
     ) -> None:
         self.kept_stems.add(stems)
         self.kept.append(
@@ -221,6 +233,7 @@ class _Keeper:
                 source_question=source,
                 overlap=round(share, 4),
                 filled=filled,
+                absent_detail=absent,
             )
         )
 
@@ -233,15 +246,19 @@ class _Keeper:
         document (the thing asked about): "What is the price of Roku?" after "What is the price of
         the Roku 3?", "Who is the director of the movie?" after "What is the name of the director of
         the movie?"; not "Where can I buy the Roku 3?" (another detail) or "What is the price of the
-        palm support?" after "... of this keyboard?" (another thing).
+        palm support?" after "... of this keyboard?" (another thing). With ``detail_synonyms`` a
+        detail's synonyms are one word ("cost" and "price", "centre" and "center":
+        :func:`~scopeguard.generation.steps._natural.synonyms_as_one`).
         """
         if stems in self.kept_stems:
             return "the same content words"
         if not self.ctx.cfg.copies_by_detail:
             return None
-        asked, about = stems - self.stems, stems & self.stems
+        one = synonyms_as_one if self.ctx.cfg.detail_synonyms else frozenset
+        document = one(frozenset(self.stems))
+        asked, about = one(stems) - document, one(stems) & document
         for other in self.kept_stems:
-            o_asked, o_about = other - self.stems, other & self.stems
+            o_asked, o_about = one(other) - document, one(other) & document
             if bool(asked) != bool(o_asked):
                 continue
             if (asked <= o_asked or o_asked <= asked) and (about <= o_about or o_about <= about):
@@ -316,14 +333,33 @@ def example_index(source: str) -> int:
     return int(hashlib.sha256(source.encode("utf-8")).hexdigest()[:8], 16)
 
 
-def informative_sentences(text: str, k: int, skip: int = 0) -> list[str]:
-    """The ``k`` sentences of ``text`` with the most names and numbers (8 to 45 words) after the
-    ``skip`` with the most, in order."""
-    sentences = [
-        s
-        for s in split_sentences(text, glued=True)
-        if _SENTENCE_WORDS[0] <= len(s.split()) <= _SENTENCE_WORDS[1]
-    ]
+# where a sentence too long to ask about is cut: an ellipsis ("options..these", "money....Sennheiser"),
+# a dash, a semicolon, or a stop glued to a capital after a closing bracket or before a word in
+# capitals ("caffeine!).Also", "these!UPDATE 2008"), as in reviews whose writers and line breaks
+# ran sentences together (issue #39: on half O, two reviews had 3 sentences of 8-45 words and kept
+# 2 in-scope questions)
+_CLAUSE_BREAK = re.compile(r"\.{2,}\s*|\u2026\s*|\s*--+\s*|;\s+|(?<=[a-z)][.!?])(?=[A-Z])")
+
+
+def _sentences(text: str, split_long: bool) -> list[str]:
+    """The sentences of ``text`` of 8 to 45 words; with ``split_long``, a longer one is cut at its
+    clause breaks (:data:`_CLAUSE_BREAK`) and its pieces of 8 to 45 words count as sentences."""
+    out: list[str] = []
+    for sentence in split_sentences(text, glued=True):
+        pieces = (
+            _CLAUSE_BREAK.split(sentence)
+            if split_long and len(sentence.split()) > _SENTENCE_WORDS[1]
+            else [sentence]
+        )
+        out += [p.strip() for p in pieces if _SENTENCE_WORDS[0] <= len(p.split()) <= _SENTENCE_WORDS[1]]
+    return out
+
+
+def informative_sentences(text: str, k: int, skip: int = 0, *, split_long: bool = False) -> list[str]:
+    """The ``k`` sentences of ``text`` with the most names and numbers (8 to 45 words; with
+    ``split_long`` also the pieces of a longer one, :func:`_sentences`) after the ``skip`` with the
+    most, in order."""
+    sentences = _sentences(text, split_long)
     ranked = sorted(range(len(sentences)), key=lambda i: -len(_NAME_OR_NUMBER.findall(sentences[i][1:])))
     return [sentences[i] for i in sorted(ranked[skip : skip + k])]
 
@@ -341,8 +377,11 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
     ceiling = _margin_floor(ctx)
     # found out of scope within the margin: (P(out of scope), the record, its reply)
     within: list[tuple[float, DroppedQuestion, str]] = []
-    first = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE)
-    more = informative_sentences(ctx.doc.text, ctx.cfg.more_in_scope, skip=n + _SPARE_IN_SCOPE)
+    split_long = ctx.cfg.split_long_sentences
+    first = informative_sentences(ctx.doc.text, n + _SPARE_IN_SCOPE, split_long=split_long)
+    more = informative_sentences(
+        ctx.doc.text, ctx.cfg.more_in_scope, skip=n + _SPARE_IN_SCOPE, split_long=split_long
+    )
     for sentence in first + more:
         if sentence in more and len(kept) >= ctx.cfg.n_in_scope:
             break
@@ -358,12 +397,16 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
         unusable = unmoored(question, sentence)
         reason: str | None = None
         filt = None
+        absent: str | None = None
         if unusable is not None:  # never filtered, never a source to rewrite
             reason = f"not a usable question: {unusable}"
         else:
             candidates.append(question)
             filt = await filter_question(ctx, question)
-            if filt is not None and filt.label != "in_scope":
+            absent = absent_detail(question, ctx.doc.text) if ctx.cfg.absent_details else None
+            if absent is not None:
+                reason = f"not answerable from the document: it states no {absent}"
+            elif filt is not None and filt.label != "in_scope":
                 reason = f"filter: not answerable from the document ({filt.label})"
         if reason is not None:
             dropped.append(
@@ -378,7 +421,7 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
                 )
             )
             score = filt.score if filt is not None and filt.label == "out_of_scope" else None
-            if score is not None and score < ceiling:
+            if score is not None and score < ceiling and absent is None:
                 within.append((score, dropped[-1], reply.id))
             continue
         kept.append(
@@ -451,8 +494,13 @@ def _unstated_sentences(ctx: DocumentContext, round_: int) -> list[str]:
     the next as many not asked yet, while any are left (the same sentences again gave the same
     questions: copies)."""
     k = max(ctx.cfg.n_in_scope, 1) + _SPARE_IN_SCOPE
-    fresh = informative_sentences(ctx.doc.text, k, skip=k * round_) if ctx.cfg.top_up_new_sentences else []
-    return fresh or informative_sentences(ctx.doc.text, k)
+    split_long = ctx.cfg.split_long_sentences
+    fresh = (
+        informative_sentences(ctx.doc.text, k, skip=k * round_, split_long=split_long)
+        if ctx.cfg.top_up_new_sentences
+        else []
+    )
+    return fresh or informative_sentences(ctx.doc.text, k, split_long=split_long)
 
 
 async def _unstated(

@@ -1,0 +1,43 @@
+"""absent_detail: the kind of detail a question asks for that its document states none of."""
+
+from __future__ import annotations
+
+import pytest
+
+from scopeguard.generation.steps._absent import absent_detail
+
+REVIEW = (
+    "We stayed four nights near Union Square. The room was small but spotless, the staff helpful, "
+    "and the cable car stop is a short walk away. Breakfast was good."
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "document", "kind"),
+    [
+        ("What is the price of a room at the hotel?", REVIEW, "price"),
+        ("How much does it cost to stay there?", REVIEW, "price"),
+        ("How much did they pay for the suite?", REVIEW, "price"),
+        ("What is the price of a room at the hotel?", REVIEW + " We paid $189 a night.", None),
+        ("What is the price of a room at the hotel?", REVIEW + " It cost 150 euros.", None),
+        ("What is the price of a room at the hotel?", REVIEW + " Parking was free.", None),
+        ("What is the hotel's address?", REVIEW, "address"),
+        ("What is the hotel's address?", REVIEW + " It is at 333 O'Farrell Street.", None),
+        ("What is the hotel's address?", REVIEW + " Hotel Adagio, San Francisco, CA 94102.", None),
+        ("What is the hotel's address?", REVIEW + " It is on Geary and Jones Streets.", None),  # half O
+        ("What is the hotel's address?", REVIEW + " It was a fine place to stay.", "address"),
+        ("In what year did the hotel open?", REVIEW, "year"),
+        ("When was the hotel built?", REVIEW, "year"),
+        ("When was the hotel built?", REVIEW + " It was built in 1926.", None),
+        ("When was the hotel built?", REVIEW + " We went in March.", None),
+        # not a price, an address or a year: left to the filter
+        ("How much does the suitcase weigh?", REVIEW, None),
+        ("How far is the hotel from the airport?", REVIEW, None),
+        ("When did the guests arrive at the hotel?", REVIEW, None),
+        ("What did the guests eat for breakfast?", REVIEW, None),
+    ],
+)
+def test_a_detail_is_absent_only_when_the_document_states_none_of_its_kind(
+    question: str, document: str, kind: str | None
+) -> None:
+    assert absent_detail(question, document) == kind
