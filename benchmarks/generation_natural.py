@@ -117,6 +117,10 @@ REVIEWS_O = 13
 # P: a sixteenth, drawn after O's labels, generated after them (a named street states an address,
 # long sentences cut at their clause breaks, a detail's synonyms one word to the copy rule)
 REVIEWS_P = 13
+# Q: a seventeenth, drawn after P's labels, generated after them (the subject's words count as the
+# document's for unstated questions, a review written without capitals cut into sentences, a word's
+# forms one to the copy rule)
+REVIEWS_Q = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -168,11 +172,15 @@ RUNS = {
     "after-P": "as after-O with a named street stating an address (absent_details), sentences over "
     "45 words cut at their clause breaks (split_long_sentences) and a detail's synonyms one word to "
     "the copy rule (detail_synonyms), each changed on O's labels; P is fresh",
+    "after-Q": "as after-P with the subject's words counted as the document's for unstated questions "
+    "(overlap_counts_subject), a review without capitals cut into sentences (split_long_sentences), "
+    "and a word's forms ('drive', 'drives') one to the copy rule, each changed on P's labels; Q is "
+    "fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,P}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Q}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -180,7 +188,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {h: [] for h in "ABCDEFGHIJKLMNOP"}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in "ABCDEFGHIJKLMNOPQ"}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -211,6 +219,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("N", reviews, REVIEWS_N),
         ("O", reviews, REVIEWS_O),
         ("P", reviews, REVIEWS_P),
+        ("Q", reviews, REVIEWS_Q),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -543,7 +552,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=list("ABCDEFGHIJKLMNOP"), default="P")
+    ap.add_argument("--half", choices=list("ABCDEFGHIJKLMNOPQ"), default="Q")
     ap.add_argument("--run", default="after", help="in-scope: comma-separated runs")
     ap.add_argument(
         "--sentence",
@@ -640,7 +649,7 @@ def main() -> None:
                 f"generated after K's labels), half M ({REVIEWS_M} reviews, drawn after K's labels, "
                 f"generated after L's), half N ({REVIEWS_N} reviews, drawn after M's labels), half O "
                 f"({REVIEWS_O} reviews, drawn after N's labels), half P ({REVIEWS_P} reviews, drawn "
-                f"after O's labels); "
+                f"after O's labels), half Q ({REVIEWS_Q} reviews, drawn after P's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",

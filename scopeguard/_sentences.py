@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["sentence_spans", "split_sentences"]
+__all__ = ["sentence_spans", "split_run_on", "split_sentences"]
 
 _ABBREVIATIONS = frozenset(
     ("mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "no", "vs", "inc", "ltd", "co", "rs", "u.s")
@@ -52,6 +52,25 @@ def sentence_spans(text: str, *, glued: bool = False) -> list[tuple[int, int]]:
 def split_sentences(text: str, *, glued: bool = False) -> list[str]:
     """The sentences of ``text`` (see :func:`sentence_spans`)."""
     return [text[a:b] for a, b in sentence_spans(text, glued=glued)]
+
+
+# where a run-on "sentence" is cut (split_run_on): an ellipsis ("options..these",
+# "money....Sennheiser"), a dash, a semicolon, a stop glued to a capital after a closing bracket or
+# before a word in capitals ("caffeine!).Also", "these!UPDATE 2008"), and a stop before a lower-case
+# word ("really like the crisp sound. pretty big size", "excellent buy!you get"), as reviewers who
+# write without capitals or line breaks run their sentences together
+_RUN_ON_BREAK = re.compile(
+    r"\.{2,}\s*|\u2026\s*|\s*--+\s*|;\s+|(?<=[a-z)][.!?])(?=[A-Z])|(?<=[a-z][.!?])\s+(?=[a-z])|(?<=[a-z][!?])(?=[a-z])"
+)
+
+
+def split_run_on(sentence: str) -> list[str]:
+    """The clauses of a run-on ``sentence`` (cut at :data:`_RUN_ON_BREAK`), stripped, none empty.
+
+    Meant for a "sentence" too long to be one (the offline generator's, over 45 words): a stop
+    before a lower-case word also ends a clause, which in well-written prose it does not ("e.g. the").
+    """
+    return [p.strip() for p in _RUN_ON_BREAK.split(sentence) if p.strip()]
 
 
 def _strip(text: str, start: int, end: int) -> tuple[int, int]:

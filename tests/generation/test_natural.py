@@ -137,3 +137,5 @@ def test_a_details_synonyms_read_as_one_word() -> None:
     assert one("What does the Roku cost?") == one("What is the price of the Roku?")
     assert one("Where can I buy the Roku?") == one("Where is the Roku sold?")
     assert one("Who built the Roku?") != one("Who sold the Roku?")
+    assert one("Where are the drives sold?") == one("Where is the drive sold?")  # read on half P
+    assert one("Who directed the movies?") == one("Who directed the movie?")

@@ -184,6 +184,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "absent_details",
         "split_long_sentences",
         "detail_synonyms",
+        "overlap_counts_subject",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -210,9 +211,9 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     (tmp_path / "run.json").write_text(json.dumps(newest))
     gen, _ = _generator(offline)
     changed = (
-        "overlap_skips_details: False -> True; copies_by_detail: False -> True; detail_synonyms: False "
-        "-> True; fill_from_margin: False -> True; absent_details: False -> True; split_long_sentences: "
-        "False -> True"
+        "overlap_skips_details: False -> True; overlap_counts_subject: False -> True; copies_by_detail: "
+        "False -> True; detail_synonyms: False -> True; fill_from_margin: False -> True; absent_details: "
+        "False -> True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -232,6 +233,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "absent_details": False,
             "split_long_sentences": False,
             "detail_synonyms": False,
+            "overlap_counts_subject": False,
         }
     )
     gen, _ = _generator(old)
@@ -724,6 +726,29 @@ def test_a_sentence_too_long_to_ask_about_is_cut_at_its_clause_breaks() -> None:
     ]
 
 
+def test_a_review_written_without_capitals_is_cut_into_its_sentences_not_refused() -> None:
+    from scopeguard.generation.steps._offline import informative_sentences
+    from scopeguard.generation.steps._offline_screen import unusable_reason
+
+    lower = (
+        "the ferry to kelso sounds great at any speed... really like the quiet deck at low tide. "
+        "pretty big cabins for the small crossing from arlow, but it's worth it!excellent trip! you "
+        "get way more than you pay for at the harbour. i sailed in sept of 2010 and it's jan 2014 now "
+        "and the engines are still fine, the crew is kind and the cafe on board is still open daily."
+    )
+    assert unusable_reason(lower) == "too short: 1 sentence (the offline modes need 2)"
+    assert unusable_reason(lower, split_long=True) is None
+    assert informative_sentences(lower, 10) == []
+    assert informative_sentences(lower, 10, split_long=True) == [
+        "the ferry to kelso sounds great at any speed",
+        "really like the quiet deck at low tide.",
+        "pretty big cabins for the small crossing from arlow, but it's worth it!",  # "excellent trip!": 2
+        "you get way more than you pay for at the harbour.",
+        "i sailed in sept of 2010 and it's jan 2014 now and the engines are still fine, the crew is "
+        "kind and the cafe on board is still open daily.",
+    ]
+
+
 def test_in_scope_sentences_are_asked_up_to_more_in_scope_beyond_the_first(tmp_path: Path) -> None:
     # only Arlow's question is answerable: the first five sentences, then more_in_scope more
     llm, record = _ferry_run(tmp_path)
@@ -790,6 +815,27 @@ def test_an_unstated_question_about_the_subject_need_not_share_a_word_with_its_s
     assert next(d.reason for d in record.dropped if d.label == "out_of_scope") == (
         "not a usable question: shares no word with its sentence"
     )
+
+
+def test_an_unstated_question_may_name_the_subject_with_a_word_the_document_never_uses(
+    tmp_path: Path,
+) -> None:
+    question = "What is the inn's address?"  # the document speaks of ferries and a harbour only
+
+    def script(prompt: str) -> str:
+        if "What is this text mainly about" in prompt:
+            return json.dumps({"subject": "the inn at the harbour", "kind": "place"})
+        if "does not answer" in prompt:
+            return json.dumps({"questions": [question]})
+        return _ferries(prompt)
+
+    settings = {"min_oos": 1, "extra_rounds": 0, "more_in_scope": 0}
+    _, record = _ferry_run(tmp_path, script=script, **settings)
+    assert [q.question for q in record.questions if q.label == "out_of_scope"] == [question]
+    _, record = _ferry_run(tmp_path / "before", script=script, overlap_counts_subject=False, **settings)
+    assert not [q for q in record.questions if q.label == "out_of_scope"]
+    first = next(d.reason for d in record.dropped if d.question == question)  # then, copies of it
+    assert first.startswith("off-topic: 0% of its content words are in the document")
 
 
 def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Path) -> None:

@@ -273,7 +273,7 @@ _SYNONYMS = {
     "price": "cost costs fee fees priced prices",
     "far": "distance",
     "center": "centre",
-    "sold": "buy sell sells purchase purchased available",
+    "sold": "buy bought sell sells purchase purchased available",
     "released": "launched introduced published",
 }
 DETAIL_SYNONYMS = {
@@ -284,9 +284,18 @@ DETAIL_SYNONYMS = {
 }
 
 
+def _one_form(stem_: str) -> str:
+    # the light stemmer cuts "-es" and makes "-ies" "-y" but leaves "-e" and "-ie": "drives" -> "driv"
+    # and "drive" -> "drive", "movies" -> "movy" and "movie" -> "movie" (on half P, "What is the price
+    # of Seagate drives?" was kept beside "... of this drive?")
+    stem_ = stem_[:-1] if stem_.endswith("e") else stem_
+    return stem_[:-1] + "i" if stem_.endswith("y") else stem_
+
+
 def synonyms_as_one(stems: frozenset[str]) -> frozenset[str]:
-    """``stems`` with each synonym of a detail (:data:`DETAIL_SYNONYMS`) read as its first word."""
-    return frozenset(DETAIL_SYNONYMS.get(s, s) for s in stems)
+    """``stems`` with each synonym of a detail (:data:`DETAIL_SYNONYMS`) read as its first word, and
+    a word's forms the stemmer leaves apart ("drive", "drives") as one."""
+    return frozenset(_one_form(DETAIL_SYNONYMS.get(s, s)) for s in stems)
 
 
 def overlap(question: str, document_stems: set[str], skip: frozenset[str] = frozenset()) -> float:

@@ -53,7 +53,7 @@ import hashlib
 import re
 from typing import Literal
 
-from scopeguard._sentences import split_sentences
+from scopeguard._sentences import split_run_on, split_sentences
 from scopeguard.detection.read.text import content_stem_set, content_stems
 from scopeguard.errors import DocumentTooLongError
 from scopeguard.generation.cache import CachedReply
@@ -83,12 +83,12 @@ from scopeguard.generation.steps._offline_replies import (
     questions_schema,
     subject_schema,
 )
-from scopeguard.generation.steps._offline_screen import unusable_reason
+from scopeguard.generation.steps._offline_screen import MAX_SENTENCE_WORDS, unusable_reason
 
 __all__ = ["example_index", "generate_offline", "informative_sentences"]
 
 _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
-_SENTENCE_WORDS = (8, 45)
+_SENTENCE_WORDS = (8, MAX_SENTENCE_WORDS)
 _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
 _SUBJECT_CHARS = 1500  # of the document shown to name its subject (it is named early)
 
@@ -113,6 +113,9 @@ class _Keeper:
         # content words)
         self.within: list[tuple[float, DroppedQuestion, str, float, frozenset[str]]] = []
         self.min_score = _margin_floor(ctx)
+        # the words of the document's subject as the model named it, counted as the document's by
+        # the overlap rule for unstated questions (overlap_counts_subject; set once it is named)
+        self.subject_stems: frozenset[str] = frozenset()
 
     def _drop(
         self, question: str, reason: str, kind: str, source: str | None, filt: FilterRecord | None
@@ -171,7 +174,8 @@ class _Keeper:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
         details = DETAIL_STEMS if kind == "unstated" and ctx.cfg.overlap_skips_details else frozenset()
-        share = overlap(question, self.stems, details)
+        known = self.stems | self.subject_stems if kind == "unstated" else self.stems
+        share = overlap(question, known, details)
         if share < ctx.cfg.min_overlap:
             self._drop(
                 question,
@@ -333,25 +337,19 @@ def example_index(source: str) -> int:
     return int(hashlib.sha256(source.encode("utf-8")).hexdigest()[:8], 16)
 
 
-# where a sentence too long to ask about is cut: an ellipsis ("options..these", "money....Sennheiser"),
-# a dash, a semicolon, or a stop glued to a capital after a closing bracket or before a word in
-# capitals ("caffeine!).Also", "these!UPDATE 2008"), as in reviews whose writers and line breaks
-# ran sentences together (issue #39: on half O, two reviews had 3 sentences of 8-45 words and kept
-# 2 in-scope questions)
-_CLAUSE_BREAK = re.compile(r"\.{2,}\s*|\u2026\s*|\s*--+\s*|;\s+|(?<=[a-z)][.!?])(?=[A-Z])")
-
-
 def _sentences(text: str, split_long: bool) -> list[str]:
-    """The sentences of ``text`` of 8 to 45 words; with ``split_long``, a longer one is cut at its
-    clause breaks (:data:`_CLAUSE_BREAK`) and its pieces of 8 to 45 words count as sentences."""
+    """The sentences of ``text`` of 8 to 45 words; with ``split_long``, a longer one is cut into its
+    clauses (:func:`~scopeguard._sentences.split_run_on`) and those of 8 to 45 words count as
+    sentences (issue #39: on half O, two reviews run together so had 3 usable sentences and kept 2
+    in-scope questions; on half P one written without capitals had one)."""
     out: list[str] = []
     for sentence in split_sentences(text, glued=True):
         pieces = (
-            _CLAUSE_BREAK.split(sentence)
-            if split_long and len(sentence.split()) > _SENTENCE_WORDS[1]
+            split_run_on(sentence)
+            if split_long and len(sentence.split()) > MAX_SENTENCE_WORDS
             else [sentence]
         )
-        out += [p.strip() for p in pieces if _SENTENCE_WORDS[0] <= len(p.split()) <= _SENTENCE_WORDS[1]]
+        out += [p for p in pieces if _SENTENCE_WORDS[0] <= len(p.split()) <= MAX_SENTENCE_WORDS]
     return out
 
 
@@ -562,6 +560,8 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
     subject = kind = ""
     if cfg.mode in ("unstated", "offline"):
         subject, kind = await _subject(ctx) if cfg.unstated_subject else ("", "")
+        if cfg.overlap_counts_subject:
+            keeper.subject_stems = frozenset(content_stems(subject))
         await _unstated(ctx, keeper, None, subject, kind)
     # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
     top_up_only = cfg.followups_to_top_up and cfg.min_oos > 0
@@ -606,7 +606,7 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
 
 async def generate_offline(ctx: DocumentContext) -> DocumentRecord:
     """One document in an offline mode; an unusable document is ``skipped`` with the reason."""
-    reason = unusable_reason(ctx.doc.text)
+    reason = unusable_reason(ctx.doc.text, split_long=ctx.cfg.split_long_sentences)
     if reason is not None:
         return ctx.record("skipped", error=reason)
     try:

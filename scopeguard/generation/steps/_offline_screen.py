@@ -9,12 +9,14 @@ so (:class:`~scopeguard.errors.DocumentTooLongError`, caught by the caller).
 
 from __future__ import annotations
 
-from scopeguard._sentences import split_sentences
+from scopeguard._sentences import split_run_on, split_sentences
 from scopeguard.detection.read.text import STOPWORDS, tokenize
 
-__all__ = ["MIN_SENTENCES", "unusable_reason"]
+__all__ = ["MAX_SENTENCE_WORDS", "MIN_SENTENCES", "unusable_reason"]
 
 MIN_SENTENCES = 2
+# a "sentence" longer than this is too long to ask about; with split_long, it is cut into clauses
+MAX_SENTENCE_WORDS = 45
 # English prose has 35-50% function words (of this list); French or German prose shares a few
 # of them ("in", "an", "so") and stays well under this.
 _MIN_FUNCTION_SHARE = 0.15
@@ -29,8 +31,10 @@ def _latin_share(text: str) -> float:
     return sum(c.isascii() for c in letters) / len(letters)
 
 
-def unusable_reason(text: str) -> str | None:
-    """Why the offline modes cannot use ``text``, or ``None`` when they can."""
+def unusable_reason(text: str, *, split_long: bool = False) -> str | None:
+    """Why the offline modes cannot use ``text``, or ``None`` when they can. With ``split_long``
+    (GenerationConfig.split_long_sentences) a sentence over :data:`MAX_SENTENCE_WORDS` words counts
+    as its clauses: a review written without capitals is one "sentence" to the splitter."""
     if not text.strip():
         return "empty document"
     if _latin_share(text) < _MIN_LATIN_SHARE:
@@ -40,7 +44,10 @@ def unusable_reason(text: str) -> str | None:
         share = sum(w in STOPWORDS for w in words) / len(words)
         if share < _MIN_FUNCTION_SHARE:
             return f"not English: {share:.0%} English function words (English prose has 35-50%)"
-    n = len(split_sentences(text, glued=True))
+    n = sum(
+        len(split_run_on(s)) if split_long and len(s.split()) > MAX_SENTENCE_WORDS else 1
+        for s in split_sentences(text, glued=True)
+    )
     if n < MIN_SENTENCES:
         return f"too short: {n} sentence{'s' if n != 1 else ''} (the offline modes need {MIN_SENTENCES})"
     return None
