@@ -109,6 +109,11 @@ class _Keeper:
         self.kept: list[GeneratedQuestion] = []
         self.dropped: list[DroppedQuestion] = []
         self.kept_stems: set[frozenset[str]] = set()
+        # copies_by_detail: the document's content words and each kept question's, read as
+        # _copy reads them (a detail's synonyms as one word with detail_synonyms), computed once
+        self._one = synonyms_as_one if ctx.cfg.detail_synonyms else frozenset
+        self._document = self._one(frozenset(self.stems))
+        self._kept_parts: list[tuple[frozenset[str], frozenset[str]]] = []
         # dropped only for the margin: (P(out of scope), the record, its reply, its overlap, its
         # content words)
         self.within: list[tuple[float, DroppedQuestion, str, float, frozenset[str]]] = []
@@ -225,6 +230,7 @@ class _Keeper:
         absent: str | None = None,
     ) -> None:
         self.kept_stems.add(stems)
+        self._kept_parts.append(self._parts(stems))
         self.kept.append(
             _generated(
                 self.ctx,
@@ -258,16 +264,19 @@ class _Keeper:
             return "the same content words"
         if not self.ctx.cfg.copies_by_detail:
             return None
-        one = synonyms_as_one if self.ctx.cfg.detail_synonyms else frozenset
-        document = one(frozenset(self.stems))
-        asked, about = one(stems) - document, one(stems) & document
-        for other in self.kept_stems:
-            o_asked, o_about = one(other) - document, one(other) & document
+        asked, about = self._parts(stems)
+        for o_asked, o_about in self._kept_parts:
             if bool(asked) != bool(o_asked):
                 continue
             if (asked <= o_asked or o_asked <= asked) and (about <= o_about or o_about <= about):
                 return "the same detail of the same thing"
         return None
+
+    def _parts(self, stems: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+        """A question's content words ``stems`` not in the document (the detail it asks for) and in
+        it (the thing it asks about), as :meth:`_copy` compares them."""
+        words = self._one(stems)
+        return words - self._document, words & self._document
 
     def fill(self, minimum: int) -> int:
         """Keep candidates dropped only for the margin, most confident first, until ``minimum`` are
