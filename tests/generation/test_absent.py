@@ -30,6 +30,9 @@ REVIEW = (
         ("When was the hotel built?", REVIEW, "year"),
         ("When was the hotel built?", REVIEW + " It was built in 1926.", None),
         ("When was the hotel built?", REVIEW + " We went in March.", None),
+        ("When did the hotel open?", REVIEW, "year"),  # place_year_hint's question
+        ("When did the hotel open?", REVIEW + " It opened in 1926.", None),
+        ("When is the hotel open?", REVIEW, None),  # its hours, not a year
         # not a price, an address or a year: left to the filter
         ("How much does the suitcase weigh?", REVIEW, None),
         ("How far is the hotel from the airport?", REVIEW, None),

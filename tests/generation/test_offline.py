@@ -185,6 +185,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "split_long_sentences",
         "detail_synonyms",
         "overlap_counts_subject",
+        "place_year_hint",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -211,7 +212,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     (tmp_path / "run.json").write_text(json.dumps(newest))
     gen, _ = _generator(offline)
     changed = (
-        "overlap_skips_details: False -> True; overlap_counts_subject: False -> True; copies_by_detail: "
+        "place_year_hint: False -> True; overlap_skips_details: False -> True; overlap_counts_subject: "
+        "False -> True; copies_by_detail: "
         "False -> True; detail_synonyms: False -> True; fill_from_margin: False -> True; absent_details: "
         "False -> True; split_long_sentences: False -> True"
     )
@@ -234,6 +236,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "split_long_sentences": False,
             "detail_synonyms": False,
             "overlap_counts_subject": False,
+            "place_year_hint": False,
         }
     )
     gen, _ = _generator(old)
@@ -975,14 +978,23 @@ def test_the_overlap_rule_does_not_count_the_details_an_unstated_question_asks_f
     assert next(d.reason for d in record.dropped if d.question == far).startswith("off-topic: 40%")
 
 
+@pytest.mark.parametrize("year_hint", [True, False])
 @pytest.mark.parametrize("kind", ["product", "place", "book", "film", ""])
-def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips(kind: str) -> None:
+def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips(
+    kind: str, year_hint: bool
+) -> None:
     from scopeguard.detection.read.text import content_stems
     from scopeguard.generation.steps._natural import DETAIL_STEMS
     from scopeguard.prompts import render
 
     prompt = render(
-        "gen_unstated_question", sentence="Fine.", n=2, subject="the hotel", kind=kind, firm=False
+        "gen_unstated_question",
+        sentence="Fine.",
+        n=2,
+        subject="the hotel",
+        kind=kind,
+        year_hint=year_hint,
+        firm=False,
     )
     hints = prompt.split("such as ", 1)[1].split(", never", 1)[0]
     assert set(content_stems(hints)) - {"its"} <= DETAIL_STEMS, hints

@@ -49,6 +49,7 @@ POOL: dict[str, Any] = {
     "subject": "the ferry Kestrel",
     "kind": "place",
     "with_kind": True,
+    "year_hint": True,
     "subject_kinds": ("product", "place", "book", "film", "person", "event", "other"),
     "text": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes. It sails hourly.",
 }
@@ -74,10 +75,12 @@ def test_template_matches_snapshot(name: str) -> None:
 
 
 # Renderings a setting keeps as they were: each pinned by a snapshot of its own, ``NAME.VARIANT.txt``
-# (unstated_hints=False renders the prompts of before it, byte for byte: an old run resumes on them).
+# (unstated_hints=False and place_year_hint=False render the prompts of before them, byte for byte:
+# an old run resumes on them).
 VARIANTS: dict[tuple[str, str], dict[str, Any]] = {
     ("gen_document_subject", "hints-off"): {"with_kind": False},
     ("gen_unstated_question", "hints-off"): {"kind": ""},
+    ("gen_unstated_question", "place-year-off"): {"year_hint": False},
 }
 
 

@@ -56,7 +56,9 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
         re.compile(
             r"\b(?:what|which) year\b|\bwhat date\b|\bwhen (?:was|were|did|is|will|does|do) \b.{0,80}?\b"
             r"(?:released?|published|founded|built|opened|introduced|launched|established|come out|"
-            r"came out|born|died|written|filmed|made)\b",
+            r"came out|born|died|written|filmed|made)\b"
+            # "When did the hotel open?" (not "When is it open?": its hours)
+            r"|\bwhen did \b.{0,80}?\b(?:open|build|release|publish|launch|introduce|establish)\b",
             re.IGNORECASE,
         ),
         re.compile(

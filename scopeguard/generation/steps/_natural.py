@@ -261,7 +261,7 @@ def unmoored(question: str, sentence: str) -> str | None:
 # GenerationConfig.overlap_skips_details). A test holds the template's hints to this list.
 DETAIL_WORDS = (
     "price prices maker sold size made address owns far centre center city author publisher length "
-    "year came director running time budget filmed date place amount reason cost"
+    "year came opened director running time budget filmed date place amount reason cost"
 )
 DETAIL_STEMS = frozenset(content_stems(DETAIL_WORDS))
 

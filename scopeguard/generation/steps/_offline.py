@@ -530,6 +530,7 @@ async def _unstated(
             n=n,
             subject=subject,
             kind=kind,
+            year_hint=ctx.cfg.place_year_hint,
         )
         if got is not None:
             questions, reply = got
