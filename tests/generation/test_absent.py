@@ -25,6 +25,7 @@ REVIEW = (
         ("What is the hotel's address?", REVIEW + " It is at 333 O'Farrell Street.", None),
         ("What is the hotel's address?", REVIEW + " Hotel Adagio, San Francisco, CA 94102.", None),
         ("What is the hotel's address?", REVIEW + " It is on Geary and Jones Streets.", None),  # half O
+        ("What is the hotel's address?", REVIEW + " The room was not facing Market St).", None),  # half S
         ("What is the hotel's address?", REVIEW + " It was a fine place to stay.", "address"),
         ("In what year did the hotel open?", REVIEW, "year"),
         ("When was the hotel built?", REVIEW, "year"),
@@ -33,6 +34,7 @@ REVIEW = (
         ("When did the hotel open?", REVIEW, "year"),  # place_year_hint's question
         ("When did the hotel open?", REVIEW + " It opened in 1926.", None),
         ("When is the hotel open?", REVIEW, None),  # its hours, not a year
+        ("How long has the hotel been open?", REVIEW, "year"),  # half S
         # not a price, an address or a year: left to the filter
         ("How much does the suitcase weigh?", REVIEW, None),
         ("How far is the hotel from the airport?", REVIEW, None),

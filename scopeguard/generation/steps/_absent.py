@@ -41,12 +41,12 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
     "address": (
         re.compile(r"\baddress(?:es)?\b", re.IGNORECASE),
         # a numbered street ("333 O'Farrell Street"), a named one ("on Geary and Jones Streets", which
-        # a reader may take for the address: read on half O; not "Union Square", a place), a French
-        # or German one, or a postcode
+        # a reader may take for the address: read on half O; "(not facing Market St)" on half S; not
+        # "Union Square", a place), a French or German one, or a postcode
         re.compile(
             r"\b\d+[A-Za-z]?,?\s+(?:[A-Z][\w'.-]*\s+){0,3}(?:St|Street|Ave|Avenue|Rd|Road|Blvd|"
             r"Boulevard|Way|Lane|Ln|Drive|Dr|Place|Pl|Square|Sq|Court|Ct|Highway|Hwy)\b"
-            r"|\b[A-Z][\w'.-]*\s+(?:(?:and|&)\s+[A-Z][\w'.-]*\s+)?(?:Streets?|St\.|Avenues?|Ave\.|Road|"
+            r"|\b[A-Z][\w'.-]*\s+(?:(?:and|&)\s+[A-Z][\w'.-]*\s+)?(?:Streets?|St\.?|Avenues?|Ave\.?|Road|"
             r"Boulevard|Blvd)(?!\w)"
             r"|\b(?:rue|calle|strasse|straße)\b"
             r"|\b\d{5}(?:-\d{4})?\b|\b[A-Z]{1,2}\d{1,2}[A-Z]? \d[A-Z]{2}\b"
@@ -58,7 +58,8 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
             r"(?:released?|published|founded|built|opened|introduced|launched|established|come out|"
             r"came out|born|died|written|filmed|made)\b"
             # "When did the hotel open?" (not "When is it open?": its hours)
-            r"|\bwhen did \b.{0,80}?\b(?:open|build|release|publish|launch|introduce|establish)\b",
+            r"|\bwhen did \b.{0,80}?\b(?:open|build|release|publish|launch|introduce|establish)\b"
+            r"|\bhow long has\b.{0,60}\bbeen (?:open|around|in business)\b",
             re.IGNORECASE,
         ),
         re.compile(
