@@ -130,6 +130,9 @@ REVIEWS_S = 13
 # T: a twentieth, drawn after S's labels, generated after them (a street named without its number
 # or stop, "Market St", states an address; "How long has it been open?" asks a year)
 REVIEWS_T = 13
+# U: a twenty-first, drawn after T's labels, generated after them (where to buy it is absent from a
+# review naming no shop: absent_stores)
+REVIEWS_U = 13
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -192,11 +195,13 @@ RUNS = {
     "after-T": "as after-S with a street named without its number or stop ('Market St') read as an "
     "address and 'How long has the hotel been open?' as asking a year, changed on S's labels; T is "
     "fresh",
+    "after-U": "as after-T with where to buy it read as absent from a review naming no shop, chain or "
+    "website (absent_stores), changed on T's short documents; U is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,T}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,U}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -204,7 +209,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {h: [] for h in "ABCDEFGHIJKLMNOPQRST"}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in "ABCDEFGHIJKLMNOPQRSTU"}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -239,6 +244,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("R", reviews, REVIEWS_R),
         ("S", reviews, REVIEWS_S),
         ("T", reviews, REVIEWS_T),
+        ("U", reviews, REVIEWS_U),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -571,7 +577,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=list("ABCDEFGHIJKLMNOPQRST"), default="T")
+    ap.add_argument("--half", choices=list("ABCDEFGHIJKLMNOPQRSTU"), default="U")
     ap.add_argument("--run", default="after", help="in-scope: comma-separated runs")
     ap.add_argument(
         "--sentence",
@@ -670,7 +676,8 @@ def main() -> None:
                 f"({REVIEWS_O} reviews, drawn after N's labels), half P ({REVIEWS_P} reviews, drawn "
                 f"after O's labels), half Q ({REVIEWS_Q} reviews, drawn after P's labels), half R "
                 f"({REVIEWS_R} reviews, drawn after Q's labels), half S ({REVIEWS_S} reviews, drawn "
-                f"after R's labels), half T ({REVIEWS_T} reviews, drawn after S's labels); "
+                f"after R's labels), half T ({REVIEWS_T} reviews, drawn after S's labels), "
+                f"half U ({REVIEWS_U} reviews, drawn after T's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",

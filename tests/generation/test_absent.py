@@ -35,7 +35,13 @@ REVIEW = (
         ("When did the hotel open?", REVIEW + " It opened in 1926.", None),
         ("When is the hotel open?", REVIEW, None),  # its hours, not a year
         ("How long has the hotel been open?", REVIEW, "year"),  # half S
-        # not a price, an address or a year: left to the filter
+        ("Where can I buy the case?", REVIEW, "store"),
+        ("Where is this bar sold?", REVIEW + " I plan to buy these on a regular basis.", "store"),  # half T
+        ("Where can I buy the case?", REVIEW + " It is the best case on the market.", "store"),
+        ("Where can I buy the case?", REVIEW + " I bought it on Amazon.", None),
+        ("Where can I buy the case?", REVIEW + " Any camera store has it.", None),
+        ("Where can I buy the case?", REVIEW + " We picked it up at Gerlach's on the corner.", None),
+        # not a price, an address, a year or a shop: left to the filter
         ("How much does the suitcase weigh?", REVIEW, None),
         ("How far is the hotel from the airport?", REVIEW, None),
         ("When did the guests arrive at the hotel?", REVIEW, None),
@@ -46,3 +52,9 @@ def test_a_detail_is_absent_only_when_the_document_states_none_of_its_kind(
     question: str, document: str, kind: str | None
 ) -> None:
     assert absent_detail(question, document) == kind
+
+
+def test_only_the_kinds_asked_for_are_read() -> None:
+    # absent_stores=False reads price, address and year only, as before it
+    assert absent_detail("Where can I buy the case?", REVIEW, ("price", "address", "year")) is None
+    assert absent_detail("What is the price of the case?", REVIEW, ("price",)) == "price"

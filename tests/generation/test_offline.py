@@ -186,6 +186,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "detail_synonyms",
         "overlap_counts_subject",
         "place_year_hint",
+        "absent_stores",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -215,7 +216,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "place_year_hint: False -> True; overlap_skips_details: False -> True; overlap_counts_subject: "
         "False -> True; copies_by_detail: "
         "False -> True; detail_synonyms: False -> True; fill_from_margin: False -> True; absent_details: "
-        "False -> True; split_long_sentences: False -> True"
+        "False -> True; absent_stores: False -> True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -237,6 +238,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "detail_synonyms": False,
             "overlap_counts_subject": False,
             "place_year_hint": False,
+            "absent_stores": False,
         }
     )
     gen, _ = _generator(old)
@@ -1123,3 +1125,30 @@ def test_a_question_asking_a_price_of_a_document_stating_none_is_out_of_scope_wh
     assert summary.absent == 0 and "kept though the filter" not in summary.table()
     # a document that names an amount of money leaves a price question to the filter
     assert absent_detail(price, GLUED + " A ticket costs $4.") is None
+
+
+def test_where_to_buy_of_a_document_naming_no_shop_is_out_of_scope_with_absent_stores(tmp_path: Path) -> None:
+    where = "Where can I buy a ticket for the Dunmore ferry?"
+    assert absent_detail(where, GLUED) == "store"  # GLUED names no shop, chain or website
+
+    def script(prompt: str) -> str:
+        if "does not answer" in prompt and "Dunmore" in prompt.split("Sentence", 1)[-1]:
+            return json.dumps({"questions": [where]})
+        return _fill_script(prompt)
+
+    def run(path: Path, **settings: Any) -> Any:  # the filter finds it answerable
+        config = CONFIG.model_copy(
+            update={"mode": "unstated", "extra_rounds": 0, "more_in_scope": 0, "min_oos": 0, **settings}
+        )
+        score = lambda q: 0.2 if q == where else FILL_SCORES.get(q, 0.1)  # noqa: E731
+        llm = ScriptedChatModel(script, model="fake")
+        gen = Generator(llm, config=config, judge=ScriptedDetector(score), concurrency=1, progress=False)
+        gen.run([{"doc_id": "ferries", "text": GLUED}], path, length_rule=RULE)
+        return CheckpointStore(path).load_all()["ferries"]
+
+    kept = {q.question: q for q in run(tmp_path).questions}
+    assert kept[where].label == "out_of_scope" and kept[where].absent_detail == "store"
+    # absent_stores=False (as before it): the filter decides
+    record = run(tmp_path / "off", absent_stores=False)
+    assert where not in {q.question for q in record.questions}
+    assert {d.question: d.reason for d in record.dropped}[where] == "filter: answerable from the document"

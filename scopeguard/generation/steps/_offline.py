@@ -58,7 +58,7 @@ from scopeguard.detection.read.text import content_stem_set, content_stems
 from scopeguard.errors import DocumentTooLongError
 from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, FilterRecord, GeneratedQuestion
-from scopeguard.generation.steps._absent import absent_detail
+from scopeguard.generation.steps._absent import ABSENT_KINDS, absent_detail
 from scopeguard.generation.steps._context import DocumentContext, Sampling, words
 from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._natural import (
@@ -98,6 +98,15 @@ def _margin_floor(ctx: DocumentContext) -> float:
     ``oos_margin`` (at most 0.999). An in-scope candidate found out of scope below it is doubted only
     within the margin (``fill_from_margin``)."""
     return min(float(getattr(ctx.judge, "threshold", 0.5)) + ctx.cfg.oos_margin, 0.999)
+
+
+def _absent(ctx: DocumentContext, question: str) -> str | None:
+    """The kind of detail ``question`` asks for that the document states none of, with
+    ``absent_details`` (where to buy it only with ``absent_stores``), or ``None``."""
+    if not ctx.cfg.absent_details:
+        return None
+    kinds = ABSENT_KINDS if ctx.cfg.absent_stores else tuple(k for k in ABSENT_KINDS if k != "store")
+    return absent_detail(question, ctx.doc.text, kinds)
 
 
 class _Keeper:
@@ -192,7 +201,7 @@ class _Keeper:
             )
             return
         filt = await filter_question(ctx, question)
-        absent = absent_detail(question, ctx.doc.text) if ctx.cfg.absent_details else None
+        absent = _absent(ctx, question)
         if (
             absent is not None
             and filt is not None
@@ -410,7 +419,7 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
         else:
             candidates.append(question)
             filt = await filter_question(ctx, question)
-            absent = absent_detail(question, ctx.doc.text) if ctx.cfg.absent_details else None
+            absent = _absent(ctx, question)
             if absent is not None:
                 reason = f"not answerable from the document: it states no {absent}"
             elif filt is not None and filt.label != "in_scope":
