@@ -1009,6 +1009,8 @@ def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips
         ("What was the author of Quiet?", "Who was the author of Quiet?"),
         ("Where is the location of the BART?", "Where is the BART?"),
         ("What is the owner of Westin St. Francis?", "Who is the owner of Westin St. Francis?"),
+        ("When was The book published?", "When was the book published?"),  # halves P and U
+        ("Who directed The Lord of the Rings?", "Who directed The Lord of the Rings?"),  # a name
         ("What is the director's name?", "What is the director's name?"),
         ("What is the publisher of Quiet?", "What is the publisher of Quiet?"),  # may be a firm
         ("What is the directory of the files?", "What is the directory of the files?"),

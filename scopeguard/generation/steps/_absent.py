@@ -10,6 +10,8 @@ out-of-scope questions; of the 75 kept questions asking such a detail of a docum
 all 75 were read as unanswerable (``benchmarks/generation_natural.py``). On the fresh half O the
 rule kept 10 questions the filter found answerable: 8 natural and unanswerable, and two asking the
 address of a hotel "on Geary and Jones Streets", which a named street now leaves to the filter.
+Where to buy it joined later (``absent_stores``): over H-T the filter found 76 "Where can I buy
+...?" questions answerable or doubted them, of reviews naming no shop.
 
 :func:`absent_detail` names the detail a question asks for when its document states none of that
 kind; :class:`~scopeguard.generation.config.GenerationConfig`'s ``absent_details`` lets that decide

@@ -208,15 +208,20 @@ _WHAT_PERSON = re.compile(
     re.IGNORECASE,
 )
 _WHERE_LOCATION = re.compile(r"^Where (is|was) the location of\s+", re.IGNORECASE)
+# a subject the model named "The book" copied into the middle of a question ("When was The book
+# published?", on halves P and U): an article before a word in lower case is no name's
+_STRAY_THE = re.compile(r"(?<=\w )The (?=[a-z])")
 
 
 def standalone(question: str) -> str:
     """``question`` without a reference to the sentence it was written from ("What are the largest
     predatory creatures mentioned in the sentence?" -> "What are the largest predatory creatures?")
     and with a slip a person would not make mended ("What is the director of ...?" -> "Who is the
-    director of ...?", "Where is the location of ...?" -> "Where is ...?")."""
+    director of ...?", "Where is the location of ...?" -> "Where is ...?", "When was The book
+    published?" -> "... the book ...")."""
     question = _WHAT_PERSON.sub(lambda m: f"Who {m[1]} the {m[2]} ", question.strip())
     question = _WHERE_LOCATION.sub(lambda m: f"Where {m[1]} ", question)
+    question = _STRAY_THE.sub("the ", question)
     cut = _SHOWN_UNIT.sub("", question).strip()
     # "Which rivers are listed in this text?" needs its verb: left as it is
     return question if cut.rstrip("?").split()[-1:] in (["is"], ["are"], ["was"], ["were"]) else cut
