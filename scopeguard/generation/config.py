@@ -223,7 +223,7 @@ class GenerationConfig(BaseModel):
     # issue #39: with absent_details, a question asking where to buy something of a document that
     # names no shop, chain or website (nor that it was bought at or from a named one) is out of
     # scope whatever the filter says: on halves H-T, all 42 such questions the filter kept were read
-    # as unanswerable (39 natural), and it had found 76 more answerable or doubted them ("Where can I
+    # as unanswerable (39 natural), and it had found 74 more answerable or doubted them ("Where can I
     # buy Pure Bar?" of a review saying "I plan to buy these"). False = price, address and year
     # only, as before.
     absent_stores: bool = True

@@ -41,6 +41,8 @@ REVIEW = (
         ("Where can I buy the case?", REVIEW + " I bought it on Amazon.", None),
         ("Where can I buy the case?", REVIEW + " Any camera store has it.", None),
         ("Where can I buy the case?", REVIEW + " We picked it up at Gerlach's on the corner.", None),
+        ("Where can I buy the case?", REVIEW + " We bought it at the farmer's market.", None),
+        ("Where can I buy the case?", REVIEW + " I ordered it from the maker directly.", None),
         # not a price, an address, a year or a shop: left to the filter
         ("How much does the suitcase weigh?", REVIEW, None),
         ("How far is the hotel from the airport?", REVIEW, None),
