@@ -224,7 +224,7 @@ class GenerationConfig(BaseModel):
     # names no shop, chain or website (nor that it was bought at or from a named one) is out of
     # scope whatever the filter says: on halves H-T, all 42 such questions the filter kept were read
     # as unanswerable (39 natural), and it had found 74 more answerable or doubted them ("Where can I
-    # buy Pure Bar?" of a review saying "I plan to buy these"). False = price, address and year
+    # buy Pure Bar?" of a review saying only that its writer will buy more). False = price, address and year
     # only, as before.
     absent_stores: bool = True
     # issue #39: a sentence too long to ask about (over 45 words) is cut at its clause breaks (an

@@ -25,7 +25,11 @@ REVIEW = (
         ("What is the hotel's address?", REVIEW + " It is at 333 O'Farrell Street.", None),
         ("What is the hotel's address?", REVIEW + " Hotel Adagio, San Francisco, CA 94102.", None),
         ("What is the hotel's address?", REVIEW + " It is on Geary and Jones Streets.", None),  # half O
-        ("What is the hotel's address?", REVIEW + " The room was not facing Market St).", None),  # half S
+        (
+            "What is the hotel's address?",
+            REVIEW + " Ask for a room away from Pine St (the trams).",
+            None,
+        ),  # half S
         ("What is the hotel's address?", REVIEW + " It was a fine place to stay.", "address"),
         ("In what year did the hotel open?", REVIEW, "year"),
         ("When was the hotel built?", REVIEW, "year"),
@@ -36,7 +40,7 @@ REVIEW = (
         ("When is the hotel open?", REVIEW, None),  # its hours, not a year
         ("How long has the hotel been open?", REVIEW, "year"),  # half S
         ("Where can I buy the case?", REVIEW, "store"),
-        ("Where is this bar sold?", REVIEW + " I plan to buy these on a regular basis.", "store"),  # half T
+        ("Where is this bar sold?", REVIEW + " I mean to buy more of these soon.", "store"),  # half T
         ("Where can I buy the case?", REVIEW + " It is the best case on the market.", "store"),
         ("Where can I buy the case?", REVIEW + " I bought it on Amazon.", None),
         ("Where can I buy the case?", REVIEW + " Any camera store has it.", None),

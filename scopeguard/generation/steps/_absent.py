@@ -45,7 +45,7 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
     "address": (
         re.compile(r"\baddress(?:es)?\b", re.IGNORECASE),
         # a numbered street ("333 O'Farrell Street"), a named one ("on Geary and Jones Streets", which
-        # a reader may take for the address: read on half O; "(not facing Market St)" on half S; not
+        # a reader may take for the address: read on half O; a room "not facing" a "... St" on half S; not
         # "Union Square", a place), a French or German one, or a postcode
         re.compile(
             r"\b\d+[A-Za-z]?,?\s+(?:[A-Z][\w'.-]*\s+){0,3}(?:St|Street|Ave|Avenue|Rd|Road|Blvd|"
@@ -75,7 +75,7 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
     # bought at or from a named one (GenerationConfig.absent_stores): on the hand-read halves H-T,
     # all 42 kept "Where can I buy ...?" questions of reviews without one were unanswerable (39
     # natural), and the filter had found 74 more answerable or doubted them ("Where can I buy Pure
-    # Bar?" of a review saying only "I plan to buy these": two documents of half T left short)
+    # Bar?" of a review saying only that its writer will buy more: two documents of half T left short)
     "store": (
         re.compile(
             r"\bwhere\b.{0,60}\b(?:buy|bought|sold|sells?|purchased?|available|order|ordered)\b"
