@@ -133,6 +133,8 @@ REVIEWS_T = 13
 # U: a twenty-first, drawn after T's labels, generated after them (where to buy it is absent from a
 # review naming no shop: absent_stores)
 REVIEWS_U = 13
+# every half, in the order drawn (the last is the default of --half)
+HALVES = "ABCDEFGHIJKLMNOPQRSTU"
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -209,7 +211,7 @@ def _corpus(work: Path, seed: int) -> None:
         for d in read_jsonl(SHARED / "subjqa" / "documents.jsonl")
         if REVIEW_WORDS[0] <= len(d["text"].split()) <= REVIEW_WORDS[1]
     ]
-    picked = {h: [] for h in "ABCDEFGHIJKLMNOPQRSTU"}  # type: dict[str, list[dict[str, Any]]]
+    picked = {h: [] for h in HALVES}  # type: dict[str, list[dict[str, Any]]]
     chosen = rng.sample(reviews, 2 * REVIEWS_PER_HALF)
     for i, half in enumerate(("A", "B")):
         picked[half] += chosen[i * REVIEWS_PER_HALF : (i + 1) * REVIEWS_PER_HALF]
@@ -577,7 +579,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=["corpus", "generate", "review", "report", "signals", "in-scope"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-generation-natural"))
-    ap.add_argument("--half", choices=list("ABCDEFGHIJKLMNOPQRSTU"), default="U")
+    ap.add_argument("--half", choices=list(HALVES), default=HALVES[-1])
     ap.add_argument("--run", default="after", help="in-scope: comma-separated runs")
     ap.add_argument(
         "--sentence",

@@ -1085,28 +1085,37 @@ def test_a_question_asking_the_same_detail_in_a_synonym_is_a_copy(tmp_path: Path
     assert [q.question for q in record.questions if q.label == "out_of_scope"] == asked
 
 
+def _answerable_run(
+    path: Path, out_of_scope: str, in_scope: str | None = None, **settings: Any
+) -> tuple[Any, Any]:
+    """A run on GLUED whose unstated reply for the Dunmore sentence is ``out_of_scope`` and whose
+    in-scope reply for the Bexley sentence is ``in_scope``; the filter finds both answerable."""
+
+    def script(prompt: str) -> str:
+        if in_scope and "Write one question that this sentence answers" in prompt and "Bexley" in prompt:
+            return json.dumps({"questions": [in_scope]})
+        if "does not answer" in prompt and "Dunmore" in prompt.split("Sentence", 1)[-1]:
+            return json.dumps({"questions": [out_of_scope]})
+        return _fill_script(prompt)
+
+    llm = ScriptedChatModel(script, model="fake")
+    config = CONFIG.model_copy(
+        update={"mode": "unstated", "extra_rounds": 0, "more_in_scope": 0, "min_oos": 0, **settings}
+    )
+    score = lambda q: 0.2 if q in (out_of_scope, in_scope) else FILL_SCORES.get(q, 0.1)  # noqa: E731
+    gen = Generator(llm, config=config, judge=ScriptedDetector(score), concurrency=1, progress=False)
+    summary = gen.run([{"doc_id": "ferries", "text": GLUED}], path, length_rule=RULE)
+    return summary, CheckpointStore(path).load_all()["ferries"]
+
+
 def test_a_question_asking_a_price_of_a_document_stating_none_is_out_of_scope_whatever_the_filter_says(
     tmp_path: Path,
 ) -> None:
     price = "What does a ticket on the Dunmore ferry cost?"
     in_scope_price = "What is the fare of the ferry from Bexley?"
 
-    def script(prompt: str) -> str:
-        if "Write one question that this sentence answers" in prompt and "Bexley" in prompt:
-            return json.dumps({"questions": [in_scope_price]})
-        if "does not answer" in prompt and "Dunmore" in prompt.split("Sentence", 1)[-1]:
-            return json.dumps({"questions": [price]})
-        return _fill_script(prompt)
-
     def run(path: Path, **settings: Any) -> tuple[Any, Any]:  # the filter finds both answerable
-        llm = ScriptedChatModel(script, model="fake")
-        config = CONFIG.model_copy(
-            update={"mode": "unstated", "extra_rounds": 0, "more_in_scope": 0, "min_oos": 0, **settings}
-        )
-        score = lambda q: 0.2 if q in (price, in_scope_price) else FILL_SCORES.get(q, 0.1)  # noqa: E731
-        gen = Generator(llm, config=config, judge=ScriptedDetector(score), concurrency=1, progress=False)
-        summary = gen.run([{"doc_id": "ferries", "text": GLUED}], path, length_rule=RULE)
-        return summary, CheckpointStore(path).load_all()["ferries"]
+        return _answerable_run(path, price, in_scope_price, **settings)
 
     summary, record = run(tmp_path)
     kept = {q.question: q for q in record.questions}
@@ -1133,24 +1142,9 @@ def test_where_to_buy_of_a_document_naming_no_shop_is_out_of_scope_with_absent_s
     where = "Where can I buy a ticket for the Dunmore ferry?"
     assert absent_detail(where, GLUED) == "store"  # GLUED names no shop, chain or website
 
-    def script(prompt: str) -> str:
-        if "does not answer" in prompt and "Dunmore" in prompt.split("Sentence", 1)[-1]:
-            return json.dumps({"questions": [where]})
-        return _fill_script(prompt)
-
-    def run(path: Path, **settings: Any) -> Any:  # the filter finds it answerable
-        config = CONFIG.model_copy(
-            update={"mode": "unstated", "extra_rounds": 0, "more_in_scope": 0, "min_oos": 0, **settings}
-        )
-        score = lambda q: 0.2 if q == where else FILL_SCORES.get(q, 0.1)  # noqa: E731
-        llm = ScriptedChatModel(script, model="fake")
-        gen = Generator(llm, config=config, judge=ScriptedDetector(score), concurrency=1, progress=False)
-        gen.run([{"doc_id": "ferries", "text": GLUED}], path, length_rule=RULE)
-        return CheckpointStore(path).load_all()["ferries"]
-
-    kept = {q.question: q for q in run(tmp_path).questions}
+    kept = {q.question: q for q in _answerable_run(tmp_path, where)[1].questions}
     assert kept[where].label == "out_of_scope" and kept[where].absent_detail == "store"
     # absent_stores=False (as before it): the filter decides
-    record = run(tmp_path / "off", absent_stores=False)
+    _, record = _answerable_run(tmp_path / "off", where, absent_stores=False)
     assert where not in {q.question for q in record.questions}
     assert {d.question: d.reason for d in record.dropped}[where] == "filter: answerable from the document"

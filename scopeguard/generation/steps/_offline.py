@@ -100,13 +100,16 @@ def _margin_floor(ctx: DocumentContext) -> float:
     return min(float(getattr(ctx.judge, "threshold", 0.5)) + ctx.cfg.oos_margin, 0.999)
 
 
+# the absent-detail kinds of before absent_stores
+_WITHOUT_STORES = tuple(k for k in ABSENT_KINDS if k != "store")
+
+
 def _absent(ctx: DocumentContext, question: str) -> str | None:
     """The kind of detail ``question`` asks for that the document states none of, with
     ``absent_details`` (where to buy it only with ``absent_stores``), or ``None``."""
     if not ctx.cfg.absent_details:
         return None
-    kinds = ABSENT_KINDS if ctx.cfg.absent_stores else tuple(k for k in ABSENT_KINDS if k != "store")
-    return absent_detail(question, ctx.doc.text, kinds)
+    return absent_detail(question, ctx.doc.text, ABSENT_KINDS if ctx.cfg.absent_stores else _WITHOUT_STORES)
 
 
 class _Keeper:
