@@ -109,6 +109,54 @@ def test_questions_no_one_would_send_are_screened(question: str, reason: str | N
     assert unnatural(question, BAKERY) == reason
 
 
+@pytest.mark.parametrize(
+    ("question", "reason"),
+    [
+        ("What was the person's name?", "asks about the document's writer (the person), not the document"),
+        (
+            "Why did the speaker praise the pier?",
+            "asks about the document's writer (the person), not the document",
+        ),
+        ("What is the name of the person who built the pier?", None),  # someone else
+        ("Where did the narrator of the novel grow up?", None),  # a novel's narrator
+        ("Who paid for the harbour plan of Wrenfield?", None),
+    ],
+)
+def test_a_question_about_the_writer_as_the_person_is_screened(question: str, reason: str | None) -> None:
+    from scopeguard.generation.steps._natural import about_writer
+
+    assert about_writer(question) == reason
+
+
+def test_an_in_scope_question_asking_the_writers_name_is_screened() -> None:
+    from scopeguard.generation.steps._natural import asks_writer_name
+
+    assert "does not give" in (asks_writer_name("What is the name of the person who baked the rye?") or "")
+    assert asks_writer_name("What is the name of the bakery on Marsh Lane?") is None
+
+
+@pytest.mark.parametrize(
+    ("question", "reason"),
+    [
+        ("What is the price of the X10 and X20?", "asks about two things at once (X10 and X20)"),
+        (
+            "What is the address of the bar and restaurant?",
+            "asks about two things at once (bar and restaurant)",
+        ),
+        ("What is the price of the rye bread & butter?", "asks about two things at once (bread and butter)"),
+        ("Where can I buy a copy at Barnes and Noble?", None),  # one name
+        ("When was Pride and Prejudice first published?", None),
+        ("What is the price of the rye bread?", None),
+    ],
+)
+def test_an_unstated_question_about_two_things_joined_by_and_is_screened(
+    question: str, reason: str | None
+) -> None:
+    from scopeguard.generation.steps._natural import two_things
+
+    assert two_things(question) == reason
+
+
 def test_an_enumeration_in_one_reply_is_found_whole() -> None:
     from scopeguard.generation.steps._natural import enumerations
 

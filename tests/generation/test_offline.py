@@ -187,6 +187,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "overlap_counts_subject",
         "place_year_hint",
         "absent_stores",
+        "writer_screen",
+        "one_thing_screen",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -216,7 +218,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "place_year_hint: False -> True; overlap_skips_details: False -> True; overlap_counts_subject: "
         "False -> True; copies_by_detail: "
         "False -> True; detail_synonyms: False -> True; fill_from_margin: False -> True; absent_details: "
-        "False -> True; absent_stores: False -> True; split_long_sentences: False -> True"
+        "False -> True; absent_stores: False -> True; writer_screen: False -> True; one_thing_screen: "
+        "False -> True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -239,6 +242,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "overlap_counts_subject": False,
             "place_year_hint": False,
             "absent_stores": False,
+            "writer_screen": False,
+            "one_thing_screen": False,
         }
     )
     gen, _ = _generator(old)
@@ -858,6 +863,49 @@ def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Pat
     assert not {q.question for q in record.questions} & set(series)
     reasons = {d.question: d.reason for d in record.dropped}
     assert all("an enumeration" in reasons[q] for q in series)
+
+
+def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_reasons(
+    tmp_path: Path,
+) -> None:
+    writer_name = "What is the name of the person who welcomed the plan at the meeting?"  # in scope
+    unstated = {
+        0: "What did the person say about the harbour plan of Wrenfield?",
+        2: "What is the price of the ferry Marlin and the new pier?",
+    }
+
+    def script(prompt: str) -> str:
+        if "Write one question that this sentence answers" in prompt and SENTENCES[3] in prompt:
+            return json.dumps({"questions": [writer_name]})
+        if "sentence does not answer" in prompt:
+            for i, question in unstated.items():
+                if SENTENCES[i] in prompt:
+                    return json.dumps({"questions": [question]})
+        return _reply(prompt)
+
+    def run(path: Path, **settings: Any) -> Any:  # type: ignore[no-untyped-def]
+        config = CONFIG.model_copy(update={"mode": "unstated", "extra_rounds": 0, **settings})
+        detector = ScriptedDetector(lambda q: {**SCORES, writer_name: 0.1}.get(q, 0.99))
+        gen = Generator(
+            ScriptedChatModel(script, model="fake"), config=config, judge=detector, progress=False
+        )
+        gen.run([{"doc_id": "wrenfield", "text": DOC}], path, length_rule=RULE)
+        return CheckpointStore(path).load_all()["wrenfield"]
+
+    record = run(tmp_path)
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert (
+        reasons[unstated[0]]
+        == "not a usable question: asks about the document's writer (the person), not the document"
+    )
+    assert reasons[unstated[2]] == "not a usable question: asks about two things at once (Marlin and the)"
+    assert reasons[writer_name].startswith("not a usable question: asks the name of the person (the writer)")
+    assert not {q.question for q in record.questions} & {writer_name, *unstated.values()}
+    # switched off (as before them), the filter decides and keeps all three
+    record = run(tmp_path / "off", writer_screen=False, one_thing_screen=False)
+    kept = {q.question: q.label for q in record.questions}
+    assert kept[writer_name] == "in_scope"
+    assert kept[unstated[0]] == kept[unstated[2]] == "out_of_scope"
 
 
 # P(out of scope) of the unstated questions about the first five ferries (threshold 0.5, margin 0.25)

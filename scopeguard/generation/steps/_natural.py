@@ -34,6 +34,8 @@ from scopeguard.prompts import available_templates, template_examples
 __all__ = [
     "FIXED_ARTEFACTS",
     "ExamplePhrases",
+    "about_writer",
+    "asks_writer_name",
     "copied_phrase",
     "degenerate",
     "enumerations",
@@ -41,6 +43,7 @@ __all__ = [
     "overlap",
     "standalone",
     "synonyms_as_one",
+    "two_things",
     "unmoored",
     "unnatural",
 ]
@@ -155,6 +158,45 @@ _COUNT_WORDS = frozenset(
 
 def _count_word(word: str) -> bool:
     return word in _COUNT_WORDS or word.isdigit() or bool(re.fullmatch(r"\d+(?:st|nd|rd|th)", word))
+
+
+# the text's writer named as a third person: a review's "I" as the packaged 1.5B rewrites it ("What
+# was the person's name?", "Why did the speaker tell the person about the HDMI cable?"); a reader asks
+# about what a review is about, not about its writer (issue #39: on halves H-U, 4 kept out-of-scope
+# questions, none natural). Someone else is not ("the person who created the Chromecast"), nor is a
+# narrator (a novel's)
+_THE_WRITER = re.compile(r"\bthe (?:person|speaker)\b(?!\s+(?:who|whom|whose|that)\b)", re.IGNORECASE)
+# in scope, the name of "the person" (a review's writer, whom it never names): on halves H-U 18 of 21
+# such in-scope questions were unanswerable ("What is the name of the person who is making muffins?")
+_WRITER_NAME = re.compile(r"\bname of the (?:person|people)\b", re.IGNORECASE)
+# two things joined by "and" where one detail of one thing was asked for ("What is the price of the
+# EOS 350D and 400D?", "the address of the bar and restaurant": 4 kept unstated questions on halves
+# H-U, none natural); not a name's "and" ("Barnes and Noble", "Lochan and Maya")
+_JOINED = re.compile(r"\b([\w'-]+)\s+(?:and|&)\s+([\w'-]+)")
+
+
+def about_writer(question: str) -> str | None:
+    """Why ``question`` is about its document's writer, named as a third person, or ``None``."""
+    if _THE_WRITER.search(question):
+        return "asks about the document's writer (the person), not the document"
+    return None
+
+
+def asks_writer_name(question: str) -> str | None:
+    """Why ``question`` (in scope) asks for a name a review never gives, its writer's, or ``None``."""
+    if _WRITER_NAME.search(question):
+        return "asks the name of the person (the writer), which the document does not give"
+    return None
+
+
+def two_things(question: str) -> str | None:
+    """Why ``question`` asks about two things joined by "and" at once, or ``None`` (a name joined by
+    "and", both words capitalised and without digits, is one thing; "the X10 and X20" are two)."""
+    for first, second in _JOINED.findall(question):
+        name = first[:1].isupper() and second[:1].isupper() and not re.search(r"\d", first + second)
+        if not name:
+            return f"asks about two things at once ({first} and {second})"
+    return None
 
 
 def enumerations(questions: list[str]) -> set[int]:

@@ -9,7 +9,8 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    ``n_in_scope`` are kept (the sentence alone is shown: shown the whole document, a small model
    asks the same generic question again and again; a stop glued to the next sentence, "it.For",
    ends one), kept when they are about that
-   sentence (not about "the sentence" itself, and sharing a content word with it) and the filter
+   sentence (not about "the sentence" itself, and sharing a content word with it; with
+   ``writer_screen`` not asking "the name of the person", a review's unnamed writer) and the filter
    finds them answerable (``edit_kind="direct"``, the sentence as ``true_claim``);
 2. ``unstated`` (and ``offline``): for each of the first ``n_in_scope + 2`` sentences,
    ``unstated_per_sentence`` questions about what it leaves unsaid (a price, a date, a reason), the
@@ -29,7 +30,9 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
 5. every out-of-scope candidate is kept only when it is a usable question (not degenerate, and,
    with ``natural_screen``, nothing :func:`~._natural.unnatural` finds: a prompt example's phrase,
    a question to the document's writer, two questions in one, one of a reply's enumeration: "the
-   person's second / third / fourth thought"), at least ``min_overlap`` of its
+   person's second / third / fourth thought"; with ``writer_screen``, nothing about the writer named
+   as "the person" or "the speaker"; with ``one_thing_screen``, no unstated question about two
+   things joined by "and"), at least ``min_overlap`` of its
    content words occur in the document (it is confusing, not off-topic; with
    ``overlap_skips_details`` an unstated question's details, a price or an address, do not count)
    and the filter finds it out
@@ -63,11 +66,14 @@ from scopeguard.generation.steps._context import DocumentContext, Sampling, word
 from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._natural import (
     DETAIL_STEMS,
+    about_writer,
+    asks_writer_name,
     degenerate,
     enumerations,
     overlap,
     standalone,
     synonyms_as_one,
+    two_things,
     unmoored,
     unnatural,
 )
@@ -187,6 +193,10 @@ class _Keeper:
         bad = degenerate(question) or (unmoored(question, sentence) if sentence else None)
         if bad is None and ctx.cfg.natural_screen:
             bad = unnatural(question, f"{ctx.doc.text}\n{source or ''}")
+        if bad is None and ctx.cfg.writer_screen:
+            bad = about_writer(question)
+        if bad is None and kind == "unstated" and ctx.cfg.one_thing_screen:
+            bad = two_things(question)
         if bad is not None:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
@@ -413,7 +423,9 @@ async def _in_scope(ctx: DocumentContext) -> tuple[list[GeneratedQuestion], list
         question = standalone(question)
         if not ctx.unique("offline_in_scope", [question], reply.id):
             continue
-        unusable = unmoored(question, sentence)
+        unusable = unmoored(question, sentence) or (
+            asks_writer_name(question) if ctx.cfg.writer_screen else None
+        )
         reason: str | None = None
         filt = None
         absent: str | None = None
