@@ -133,8 +133,12 @@ REVIEWS_T = 13
 # U: a twenty-first, drawn after T's labels, generated after them (where to buy it is absent from a
 # review naming no shop: absent_stores)
 REVIEWS_U = 13
+# V: a twenty-second, drawn after U's labels, generated after them (questions about the review's
+# writer as "the person" and unstated questions about two things joined by "and" dropped:
+# writer_screen, one_thing_screen)
+REVIEWS_V = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = "ABCDEFGHIJKLMNOPQRSTU"
+HALVES = "ABCDEFGHIJKLMNOPQRSTUV"
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -199,11 +203,14 @@ RUNS = {
     "fresh",
     "after-U": "as after-T with where to buy it read as absent from a review naming no shop, chain or "
     "website (absent_stores), changed on T's short documents; U is fresh",
+    "after-V": "as after-U with questions about the writer as 'the person' or 'the speaker' dropped, "
+    "and in scope those asking 'the name of the person' (writer_screen), and unstated questions about "
+    "two things joined by 'and' (one_thing_screen), changed on the labels of H-U; V is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,U}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,V}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -247,6 +254,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("S", reviews, REVIEWS_S),
         ("T", reviews, REVIEWS_T),
         ("U", reviews, REVIEWS_U),
+        ("V", reviews, REVIEWS_V),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -679,7 +687,8 @@ def main() -> None:
                 f"after O's labels), half Q ({REVIEWS_Q} reviews, drawn after P's labels), half R "
                 f"({REVIEWS_R} reviews, drawn after Q's labels), half S ({REVIEWS_S} reviews, drawn "
                 f"after R's labels), half T ({REVIEWS_T} reviews, drawn after S's labels), "
-                f"half U ({REVIEWS_U} reviews, drawn after T's labels); "
+                f"half U ({REVIEWS_U} reviews, drawn after T's labels), "
+                f"half V ({REVIEWS_V} reviews, drawn after U's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
