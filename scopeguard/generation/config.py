@@ -91,6 +91,7 @@ LEGACY_SETTINGS: dict[str, object] = {
     "absent_stores": False,
     "writer_screen": False,
     "one_thing_screen": False,
+    "subject_as_written": False,
 }
 
 
@@ -238,6 +239,11 @@ class GenerationConfig(BaseModel):
     # the EOS 350D and 400D?"; not a name, "Barnes and Noble") is dropped: the template asks for one
     # thing; on halves H-U 4 were kept, none natural. False = as before.
     one_thing_screen: bool = True
+    # issue #39: with unstated_subject, a subject the model capitalised from a description the
+    # document writes in lower case is named as written ("Tasty Little Snack Bar" of "this tasty
+    # little snack bar": "the tasty little snack bar"; "The Cold War psychological drama": "the
+    # ...") (steps._natural.subject_as_written). False = the model's words, as before.
+    subject_as_written: bool = True
     # issue #39: a sentence too long to ask about (over 45 words) is cut at its clause breaks (an
     # ellipsis, a dash, a semicolon, "caffeine!).Also") and its pieces of 8-45 words are asked about
     # like sentences: on half O two reviews run together so ("options..these seemed ... money....

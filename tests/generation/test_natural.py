@@ -157,6 +157,28 @@ def test_an_unstated_question_about_two_things_joined_by_and_is_screened(
     assert two_things(question) == reason
 
 
+@pytest.mark.parametrize(
+    ("subject", "named"),
+    [
+        ("Crusty Rye Loaf", "the crusty rye loaf"),  # a description the review writes in lower case
+        ("The Harbour bakery", "the harbour bakery"),
+        ("The Marsh Lane bakery", "the Marsh Lane bakery"),  # an article the review does not give
+        ("Rosa Vent", "Rosa Vent"),  # written so
+        ("Ryeland", "Ryeland"),  # one word: a name written in lower case is the writer's slip
+        ("BX-20 Mixer", "BX-20 Mixer"),  # digits: a model
+        ("Golden Crumb Bakery", "Golden Crumb Bakery"),  # never written
+    ],
+)
+def test_a_subject_is_named_as_its_document_writes_it(subject: str, named: str) -> None:
+    from scopeguard.generation.steps._natural import subject_as_written
+
+    review = (
+        "This crusty rye loaf from the harbour bakery is the best in town. Rosa Vent bakes it at "
+        "the Marsh Lane bakery with ryeland flour and her old bx-20 mixer."
+    )
+    assert subject_as_written(subject, review) == named
+
+
 def test_an_enumeration_in_one_reply_is_found_whole() -> None:
     from scopeguard.generation.steps._natural import enumerations
 

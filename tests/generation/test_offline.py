@@ -189,6 +189,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "absent_stores",
         "writer_screen",
         "one_thing_screen",
+        "subject_as_written",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -219,7 +220,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "False -> True; copies_by_detail: "
         "False -> True; detail_synonyms: False -> True; fill_from_margin: False -> True; absent_details: "
         "False -> True; absent_stores: False -> True; writer_screen: False -> True; one_thing_screen: "
-        "False -> True; split_long_sentences: False -> True"
+        "False -> True; subject_as_written: False -> True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -244,6 +245,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "absent_stores": False,
             "writer_screen": False,
             "one_thing_screen": False,
+            "subject_as_written": False,
         }
     )
     gen, _ = _generator(old)
@@ -285,6 +287,24 @@ def test_the_unstated_questions_hint_at_details_that_fit_the_subjects_kind(tmp_p
     assert not any("which kind of thing" in c.prompt for c in llm.calls)
     unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
     assert all("such as a price, a date, a place, an amount or a reason" in p for p in unstated)
+
+
+def test_a_subject_the_model_capitalised_is_asked_about_as_the_document_writes_it(tmp_path: Path) -> None:
+    def capitalised(prompt: str) -> str:  # the document writes "the harbour plan"
+        if "What is this text mainly about" in prompt:
+            return json.dumps({"subject": "Harbour Plan", "kind": "event"})
+        return _reply(prompt)
+
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated"}), script=capitalised)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+    assert len(unstated) == 5 and all("questions about the harbour plan that" in p for p in unstated)
+    # subject_as_written=False: the model's words, as before
+    off = CONFIG.model_copy(update={"mode": "unstated", "subject_as_written": False})
+    gen, llm = _generator(off, script=capitalised)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "off", length_rule=RULE)
+    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+    assert all("questions about Harbour Plan that" in p for p in unstated)
 
 
 class _GrammarModel(ScriptedChatModel):

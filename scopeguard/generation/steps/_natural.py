@@ -42,6 +42,7 @@ __all__ = [
     "example_phrases",
     "overlap",
     "standalone",
+    "subject_as_written",
     "synonyms_as_one",
     "two_things",
     "unmoored",
@@ -197,6 +198,31 @@ def two_things(question: str) -> str | None:
         if not name:
             return f"asks about two things at once ({first} and {second})"
     return None
+
+
+_LEADING_THE = re.compile(r"^the\s+", re.IGNORECASE)
+
+
+def subject_as_written(subject: str, document: str) -> str:
+    """``subject`` (the model's name for what ``document`` is about) as the document writes it,
+    where the model capitalised a description: "Tasty Little Snack Bar" of a review of "this tasty
+    little snack bar" is "the tasty little snack bar", "The Cold War psychological drama" of "the
+    best Cold War psychological drama" is "the Cold War psychological drama" (questions asked
+    about them read as names no one uses: issue #39, halves T and V). A subject the document
+    writes as it is, one it writes capitalised ("PURE bar"), in one word ("avitae") or with digits
+    ("hbs-730"), and one it never writes ("Buffy the Vampire Slayer") stay as they are."""
+    if subject in document:
+        return subject
+    core = _LEADING_THE.sub("", subject)
+    found = re.search(rf"(?<![\w-]){re.escape(core)}(?![\w-])", document, re.IGNORECASE)
+    if found is None:
+        return subject
+    written = found.group(0)
+    words = written.split()
+    # a description: every word in lower case, more than one (a one-word name in lower case,
+    # "avitae", "ipad", or a title, "quiet", is the writer's slip, not a description)
+    described = len(words) > 1 and all(w[:1].islower() for w in words) and not re.search(r"\d", written)
+    return f"the {written}" if core != subject or described else subject
 
 
 def enumerations(questions: list[str]) -> set[int]:

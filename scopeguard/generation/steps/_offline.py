@@ -72,6 +72,7 @@ from scopeguard.generation.steps._natural import (
     enumerations,
     overlap,
     standalone,
+    subject_as_written,
     synonyms_as_one,
     two_things,
     unmoored,
@@ -504,7 +505,9 @@ async def _perturb(
 
 async def _subject(ctx: DocumentContext) -> tuple[str, str]:
     """What the document is about, in a few words, and (with ``unstated_hints``) what kind of thing
-    it is (:data:`SUBJECT_KINDS`); ``("", "")`` when the model names nothing usable."""
+    it is (:data:`SUBJECT_KINDS`); ``("", "")`` when the model names nothing usable. With
+    ``subject_as_written``, a description the model capitalised is named as the document writes it
+    (:func:`~._natural.subject_as_written`)."""
     with_kind = ctx.cfg.unstated_hints
     got = await ctx.ask(
         "subject",
@@ -516,7 +519,10 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
         with_kind=with_kind,
         subject_kinds=SUBJECT_KINDS,
     )
-    return ("", "") if got is None else got[0]
+    if got is None:
+        return ("", "")
+    subject, kind = got[0]
+    return (subject_as_written(subject, ctx.doc.text) if ctx.cfg.subject_as_written else subject), kind
 
 
 def _unstated_sentences(ctx: DocumentContext, round_: int) -> list[str]:
