@@ -137,8 +137,11 @@ REVIEWS_U = 13
 # writer as "the person" and unstated questions about two things joined by "and" dropped:
 # writer_screen, one_thing_screen)
 REVIEWS_V = 13
+# W: a twenty-third, drawn after V's labels, generated after them (a subject the model capitalised
+# from a description named as the review writes it: subject_as_written)
+REVIEWS_W = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = "ABCDEFGHIJKLMNOPQRSTUV"
+HALVES = "ABCDEFGHIJKLMNOPQRSTUVW"
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -206,11 +209,13 @@ RUNS = {
     "after-V": "as after-U with questions about the writer as 'the person' or 'the speaker' dropped, "
     "and in scope those asking 'the name of the person' (writer_screen), and unstated questions about "
     "two things joined by 'and' (one_thing_screen), changed on the labels of H-U; V is fresh",
+    "after-W": "as after-V with a subject the model capitalised from a description its review writes "
+    "in lower case named as written (subject_as_written), changed on T's and V's labels; W is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,V}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,W}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -255,6 +260,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("T", reviews, REVIEWS_T),
         ("U", reviews, REVIEWS_U),
         ("V", reviews, REVIEWS_V),
+        ("W", reviews, REVIEWS_W),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -688,7 +694,8 @@ def main() -> None:
                 f"({REVIEWS_R} reviews, drawn after Q's labels), half S ({REVIEWS_S} reviews, drawn "
                 f"after R's labels), half T ({REVIEWS_T} reviews, drawn after S's labels), "
                 f"half U ({REVIEWS_U} reviews, drawn after T's labels), "
-                f"half V ({REVIEWS_V} reviews, drawn after U's labels); "
+                f"half V ({REVIEWS_V} reviews, drawn after U's labels), "
+                f"half W ({REVIEWS_W} reviews, drawn after V's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
