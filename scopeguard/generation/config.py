@@ -92,6 +92,7 @@ LEGACY_SETTINGS: dict[str, object] = {
     "writer_screen": False,
     "one_thing_screen": False,
     "subject_as_written": False,
+    "agent_nouns_apart": False,
 }
 
 
@@ -244,6 +245,11 @@ class GenerationConfig(BaseModel):
     # little snack bar": "the tasty little snack bar"; "The Cold War psychological drama": "the
     # ...") (steps._natural.subject_as_written). False = the model's words, as before.
     subject_as_written: bool = True
+    # issue #39: the copy rule reads "publisher", "founder" and "owner" as words of their own, not
+    # as their verbs' stems: "What was the publisher of The Road?" is no copy of "When was The Road
+    # published?" (on halves S-W four were dropped so; two book reviews left short)
+    # (steps._natural.copy_stems). False = as before.
+    agent_nouns_apart: bool = True
     # issue #39: a sentence too long to ask about (over 45 words) is cut at its clause breaks (an
     # ellipsis, a dash, a semicolon, "caffeine!).Also") and its pieces of 8-45 words are asked about
     # like sentences: on half O two reviews run together so ("options..these seemed ... money....

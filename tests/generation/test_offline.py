@@ -190,6 +190,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "writer_screen",
         "one_thing_screen",
         "subject_as_written",
+        "agent_nouns_apart",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -220,7 +221,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "False -> True; copies_by_detail: "
         "False -> True; detail_synonyms: False -> True; fill_from_margin: False -> True; absent_details: "
         "False -> True; absent_stores: False -> True; writer_screen: False -> True; one_thing_screen: "
-        "False -> True; subject_as_written: False -> True; split_long_sentences: False -> True"
+        "False -> True; subject_as_written: False -> True; agent_nouns_apart: False -> True; "
+        "split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -246,6 +248,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "writer_screen": False,
             "one_thing_screen": False,
             "subject_as_written": False,
+            "agent_nouns_apart": False,
         }
     )
     gen, _ = _generator(old)
@@ -926,6 +929,33 @@ def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_r
     kept = {q.question: q.label for q in record.questions}
     assert kept[writer_name] == "in_scope"
     assert kept[unstated[0]] == kept[unstated[2]] == "out_of_scope"
+
+
+def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_published(
+    tmp_path: Path,
+) -> None:
+    year, publisher = (
+        "When was the harbour plan of Wrenfield published?",
+        "Who was the publisher of the harbour plan of Wrenfield?",
+    )
+
+    def script(prompt: str) -> str:
+        if "sentence does not answer" in prompt:
+            question = year if SENTENCES[0] in prompt else publisher if SENTENCES[1] in prompt else None
+            if question is not None:
+                return json.dumps({"questions": [question]})
+        return _reply(prompt)
+
+    def kept(path: Path, **settings: Any) -> list[str]:
+        config = CONFIG.model_copy(update={"mode": "unstated", "extra_rounds": 0, **settings})
+        gen, _ = _generator(config, script)
+        gen.run([{"doc_id": "wrenfield", "text": DOC}], path, length_rule=RULE)
+        record = CheckpointStore(path).load_all()["wrenfield"]
+        return [q.question for q in record.questions if q.label == "out_of_scope"]
+
+    assert {year, publisher} <= set(kept(tmp_path))
+    # agent_nouns_apart=False (as before): "publisher" is read as "published", a copy
+    assert publisher not in kept(tmp_path / "off", agent_nouns_apart=False)
 
 
 # P(out of scope) of the unstated questions about the first five ferries (threshold 0.5, margin 0.25)

@@ -37,6 +37,7 @@ __all__ = [
     "about_writer",
     "asks_writer_name",
     "copied_phrase",
+    "copy_stems",
     "degenerate",
     "enumerations",
     "example_phrases",
@@ -363,6 +364,20 @@ def _one_form(stem_: str) -> str:
     # of Seagate drives?" was kept beside "... of this drive?")
     stem_ = stem_[:-1] if stem_.endswith("e") else stem_
     return stem_[:-1] + "i" if stem_.endswith("y") else stem_
+
+
+# agent nouns the stemmer reads as their verb ("publisher" as "published", which the copy rule reads as
+# "released"): "What was the publisher of The Road?" and "When was The Road published?" ask two
+# details (issue #39: on halves S-W four such questions were dropped as copies of the year question,
+# and on V and W a book review was left with one out-of-scope question so)
+_AGENT_NOUNS = re.compile(r"\b(publisher|founder|owner)s?\b", re.IGNORECASE)
+
+
+def copy_stems(question: str) -> frozenset[str]:
+    """``question``'s content words (stems) as the copy rule compares them: an agent noun
+    ("publisher", "founder", "owner") is a word of its own, not its verb's stem."""
+    agents = {f"{m[1].lower()}:who" for m in _AGENT_NOUNS.finditer(question)}
+    return frozenset(content_stems(_AGENT_NOUNS.sub(" ", question))) | agents
 
 
 def synonyms_as_one(stems: frozenset[str]) -> frozenset[str]:

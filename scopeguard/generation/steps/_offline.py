@@ -68,6 +68,7 @@ from scopeguard.generation.steps._natural import (
     DETAIL_STEMS,
     about_writer,
     asks_writer_name,
+    copy_stems,
     degenerate,
     enumerations,
     overlap,
@@ -186,7 +187,7 @@ class _Keeper:
         if not ctx.unique(step, [question], reply_id):
             self._drop(question, "a copy of a question already written", kind, source, None)
             return
-        stems = frozenset(content_stems(question))
+        stems = copy_stems(question) if ctx.cfg.agent_nouns_apart else frozenset(content_stems(question))
         copy = self._copy(stems)
         if copy is not None:
             self._drop(question, f"a copy of a question already kept ({copy})", kind, source, None)
