@@ -140,8 +140,11 @@ REVIEWS_V = 13
 # W: a twenty-third, drawn after V's labels, generated after them (a subject the model capitalised
 # from a description named as the review writes it: subject_as_written)
 REVIEWS_W = 13
+# X: a twenty-fourth, drawn while W was read, generated after a change made on V's and W's short
+# book reviews (an agent noun, "publisher", no copy of its verb, "published": agent_nouns_apart)
+REVIEWS_X = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = "ABCDEFGHIJKLMNOPQRSTUVW"
+HALVES = "ABCDEFGHIJKLMNOPQRSTUVWX"
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -211,11 +214,13 @@ RUNS = {
     "two things joined by 'and' (one_thing_screen), changed on the labels of H-U; V is fresh",
     "after-W": "as after-V with a subject the model capitalised from a description its review writes "
     "in lower case named as written (subject_as_written), changed on T's and V's labels; W is fresh",
+    "after-X": "as after-W with 'publisher', 'founder' and 'owner' no copy of their verbs "
+    "(agent_nouns_apart), changed on V's and W's short book reviews; X is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,W}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,X}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -261,6 +266,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("U", reviews, REVIEWS_U),
         ("V", reviews, REVIEWS_V),
         ("W", reviews, REVIEWS_W),
+        ("X", reviews, REVIEWS_X),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -695,7 +701,8 @@ def main() -> None:
                 f"after R's labels), half T ({REVIEWS_T} reviews, drawn after S's labels), "
                 f"half U ({REVIEWS_U} reviews, drawn after T's labels), "
                 f"half V ({REVIEWS_V} reviews, drawn after U's labels), "
-                f"half W ({REVIEWS_W} reviews, drawn after V's labels); "
+                f"half W ({REVIEWS_W} reviews, drawn after V's labels), "
+                f"half X ({REVIEWS_X} reviews, drawn while W was read); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",

@@ -191,6 +191,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "one_thing_screen",
         "subject_as_written",
         "agent_nouns_apart",
+        "centre_as_written",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -222,7 +223,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "False -> True; detail_synonyms: False -> True; fill_from_margin: False -> True; absent_details: "
         "False -> True; absent_stores: False -> True; writer_screen: False -> True; one_thing_screen: "
         "False -> True; subject_as_written: False -> True; agent_nouns_apart: False -> True; "
-        "split_long_sentences: False -> True"
+        "centre_as_written: False -> True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -249,6 +250,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "one_thing_screen": False,
             "subject_as_written": False,
             "agent_nouns_apart": False,
+            "centre_as_written": False,
         }
     )
     gen, _ = _generator(old)
@@ -931,6 +933,23 @@ def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_r
     assert kept[unstated[0]] == kept[unstated[2]] == "out_of_scope"
 
 
+def _unstated_oos(path: Path, asked: dict[int, str], **settings: Any) -> list[str]:
+    """The out-of-scope questions a run of mode unstated keeps when its writer asks ``asked[i]``
+    of sentence ``i`` (the fake's own unstated question of the others)."""
+
+    def script(prompt: str) -> str:
+        if "sentence does not answer" in prompt:
+            for i, question in asked.items():
+                if SENTENCES[i] in prompt:
+                    return json.dumps({"questions": [question]})
+        return _reply(prompt)
+
+    gen, _ = _generator(CONFIG.model_copy(update={"mode": "unstated", "extra_rounds": 0, **settings}), script)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], path, length_rule=RULE)
+    record = CheckpointStore(path).load_all()["wrenfield"]
+    return [q.question for q in record.questions if q.label == "out_of_scope"]
+
+
 def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_published(
     tmp_path: Path,
 ) -> None:
@@ -938,24 +957,20 @@ def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_pu
         "When was the harbour plan of Wrenfield published?",
         "Who was the publisher of the harbour plan of Wrenfield?",
     )
-
-    def script(prompt: str) -> str:
-        if "sentence does not answer" in prompt:
-            question = year if SENTENCES[0] in prompt else publisher if SENTENCES[1] in prompt else None
-            if question is not None:
-                return json.dumps({"questions": [question]})
-        return _reply(prompt)
-
-    def kept(path: Path, **settings: Any) -> list[str]:
-        config = CONFIG.model_copy(update={"mode": "unstated", "extra_rounds": 0, **settings})
-        gen, _ = _generator(config, script)
-        gen.run([{"doc_id": "wrenfield", "text": DOC}], path, length_rule=RULE)
-        record = CheckpointStore(path).load_all()["wrenfield"]
-        return [q.question for q in record.questions if q.label == "out_of_scope"]
-
-    assert {year, publisher} <= set(kept(tmp_path))
+    assert {year, publisher} <= set(_unstated_oos(tmp_path, {0: year, 1: publisher}))
     # agent_nouns_apart=False (as before): "publisher" is read as "published", a copy
-    assert publisher not in kept(tmp_path / "off", agent_nouns_apart=False)
+    off = _unstated_oos(tmp_path / "off", {0: year, 1: publisher}, agent_nouns_apart=False)
+    assert publisher not in off
+
+
+def test_the_centre_of_a_city_the_document_does_not_name_is_the_city_centre(tmp_path: Path) -> None:
+    guessed = "How far is the harbour of Wrenfield from the centre of Paris?"
+    named = "How far is the new pier from the centre of Wrenfield?"
+    questions = _unstated_oos(tmp_path, {0: guessed, 2: named})
+    assert "How far is the harbour of Wrenfield from the city centre?" in questions
+    assert named in questions  # Wrenfield is the document's own
+    off = _unstated_oos(tmp_path / "off", {0: guessed, 2: named}, centre_as_written=False)
+    assert guessed in off  # as before
 
 
 # P(out of scope) of the unstated questions about the first five ferries (threshold 0.5, margin 0.25)

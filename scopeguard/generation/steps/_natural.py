@@ -36,6 +36,7 @@ __all__ = [
     "ExamplePhrases",
     "about_writer",
     "asks_writer_name",
+    "centre_as_written",
     "copied_phrase",
     "copy_stems",
     "degenerate",
@@ -199,6 +200,23 @@ def two_things(question: str) -> str | None:
         if not name:
             return f"asks about two things at once ({first} and {second})"
     return None
+
+
+# "How far is Hotel Monaco from the center of Paris?" of a San Francisco hotel: the place hints ask
+# how far it is from the centre, and the 1.5B names a city the review does not (issue #39: on halves
+# L-W, 5 of 9 such kept questions named one: London twice, Dublin, Paris twice, each a false premise)
+_CENTRE_OF = re.compile(r"\bthe (cent(?:er|re)) of ((?:[A-Z][\w'.-]*)(?: [A-Z][\w'.-]*)*)")
+
+
+def centre_as_written(question: str, document: str) -> str:
+    """``question`` with "the centre of" a city ``document`` does not name made "the city centre"
+    (the model's guess at where the place is: "... from the center of Paris?" of a San Francisco
+    hotel -> "... from the city center?"); a city the document names stays."""
+
+    def mend(found: re.Match[str]) -> str:
+        return found[0] if found[2].lower() in document.lower() else f"the city {found[1]}"
+
+    return _CENTRE_OF.sub(mend, question)
 
 
 _LEADING_THE = re.compile(r"^the\s+", re.IGNORECASE)

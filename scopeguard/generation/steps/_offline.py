@@ -68,6 +68,7 @@ from scopeguard.generation.steps._natural import (
     DETAIL_STEMS,
     about_writer,
     asks_writer_name,
+    centre_as_written,
     copy_stems,
     degenerate,
     enumerations,
@@ -184,6 +185,8 @@ class _Keeper:
         ``subject_moored`` the document's subject)."""
         ctx = self.ctx
         question = standalone(question)
+        if ctx.cfg.centre_as_written:
+            question = centre_as_written(question, ctx.doc.text)
         if not ctx.unique(step, [question], reply_id):
             self._drop(question, "a copy of a question already written", kind, source, None)
             return
