@@ -253,7 +253,8 @@ class GenerationConfig(BaseModel):
     agent_nouns_apart: bool = True
     # issue #39: an out-of-scope question asking how far a place is from "the centre of" a city its
     # document does not name asks "the city centre" ("... from the center of Paris?" of a San
-    # Francisco hotel: on halves L-W 5 of 9 such kept questions were false premises so)
+    # Francisco hotel: on halves L-W 7 of 9 such kept questions named a city their review does not,
+    # 5 of them false premises)
     # (steps._natural.centre_as_written). False = as before.
     centre_as_written: bool = True
     # issue #39: a sentence too long to ask about (over 45 words) is cut at its clause breaks (an

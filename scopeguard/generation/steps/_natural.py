@@ -204,7 +204,8 @@ def two_things(question: str) -> str | None:
 
 # "How far is Hotel Monaco from the center of Paris?" of a San Francisco hotel: the place hints ask
 # how far it is from the centre, and the 1.5B names a city the review does not (issue #39: on halves
-# L-W, 5 of 9 such kept questions named one: London twice, Dublin, Paris twice, each a false premise)
+# L-W, 7 of 9 such kept questions named one: 5 false premises, London twice, Dublin, Paris twice,
+# and 2 "center of San Francisco" of reviews calling it SF)
 _CENTRE_OF = re.compile(r"\bthe (cent(?:er|re)) of ((?:[A-Z][\w'.-]*)(?: [A-Z][\w'.-]*)*)")
 
 
