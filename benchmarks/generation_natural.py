@@ -143,8 +143,10 @@ REVIEWS_W = 13
 # X: a twenty-fourth, drawn while W was read, generated after a change made on V's and W's short
 # book reviews (an agent noun, "publisher", no copy of its verb, "published": agent_nouns_apart)
 REVIEWS_X = 13
+# Y: a twenty-fifth, drawn after X's labels, generated with nothing changed since X (commit c3b87f8)
+REVIEWS_Y = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = "ABCDEFGHIJKLMNOPQRSTUVWX"
+HALVES = "ABCDEFGHIJKLMNOPQRSTUVWXY"
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -216,11 +218,12 @@ RUNS = {
     "in lower case named as written (subject_as_written), changed on T's and V's labels; W is fresh",
     "after-X": "as after-W with 'publisher', 'founder' and 'owner' no copy of their verbs "
     "(agent_nouns_apart), changed on V's and W's short book reviews; X is fresh",
+    "after-Y": "as after-X (commit c3b87f8, nothing changed on X's labels); Y is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,X}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Y}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -267,6 +270,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("V", reviews, REVIEWS_V),
         ("W", reviews, REVIEWS_W),
         ("X", reviews, REVIEWS_X),
+        ("Y", reviews, REVIEWS_Y),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -702,7 +706,8 @@ def main() -> None:
                 f"half U ({REVIEWS_U} reviews, drawn after T's labels), "
                 f"half V ({REVIEWS_V} reviews, drawn after U's labels), "
                 f"half W ({REVIEWS_W} reviews, drawn after V's labels), "
-                f"half X ({REVIEWS_X} reviews, drawn while W was read); "
+                f"half X ({REVIEWS_X} reviews, drawn while W was read), "
+                f"half Y ({REVIEWS_Y} reviews, drawn after X's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
