@@ -8,7 +8,15 @@ import pytest
 
 from scopeguard.detection.read.text import STOPWORDS
 from scopeguard.generation.config import EDIT_KINDS, GenerationConfig
-from scopeguard.generation.steps._natural import FIXED_ARTEFACTS, copied_phrase, unnatural
+from scopeguard.generation.steps._natural import (
+    FIXED_ARTEFACTS,
+    about_writer,
+    asks_writer_name,
+    copied_phrase,
+    subject_as_written,
+    two_things,
+    unnatural,
+)
 from scopeguard.generation.steps._offline import example_index
 from scopeguard.prompts import available_templates, render, template_examples
 
@@ -123,14 +131,10 @@ def test_questions_no_one_would_send_are_screened(question: str, reason: str | N
     ],
 )
 def test_a_question_about_the_writer_as_the_person_is_screened(question: str, reason: str | None) -> None:
-    from scopeguard.generation.steps._natural import about_writer
-
     assert about_writer(question) == reason
 
 
 def test_an_in_scope_question_asking_the_writers_name_is_screened() -> None:
-    from scopeguard.generation.steps._natural import asks_writer_name
-
     assert "does not give" in (asks_writer_name("What is the name of the person who baked the rye?") or "")
     assert asks_writer_name("What is the name of the bakery on Marsh Lane?") is None
 
@@ -152,8 +156,6 @@ def test_an_in_scope_question_asking_the_writers_name_is_screened() -> None:
 def test_an_unstated_question_about_two_things_joined_by_and_is_screened(
     question: str, reason: str | None
 ) -> None:
-    from scopeguard.generation.steps._natural import two_things
-
     assert two_things(question) == reason
 
 
@@ -170,8 +172,6 @@ def test_an_unstated_question_about_two_things_joined_by_and_is_screened(
     ],
 )
 def test_a_subject_is_named_as_its_document_writes_it(subject: str, named: str) -> None:
-    from scopeguard.generation.steps._natural import subject_as_written
-
     review = (
         "This crusty rye loaf from the harbour bakery is the best in town. Rosa Vent bakes it at "
         "the Marsh Lane bakery with ryeland flour and her old bx-20 mixer."

@@ -890,6 +890,37 @@ def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Pat
     assert all("an enumeration" in reasons[q] for q in series)
 
 
+def _asked_run(
+    path: Path, unstated: dict[int, str], in_scope: dict[int, str] | None = None, **settings: Any
+) -> Any:
+    """The record of a run of mode unstated whose writer asks ``unstated[i]`` of sentence ``i``
+    (out of scope) and ``in_scope[i]`` (in scope; the filter finds those answerable), and the
+    fake's own questions of the others."""
+    in_scope = in_scope or {}
+
+    def script(prompt: str) -> str:
+        if "Write one question that this sentence answers" in prompt:
+            asked = in_scope
+        else:
+            asked = unstated if "sentence does not answer" in prompt else {}
+        for i, question in asked.items():
+            if SENTENCES[i] in prompt:
+                return json.dumps({"questions": [question]})
+        return _reply(prompt)
+
+    scores = {**SCORES, **{q: 0.1 for q in in_scope.values()}}
+    config = CONFIG.model_copy(update={"mode": "unstated", "extra_rounds": 0, **settings})
+    llm = ScriptedChatModel(script, model="fake")
+    gen = Generator(llm, config=config, judge=ScriptedDetector(lambda q: scores.get(q, 0.99)), progress=False)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], path, length_rule=RULE)
+    return CheckpointStore(path).load_all()["wrenfield"]
+
+
+def _unstated_oos(path: Path, asked: dict[int, str], **settings: Any) -> list[str]:
+    """The out-of-scope questions :func:`_asked_run` keeps."""
+    return [q.question for q in _asked_run(path, asked, **settings).questions if q.label == "out_of_scope"]
+
+
 def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_reasons(
     tmp_path: Path,
 ) -> None:
@@ -898,26 +929,7 @@ def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_r
         0: "What did the person say about the harbour plan of Wrenfield?",
         2: "What is the price of the ferry Marlin and the new pier?",
     }
-
-    def script(prompt: str) -> str:
-        if "Write one question that this sentence answers" in prompt and SENTENCES[3] in prompt:
-            return json.dumps({"questions": [writer_name]})
-        if "sentence does not answer" in prompt:
-            for i, question in unstated.items():
-                if SENTENCES[i] in prompt:
-                    return json.dumps({"questions": [question]})
-        return _reply(prompt)
-
-    def run(path: Path, **settings: Any) -> Any:  # type: ignore[no-untyped-def]
-        config = CONFIG.model_copy(update={"mode": "unstated", "extra_rounds": 0, **settings})
-        detector = ScriptedDetector(lambda q: {**SCORES, writer_name: 0.1}.get(q, 0.99))
-        gen = Generator(
-            ScriptedChatModel(script, model="fake"), config=config, judge=detector, progress=False
-        )
-        gen.run([{"doc_id": "wrenfield", "text": DOC}], path, length_rule=RULE)
-        return CheckpointStore(path).load_all()["wrenfield"]
-
-    record = run(tmp_path)
+    record = _asked_run(tmp_path, unstated, {3: writer_name})
     reasons = {d.question: d.reason for d in record.dropped}
     assert (
         reasons[unstated[0]]
@@ -927,27 +939,12 @@ def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_r
     assert reasons[writer_name].startswith("not a usable question: asks the name of the person (the writer)")
     assert not {q.question for q in record.questions} & {writer_name, *unstated.values()}
     # switched off (as before them), the filter decides and keeps all three
-    record = run(tmp_path / "off", writer_screen=False, one_thing_screen=False)
+    record = _asked_run(
+        tmp_path / "off", unstated, {3: writer_name}, writer_screen=False, one_thing_screen=False
+    )
     kept = {q.question: q.label for q in record.questions}
     assert kept[writer_name] == "in_scope"
     assert kept[unstated[0]] == kept[unstated[2]] == "out_of_scope"
-
-
-def _unstated_oos(path: Path, asked: dict[int, str], **settings: Any) -> list[str]:
-    """The out-of-scope questions a run of mode unstated keeps when its writer asks ``asked[i]``
-    of sentence ``i`` (the fake's own unstated question of the others)."""
-
-    def script(prompt: str) -> str:
-        if "sentence does not answer" in prompt:
-            for i, question in asked.items():
-                if SENTENCES[i] in prompt:
-                    return json.dumps({"questions": [question]})
-        return _reply(prompt)
-
-    gen, _ = _generator(CONFIG.model_copy(update={"mode": "unstated", "extra_rounds": 0, **settings}), script)
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], path, length_rule=RULE)
-    record = CheckpointStore(path).load_all()["wrenfield"]
-    return [q.question for q in record.questions if q.label == "out_of_scope"]
 
 
 def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_published(
