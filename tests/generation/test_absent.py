@@ -11,6 +11,11 @@ REVIEW = (
     "and the cable car stop is a short walk away. Breakfast was good."
 )
 
+BOOK = (
+    "I could not put this novel down. The Long Tide follows two sisters who run a lighthouse, and "
+    "the storm chapters are the best I have read in years."
+)
+
 
 @pytest.mark.parametrize(
     ("question", "document", "kind"),
@@ -47,7 +52,16 @@ REVIEW = (
         ("Where can I buy the case?", REVIEW + " We picked it up at Gerlach's on the corner.", None),
         ("Where can I buy the case?", REVIEW + " We bought it at the farmer's market.", None),
         ("Where can I buy the case?", REVIEW + " I ordered it from the maker directly.", None),
-        # not a price, an address, a year or a shop: left to the filter
+        ("Who wrote the book?", BOOK, "author"),
+        ("Who is the author of The Long Tide?", BOOK, "author"),
+        ("What is the name of the writer of the novel?", BOOK, "author"),
+        ("Who wrote The Long Tide?", BOOK + " Nell Harrow is a master.", None),  # a name beside it
+        ("Who wrote The Long Tide?", BOOK + " It is a novel by Harrow.", None),
+        ("Who wrote The Long Tide?", BOOK + " Harrow's prose is spare.", None),
+        ("Who wrote The Long Tide?", BOOK + " The author grew up on the coast.", None),
+        ("Who wrote the review?", BOOK, None),  # the review's writer: writer_screen's
+        ("Who published The Long Tide?", BOOK, None),
+        # not a price, an address, a year, a shop or a writer: left to the filter
         ("How much does the suitcase weigh?", REVIEW, None),
         ("How far is the hotel from the airport?", REVIEW, None),
         ("When did the guests arrive at the hotel?", REVIEW, None),
@@ -63,4 +77,5 @@ def test_a_detail_is_absent_only_when_the_document_states_none_of_its_kind(
 def test_only_the_kinds_asked_for_are_read() -> None:
     # absent_stores=False reads price, address and year only, as before it
     assert absent_detail("Where can I buy the case?", REVIEW, ("price", "address", "year")) is None
+    assert absent_detail("Who wrote the book?", BOOK, ("price", "address", "year", "store")) is None
     assert absent_detail("What is the price of the case?", REVIEW, ("price",)) == "price"

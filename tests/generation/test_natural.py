@@ -14,6 +14,7 @@ from scopeguard.generation.steps._natural import (
     asks_writer_name,
     copied_phrase,
     subject_as_written,
+    subject_in_document,
     two_things,
     unnatural,
 )
@@ -177,6 +178,25 @@ def test_a_subject_is_named_as_its_document_writes_it(subject: str, named: str) 
         "the Marsh Lane bakery with ryeland flour and her old bx-20 mixer."
     )
     assert subject_as_written(subject, review) == named
+
+
+@pytest.mark.parametrize(
+    ("subject", "kind", "named"),
+    [
+        ("Marsh Lane bakery", "place", "Marsh Lane bakery"),  # every word written
+        ("The Bakery of Rosa Vent", "place", "The Bakery of Rosa Vent"),  # in any order and case
+        ("Rosa's rye loaves", "product", "Rosa's rye loaves"),  # a possessive, a plural
+        ("Lyon Bread Company", "place", "the place"),  # "company": never written
+        ("Sourdough", "product", "the product"),
+        ("Rosa Vent's memoir", "book", "the book"),
+        ("Harbour Festival", "event", ""),  # no kind's name: what each sentence names
+        ("", "product", ""),
+    ],
+)
+def test_a_subject_with_a_word_the_document_never_writes_is_named_by_its_kind(
+    subject: str, kind: str, named: str
+) -> None:
+    assert subject_in_document(subject, kind, BAKERY) == named
 
 
 def test_an_enumeration_in_one_reply_is_found_whole() -> None:

@@ -192,6 +192,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "subject_as_written",
         "agent_nouns_apart",
         "centre_as_written",
+        "absent_authors",
+        "subject_in_document",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -223,7 +225,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "False -> True; detail_synonyms: False -> True; fill_from_margin: False -> True; absent_details: "
         "False -> True; absent_stores: False -> True; writer_screen: False -> True; one_thing_screen: "
         "False -> True; subject_as_written: False -> True; agent_nouns_apart: False -> True; "
-        "centre_as_written: False -> True; split_long_sentences: False -> True"
+        "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
+        "True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -251,6 +254,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "subject_as_written": False,
             "agent_nouns_apart": False,
             "centre_as_written": False,
+            "absent_authors": False,
+            "subject_in_document": False,
         }
     )
     gen, _ = _generator(old)
@@ -294,22 +299,38 @@ def test_the_unstated_questions_hint_at_details_that_fit_the_subjects_kind(tmp_p
     assert all("such as a price, a date, a place, an amount or a reason" in p for p in unstated)
 
 
-def test_a_subject_the_model_capitalised_is_asked_about_as_the_document_writes_it(tmp_path: Path) -> None:
-    def capitalised(prompt: str) -> str:  # the document writes "the harbour plan"
+def _subject_run(path: Path, subject: str, kind: str, **settings: Any) -> list[str]:
+    """The unstated prompts of a run on DOC whose subject reply is ``subject`` of ``kind``."""
+
+    def script(prompt: str) -> str:
         if "What is this text mainly about" in prompt:
-            return json.dumps({"subject": "Harbour Plan", "kind": "event"})
+            return json.dumps({"subject": subject, "kind": kind})
         return _reply(prompt)
 
-    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated"}), script=capitalised)
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated", **settings}), script=script)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], path, length_rule=RULE)
+    return [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+
+
+def test_a_subject_the_model_capitalised_is_asked_about_as_the_document_writes_it(tmp_path: Path) -> None:
+    unstated = _subject_run(tmp_path, "Harbour Plan", "event")  # the document writes "the harbour plan"
     assert len(unstated) == 5 and all("questions about the harbour plan that" in p for p in unstated)
     # subject_as_written=False: the model's words, as before
-    off = CONFIG.model_copy(update={"mode": "unstated", "subject_as_written": False})
-    gen, llm = _generator(off, script=capitalised)
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "off", length_rule=RULE)
-    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+    unstated = _subject_run(tmp_path / "off", "Harbour Plan", "event", subject_as_written=False)
     assert all("questions about Harbour Plan that" in p for p in unstated)
+
+
+def test_a_subject_the_document_never_writes_is_asked_about_by_its_kind(tmp_path: Path) -> None:
+    # the document never writes "Bexley" (a town of another text)
+    unstated = _subject_run(tmp_path, "Bexley Ferry Marlin", "product")
+    assert len(unstated) == 5 and all("questions about the product that" in p for p in unstated)
+    record = CheckpointStore(tmp_path).load_all()["wrenfield"]
+    (note,) = [i for i in record.issues if i.reason == "subject_not_in_document"]
+    said = "'Bexley Ferry Marlin' has a word the document never writes: asked about 'the product'"
+    assert note.detail == said
+    # subject_in_document=False: the model's guess, as before
+    unstated = _subject_run(tmp_path / "off", "Bexley Ferry Marlin", "product", subject_in_document=False)
+    assert all("questions about Bexley Ferry Marlin that" in p for p in unstated)
 
 
 class _GrammarModel(ScriptedChatModel):
@@ -839,13 +860,13 @@ def test_an_unstated_question_about_the_subject_need_not_share_a_word_with_its_s
             return json.dumps({"questions": ["Who pays the crews of Kelso and Lanark?"]})
         return _ferries(prompt)
 
-    _, record = _ferry_run(tmp_path, script=script, min_oos=1, extra_rounds=0, more_in_scope=0)
+    # a subject the document does not write ("Lanark") is no guess to this test (subject_in_document)
+    settings = {"min_oos": 1, "extra_rounds": 0, "more_in_scope": 0, "subject_in_document": False}
+    _, record = _ferry_run(tmp_path, script=script, **settings)
     assert [q.question for q in record.questions if q.label == "out_of_scope"] == [
         "Who pays the crews of Kelso and Lanark?"
     ]
-    _, record = _ferry_run(
-        tmp_path / "before", script=script, subject_moored=False, min_oos=1, extra_rounds=0, more_in_scope=0
-    )
+    _, record = _ferry_run(tmp_path / "before", script=script, subject_moored=False, **settings)
     assert not [q for q in record.questions if q.label == "out_of_scope"]
     assert next(d.reason for d in record.dropped if d.label == "out_of_scope") == (
         "not a usable question: shares no word with its sentence"
@@ -864,7 +885,8 @@ def test_an_unstated_question_may_name_the_subject_with_a_word_the_document_neve
             return json.dumps({"questions": [question]})
         return _ferries(prompt)
 
-    settings = {"min_oos": 1, "extra_rounds": 0, "more_in_scope": 0}
+    # the subject's "inn" is no guess to this test (subject_in_document)
+    settings = {"min_oos": 1, "extra_rounds": 0, "more_in_scope": 0, "subject_in_document": False}
     _, record = _ferry_run(tmp_path, script=script, **settings)
     assert [q.question for q in record.questions if q.label == "out_of_scope"] == [question]
     _, record = _ferry_run(tmp_path / "before", script=script, overlap_counts_subject=False, **settings)
@@ -1258,3 +1280,20 @@ def test_where_to_buy_of_a_document_naming_no_shop_is_out_of_scope_with_absent_s
     _, record = _answerable_run(tmp_path / "off", where, absent_stores=False)
     assert where not in {q.question for q in record.questions}
     assert {d.question: d.reason for d in record.dropped}[where] == "filter: answerable from the document"
+
+
+def test_who_wrote_it_of_a_document_naming_no_writer_is_out_of_scope_with_absent_authors(
+    tmp_path: Path,
+) -> None:
+    who = "Who wrote the timetable of the Dunmore ferry?"
+    assert absent_detail(who, GLUED) == "author"  # GLUED names no writer
+
+    kept = {q.question: q for q in _answerable_run(tmp_path, who)[1].questions}
+    assert kept[who].label == "out_of_scope" and kept[who].absent_detail == "author"
+    # absent_authors=False (as before it): the filter decides
+    _, record = _answerable_run(tmp_path / "off", who, absent_authors=False)
+    assert who not in {q.question for q in record.questions}
+    assert {d.question: d.reason for d in record.dropped}[who] == "filter: answerable from the document"
+    # a document naming one leaves it to the filter
+    named = GLUED + " Its timetable is by Ada Voss."
+    assert absent_detail(who, named) is None

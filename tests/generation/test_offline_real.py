@@ -49,7 +49,10 @@ def test_the_smallest_packaged_writer_parses_every_reply_and_keeps_by_the_rule(
     # one retry, and the unstated questions ask about what each sentence names
     subject = [i for i in record.issues if i.step == "subject"]
     assert all(i.reason == "no_subject" and not i.accepted for i in subject)
-    assert [i for i in record.issues if i.reason not in ("duplicate",) and i.step != "subject"] == []
+    # (a document short of min_oos filled from within the margin is noted too, accepted: how many
+    # the 0.5B's questions keep differs between machines as its greedy replies do)
+    unparsed = [i for i in record.issues if (not i.accepted or i.reason == "accepted_lenient")]
+    assert [i for i in unparsed if i.step != "subject"] == []
     # 3 in-scope calls, the document's subject (and its retry), 3 out-of-scope ones (one a
     # sentence each), one follow-up call
     assert summary.usage_run.calls == 8 + min(len(subject), config.retries)
@@ -60,7 +63,11 @@ def test_the_smallest_packaged_writer_parses_every_reply_and_keeps_by_the_rule(
         assert q.question.endswith("?") and q.filter is not None and q.filter.detector == "logprob"
         if q.label == "out_of_scope":
             assert q.overlap is not None and q.overlap >= config.min_overlap
-            assert q.filter.score is not None and q.filter.score >= min_score
+            # the keep rule: P(out of scope) past the threshold plus the margin; one filled into a
+            # short document (fill_from_margin) past the threshold alone; one asking a detail its
+            # document states none of (absent_details) whatever the filter says
+            floor = detector.threshold if q.filled else min_score
+            assert q.absent_detail or (q.filter.score is not None and q.filter.score >= floor)
             assert q.edit_kind in ("unstated", "followup")
         else:
             assert q.filter.label == "in_scope"

@@ -1,5 +1,5 @@
 """Questions asking for a kind of detail their document states none of: a price, an address, a year,
-where to buy it.
+where to buy it, who wrote it.
 
 A question asking a price is unanswerable from a document that names no amount of money, whatever
 a reading model says. The packaged 1.5B filter says otherwise often on reviews (issue #39): over
@@ -96,6 +96,23 @@ _KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
             r"[^.!?]{0,40}?\b(?i:at|from|on|through|in) (?:(?i:the|a|an) )?[A-Z]"
         ),
     ),
+    # who wrote it, of a document naming no writer: no author or writer, nothing written "by"
+    # someone, no "Collins's novel" (GenerationConfig.absent_authors). A book review that never
+    # names its author cannot answer "Who wrote The Road?"; the packaged filter read it as answerable
+    # (half X's review of a novel, left with one out-of-scope question). A question about the
+    # review's own writer is not one of these (writer_screen's).
+    "author": (
+        re.compile(
+            r"^(?!.*\breview).*(?:\bwho\b.{0,40}\b(?:wrote|written|authored|penned|author|writer)\b"
+            r"|\b(?:name of|what is|who is|who was) the (?:author|writer)\b|\bthe (?:author|writer) of\b)",
+            re.IGNORECASE,
+        ),
+        re.compile(
+            r"\b(?i:authors?|authored|writers?|wrote|written|writes|writing|novelist|pen name|poet)\b"
+            r"|\b(?i:by) [A-Z]|\b(?:Mr|Mrs|Ms|Dr)\.? [A-Z]"
+            r"|\b[A-Z][\w.-]*'s? (?i:books?|novels?|series|memoir|stories|story|prose|trilogy|works?)\b"
+        ),
+    ),
 }
 
 #: the kinds of detail :func:`absent_detail` knows
@@ -109,5 +126,24 @@ def absent_detail(question: str, document: str, kinds: Collection[str] = ABSENT_
     ``None``, as is any question asking for something else."""
     for kind, (asks, states) in _KINDS.items():
         if kind in kinds and asks.search(question) and not states.search(document):
+            if kind == "author" and _names_beside(question, document):
+                continue
             return kind
     return None
+
+
+_CAPITALISED_RUN = re.compile(r"\b[A-Z][\w'.-]*(?: [A-Z][\w'.-]*)+")
+
+
+def _names_beside(question: str, document: str) -> bool:
+    """Whether ``document`` writes a name of two or more capitalised words the question does not
+    (its title, "The Road", is the question's; a title led by "The" or "A" is no name): "Cormac
+    McCarthy is a master" and "J.K. Rowling" may name the author."""
+    asked = {w.lower() for w in re.findall(r"[\w'-]+", question)}
+    for run in _CAPITALISED_RUN.finditer(document):
+        words = [w.strip(".").lower() for w in run.group(0).split()]
+        if words[0] in ("the", "a", "an"):
+            continue
+        if any(w not in asked for w in words):
+            return True
+    return False

@@ -45,6 +45,7 @@ __all__ = [
     "overlap",
     "standalone",
     "subject_as_written",
+    "subject_in_document",
     "synonyms_as_one",
     "two_things",
     "unmoored",
@@ -243,6 +244,34 @@ def subject_as_written(subject: str, document: str) -> str:
     # "avitae", "ipad", or a title, "quiet", is the writer's slip, not a description)
     described = len(words) > 1 and all(w[:1].islower() for w in words) and not re.search(r"\d", written)
     return f"the {written}" if core != subject or described else subject
+
+
+# the words a subject may hold that its document need not write ("The Hotel", "Omni's hotel")
+_SUBJECT_GLUE = frozenset(["the", "a", "an", "of", "and", "in", "on", "for", "by", "at", "to", "s"])
+# what a document whose subject the model named wrongly is asked about, by the subject's kind
+# (SUBJECT_KINDS); another kind asks about what each sentence names, as without a subject
+KIND_SUBJECTS = {"product": "the product", "place": "the place", "book": "the book", "film": "the film"}
+
+
+def _plain_words(text: str) -> set[str]:
+    """The words of ``text`` in lower case, a possessive or plural "s" dropped ("Newton's",
+    "Newtons": "newton")."""
+    found = re.findall(r"[a-z0-9]+", text.lower().replace("'s", ""))
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in found}
+
+
+def subject_in_document(subject: str, kind: str, document: str) -> str:
+    """``subject`` if ``document`` writes each of its words (in any case, in any order), else what
+    its kind is called (:data:`KIND_SUBJECTS`: "the product") or ``""`` for another kind. A word
+    the document never writes is the model's guess, and questions about a guessed subject are
+    about something else: "Coffee" of a drink enhancer's review, "Canon EOS 6D Mark II" of a
+    compact camera's, "Lundberg Wild Blend" of a soup's (issue #39, halves I-X)."""
+    if not subject:
+        return subject
+    written = _plain_words(document)
+    if all(w in written or w in _SUBJECT_GLUE for w in _plain_words(subject)):
+        return subject
+    return KIND_SUBJECTS.get(kind, "")
 
 
 def enumerations(questions: list[str]) -> set[int]:

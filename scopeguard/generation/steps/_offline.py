@@ -75,6 +75,7 @@ from scopeguard.generation.steps._natural import (
     overlap,
     standalone,
     subject_as_written,
+    subject_in_document,
     synonyms_as_one,
     two_things,
     unmoored,
@@ -109,16 +110,15 @@ def _margin_floor(ctx: DocumentContext) -> float:
     return min(float(getattr(ctx.judge, "threshold", 0.5)) + ctx.cfg.oos_margin, 0.999)
 
 
-# the absent-detail kinds of before absent_stores
-_WITHOUT_STORES = tuple(k for k in ABSENT_KINDS if k != "store")
-
-
 def _absent(ctx: DocumentContext, question: str) -> str | None:
     """The kind of detail ``question`` asks for that the document states none of, with
-    ``absent_details`` (where to buy it only with ``absent_stores``), or ``None``."""
-    if not ctx.cfg.absent_details:
+    ``absent_details`` (where to buy it only with ``absent_stores``, who wrote it only with
+    ``absent_authors``), or ``None``."""
+    cfg = ctx.cfg
+    if not cfg.absent_details:
         return None
-    return absent_detail(question, ctx.doc.text, ABSENT_KINDS if ctx.cfg.absent_stores else _WITHOUT_STORES)
+    off = {"store": not cfg.absent_stores, "author": not cfg.absent_authors}
+    return absent_detail(question, ctx.doc.text, tuple(k for k in ABSENT_KINDS if not off.get(k, False)))
 
 
 class _Keeper:
@@ -511,7 +511,9 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
     """What the document is about, in a few words, and (with ``unstated_hints``) what kind of thing
     it is (:data:`SUBJECT_KINDS`); ``("", "")`` when the model names nothing usable. With
     ``subject_as_written``, a description the model capitalised is named as the document writes it
-    (:func:`~._natural.subject_as_written`)."""
+    (:func:`~._natural.subject_as_written`); with ``subject_in_document``, a subject with a word the
+    document never writes is the model's guess, and its kind's name ("the product") is asked about
+    instead (:func:`~._natural.subject_in_document`)."""
     with_kind = ctx.cfg.unstated_hints
     got = await ctx.ask(
         "subject",
@@ -526,7 +528,21 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
     if got is None:
         return ("", "")
     subject, kind = got[0]
-    return (subject_as_written(subject, ctx.doc.text) if ctx.cfg.subject_as_written else subject), kind
+    if ctx.cfg.subject_as_written:
+        subject = subject_as_written(subject, ctx.doc.text)
+    if ctx.cfg.subject_in_document:
+        named = subject_in_document(subject, kind, ctx.doc.text)
+        if named != subject:
+            instead = repr(named) if named else "what each sentence names"
+            ctx.note(
+                "subject",
+                "subject_not_in_document",
+                reply_id=got[1].id,
+                accepted=True,
+                detail=f"{subject!r} has a word the document never writes: asked about {instead}",
+            )
+            subject = named
+    return subject, kind
 
 
 def _unstated_sentences(ctx: DocumentContext, round_: int) -> list[str]:
