@@ -145,8 +145,12 @@ REVIEWS_W = 13
 REVIEWS_X = 13
 # Y: a twenty-fifth, drawn after X's labels, generated with nothing changed since X (commit c3b87f8)
 REVIEWS_Y = 13
+# Z: a twenty-sixth, drawn after Y's labels, generated after the changes made on V-Y's labels (a
+# subject the document never writes is not asked about: subject_in_document; who wrote a book of a
+# review naming no writer is out of scope: absent_authors)
+REVIEWS_Z = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = "ABCDEFGHIJKLMNOPQRSTUVWXY"
+HALVES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -219,11 +223,14 @@ RUNS = {
     "after-X": "as after-W with 'publisher', 'founder' and 'owner' no copy of their verbs "
     "(agent_nouns_apart), changed on V's and W's short book reviews; X is fresh",
     "after-Y": "as after-X (commit c3b87f8, nothing changed on X's labels); Y is fresh",
+    "after-Z": "as after-Y with a subject holding a word its review never writes asked about by its "
+    "kind's name, 'the product' (subject_in_document), and who wrote a book of a review naming no "
+    "writer out of scope whatever the filter says (absent_authors), changed on V-Y's labels; Z is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Y}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -271,6 +278,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("W", reviews, REVIEWS_W),
         ("X", reviews, REVIEWS_X),
         ("Y", reviews, REVIEWS_Y),
+        ("Z", reviews, REVIEWS_Z),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -707,7 +715,8 @@ def main() -> None:
                 f"half V ({REVIEWS_V} reviews, drawn after U's labels), "
                 f"half W ({REVIEWS_W} reviews, drawn after V's labels), "
                 f"half X ({REVIEWS_X} reviews, drawn while W was read), "
-                f"half Y ({REVIEWS_Y} reviews, drawn after X's labels); "
+                f"half Y ({REVIEWS_Y} reviews, drawn after X's labels), "
+                f"half Z ({REVIEWS_Z} reviews, drawn after Y's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
