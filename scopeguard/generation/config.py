@@ -96,6 +96,7 @@ LEGACY_SETTINGS: dict[str, object] = {
     "centre_as_written": False,
     "absent_authors": False,
     "subject_in_document": False,
+    "top_up_shows_asked": False,
 }
 
 
@@ -272,6 +273,12 @@ class GenerationConfig(BaseModel):
     # "the place", "the book", "the film"; another kind: what each sentence names)
     # (steps._natural.subject_in_document). False = the model's subject, as before.
     subject_in_document: bool = True
+    # issue #39: each sampled top-up round of unstated questions is shown the questions already
+    # written about the document (the last 8) and asked for other details: on half Z a film review
+    # stating its director, date and writers was asked "Who directed ...?", "When was ... released?"
+    # and "Where was ... filmed?" again in every round (new sentences, sampled), all copies, and
+    # kept none. The first round is as before. False = top-up rounds as the first, as before.
+    top_up_shows_asked: bool = True
     # issue #39: a sentence too long to ask about (over 45 words) is cut at its clause breaks (an
     # ellipsis, a dash, a semicolon, "caffeine!).Also") and its pieces of 8-45 words are asked about
     # like sentences: on half O two reviews run together so ("options..these seemed ... money....

@@ -186,6 +186,7 @@ def test_a_subject_is_named_as_its_document_writes_it(subject: str, named: str) 
         ("Marsh Lane bakery", "place", "Marsh Lane bakery"),  # every word written
         ("The Bakery of Rosa Vent", "place", "The Bakery of Rosa Vent"),  # in any order and case
         ("Rosa's rye loaves", "product", "Rosa's rye loaves"),  # a possessive, a plural
+        ("the rye breads of the bakeries", "product", "the rye breads of the bakeries"),  # plurals
         ("Lyon Bread Company", "place", "the place"),  # "company": never written
         ("Sourdough", "product", "the product"),
         ("Rosa Vent's memoir", "book", "the book"),

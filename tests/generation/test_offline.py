@@ -194,6 +194,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "centre_as_written",
         "absent_authors",
         "subject_in_document",
+        "top_up_shows_asked",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -226,7 +227,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "False -> True; absent_stores: False -> True; writer_screen: False -> True; one_thing_screen: "
         "False -> True; subject_as_written: False -> True; agent_nouns_apart: False -> True; "
         "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
-        "True; split_long_sentences: False -> True"
+        "True; top_up_shows_asked: False -> True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -256,6 +257,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "centre_as_written": False,
             "absent_authors": False,
             "subject_in_document": False,
+            "top_up_shows_asked": False,
         }
     )
     gen, _ = _generator(old)
@@ -626,6 +628,14 @@ def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(wri
             "What does the sentence 'the captain was sentenced' mean?",  # read on half N
             "refers to the sentence it was written from",
         ),
+        (
+            "What does the sentence 'the captain was sentenced' answer?",  # read on half Z
+            "refers to the sentence it was written from",
+        ),
+        (
+            "What is the name of the novel that the sentence is based on?",  # read on half Z
+            "refers to the sentence it was written from",
+        ),
         ("What was the length of the sentence handed to the captain?", None),  # a court's sentence
         ("Why was the sentence of the captain cut to a year?", None),
         ("Which rivers are listed in this text?", None),  # a user may ask about "this text"
@@ -829,6 +839,28 @@ def test_top_up_rounds_ask_the_sentences_not_asked_yet(tmp_path: Path) -> None:
     llm, _ = _ferry_run(tmp_path / "before", top_up_new_sentences=False, **settings)
     unstated = [c for c in llm.calls if "does not answer" in c.prompt and c.seed == 1]
     assert [t for c in unstated for t in TOWNS if t in c.prompt] == TOWNS[:5]
+
+
+def test_top_up_rounds_are_shown_the_questions_asked_already(tmp_path: Path) -> None:
+    def script(prompt: str) -> str:  # one question per sentence, the same but for its town
+        if "does not answer" in prompt:
+            town = next(t for t in TOWNS if t in prompt.split("Already asked")[0])
+            return json.dumps({"questions": [f"Who owns the {town} ferry?"]})
+        return _ferries(prompt)
+
+    settings = {"min_oos": 20, "extra_rounds": 2, "more_in_scope": 0, "unstated_per_sentence": 1}
+    llm, _ = _ferry_run(tmp_path, script=script, **settings)
+    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
+    # the first round asks five sentences, each top-up round the next (5, then the last 2)
+    assert len(unstated) == 12 and not any("Already asked" in p for p in unstated[:5])
+    # the first top-up call is shown the first round's five questions, each later one the last eight
+    shown = "; ".join(f'"Who owns the {t} ferry?"' for t in TOWNS[:5])
+    assert f"Already asked, so ask about other details: {shown}." in unstated[5]
+    last = "; ".join(f'"Who owns the {t} ferry?"' for t in TOWNS[3:11])
+    assert f"Already asked, so ask about other details: {last}." in unstated[-1]
+    # top_up_shows_asked=False: every round as the first, as before
+    llm, _ = _ferry_run(tmp_path / "off", script=script, top_up_shows_asked=False, **settings)
+    assert not any("Already asked" in c.prompt for c in llm.calls)
 
 
 def test_a_question_with_the_content_words_of_one_kept_is_a_copy(tmp_path: Path) -> None:

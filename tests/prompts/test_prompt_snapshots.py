@@ -50,6 +50,7 @@ POOL: dict[str, Any] = {
     "kind": "place",
     "with_kind": True,
     "year_hint": True,
+    "asked": ["Who built the Kestrel?", "When was the Kestrel launched?"],
     "subject_kinds": ("product", "place", "book", "film", "person", "event", "other"),
     "text": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes. It sails hourly.",
 }
@@ -81,6 +82,7 @@ VARIANTS: dict[tuple[str, str], dict[str, Any]] = {
     ("gen_document_subject", "hints-off"): {"with_kind": False},
     ("gen_unstated_question", "hints-off"): {"kind": ""},
     ("gen_unstated_question", "place-year-off"): {"year_hint": False},
+    ("gen_unstated_question", "first-round"): {"asked": []},
 }
 
 

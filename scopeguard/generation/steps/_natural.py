@@ -253,11 +253,21 @@ _SUBJECT_GLUE = frozenset(["the", "a", "an", "of", "and", "in", "on", "for", "by
 KIND_SUBJECTS = {"product": "the product", "place": "the place", "book": "the book", "film": "the film"}
 
 
+def _singular(word: str) -> str:
+    """``word`` without a plural ending: "ferries" "ferry", "boxes" "box", "newtons" "newton"."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
 def _plain_words(text: str) -> set[str]:
-    """The words of ``text`` in lower case, a possessive or plural "s" dropped ("Newton's",
-    "Newtons": "newton")."""
-    found = re.findall(r"[a-z0-9]+", text.lower().replace("'s", ""))
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in found}
+    """The words of ``text`` in lower case and singular, a possessive "'s" dropped ("Newton's",
+    "Newtons": "newton"; "ferries": "ferry")."""
+    return {_singular(w) for w in re.findall(r"[a-z0-9]+", text.lower().replace("'s", ""))}
 
 
 def subject_in_document(subject: str, kind: str, document: str) -> str:
@@ -305,12 +315,14 @@ _SHOWN_UNIT = re.compile(
 # from the prompt ("sentence" only: a user may ask about "this text" or "the passage of a bill")
 # (issue #39, read on half I: "What type of movie does this sentence describe?", "What is the main
 # point of the sentence about ...?", "... the app that the sentence is referring to?"; and on half
-# N, in-scope: "What does the sentence 'I almost gave it four stars' mean?")
+# N, in-scope: "What does the sentence 'I almost gave it four stars' mean?"; on half Z, in scope,
+# "What does the sentence '...' answer?" and "... the novel that the sentence is based on?")
 _SHOWN_SENTENCE = re.compile(
     r"\b(?:in|from)\s+(?:(?:the|this|that)\s+)?(?:(?:other|previous|next|following|given|above|same)\s+)?"
     r"sentences?\b|\bthis sentence\b"
-    r"|\bthe sentence\s+(?:is\s+)?(?:about|referring|refers|describ(?:es|ing|e)|say(?:s|ing)?|means?)\b"
-    r"|\bthe sentence\s+[\"'\u201c\u2018].*[\"'\u201d\u2019]\s*(?:means?|says?|describes?|refers?)\b",
+    r"|\bthe sentence\s+(?:is\s+)?(?:about|referring|refers|describ(?:es|ing|e)|say(?:s|ing)?|means?|based)\b"
+    r"|\bthe sentence\s+[\"'\u201c\u2018].*[\"'\u201d\u2019]\s*"
+    r"(?:means?|says?|describes?|refers?|answers?)\b",
     re.IGNORECASE,
 )
 _REFERS = "refers to the sentence it was written from"

@@ -101,6 +101,7 @@ _SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter d
 _SENTENCE_WORDS = (8, MAX_SENTENCE_WORDS)
 _NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
 _SUBJECT_CHARS = 1500  # of the document shown to name its subject (it is named early)
+_ASKED_SHOWN = 8  # the questions already asked that a sampled top-up round is shown (top_up_shows_asked)
 
 
 def _margin_floor(ctx: DocumentContext) -> float:
@@ -142,6 +143,9 @@ class _Keeper:
         # the words of the document's subject as the model named it, counted as the document's by
         # the overlap rule for unstated questions (overlap_counts_subject; set once it is named)
         self.subject_stems: frozenset[str] = frozenset()
+        # the unstated questions written so far, each once, in order (shown to the sampled top-up
+        # rounds with top_up_shows_asked)
+        self.asked: list[str] = []
 
     def _drop(
         self, question: str, reason: str, kind: str, source: str | None, filt: FilterRecord | None
@@ -187,6 +191,8 @@ class _Keeper:
         question = standalone(question)
         if ctx.cfg.centre_as_written:
             question = centre_as_written(question, ctx.doc.text)
+        if kind == "unstated" and question not in self.asked:
+            self.asked.append(question)
         if not ctx.unique(step, [question], reply_id):
             self._drop(question, "a copy of a question already written", kind, source, None)
             return
@@ -566,9 +572,14 @@ async def _unstated(
     """``unstated_per_sentence`` questions per informative sentence about what it leaves unsaid:
     about ``subject`` (what the document is about) if given, else about what the sentence names;
     the details hinted at fit ``kind`` where the template has hints for it. With ``subject_moored``
-    a question about the subject is about its sentence even when it shares no word with it."""
+    a question about the subject is about its sentence even when it shares no word with it; with
+    ``top_up_shows_asked``, a sampled top-up round (``round_`` > 0) is shown the last questions
+    written and asked for other details."""
     n = ctx.cfg.unstated_per_sentence
+    shown = round_ > 0 and ctx.cfg.top_up_shows_asked
     for sentence in _unstated_sentences(ctx, round_):
+        # a sampled top-up round is shown what was asked already (the same few questions came back)
+        asked = keeper.asked[-_ASKED_SHOWN:] if shown else []
         moor = f"{sentence}\n{subject}" if subject and ctx.cfg.subject_moored else sentence
         got = await _ask_questions(
             ctx,
@@ -581,6 +592,7 @@ async def _unstated(
             subject=subject,
             kind=kind,
             year_hint=ctx.cfg.place_year_hint,
+            asked=asked,
         )
         if got is not None:
             questions, reply = got
