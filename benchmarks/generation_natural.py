@@ -149,8 +149,11 @@ REVIEWS_Y = 13
 # subject the document never writes is not asked about: subject_in_document; who wrote a book of a
 # review naming no writer is out of scope: absent_authors)
 REVIEWS_Z = 13
+# AA: a twenty-seventh, drawn after Z's labels, generated after the change made on them (sampled
+# top-up rounds shown the questions already written: top_up_shows_asked)
+REVIEWS_AA = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA")
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -226,11 +229,14 @@ RUNS = {
     "after-Z": "as after-Y with a subject holding a word its review never writes asked about by its "
     "kind's name, 'the product' (subject_in_document), and who wrote a book of a review naming no "
     "writer out of scope whatever the filter says (absent_authors), changed on V-Y's labels; Z is fresh",
+    "after-AA": "as after-Z with each sampled top-up round of unstated questions shown the last 8 "
+    "questions written and asked for other details (top_up_shows_asked), and 'the sentence ... answer' "
+    "and 'the sentence is based on' unusable, changed on Z's labels; AA is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -279,6 +285,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("X", reviews, REVIEWS_X),
         ("Y", reviews, REVIEWS_Y),
         ("Z", reviews, REVIEWS_Z),
+        ("AA", reviews, REVIEWS_AA),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -716,7 +723,8 @@ def main() -> None:
                 f"half W ({REVIEWS_W} reviews, drawn after V's labels), "
                 f"half X ({REVIEWS_X} reviews, drawn while W was read), "
                 f"half Y ({REVIEWS_Y} reviews, drawn after X's labels), "
-                f"half Z ({REVIEWS_Z} reviews, drawn after Y's labels); "
+                f"half Z ({REVIEWS_Z} reviews, drawn after Y's labels), "
+                f"half AA ({REVIEWS_AA} reviews, drawn after Z's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
