@@ -160,6 +160,18 @@ def test_an_unstated_question_about_two_things_joined_by_and_is_screened(
     assert two_things(question) == reason
 
 
+def test_two_things_the_document_writes_joined_are_one() -> None:
+    review = (
+        "Rosa Vent's Bread and the Sea is her best book; the rye bread & butter plate at the bakery is fine."
+    )
+    assert two_things("When was Bread and the Sea published?", review) is None  # a title
+    assert (
+        two_things("When was Bread and the Sea published?") == "asks about two things at once (Bread and the)"
+    )
+    assert two_things("What is the price of the rye bread and butter?", review) is None
+    assert two_things("What is the price of the bread and the sea salt?", BAKERY) is not None
+
+
 @pytest.mark.parametrize(
     ("subject", "named"),
     [

@@ -193,12 +193,19 @@ def asks_writer_name(question: str) -> str | None:
     return None
 
 
-def two_things(question: str) -> str | None:
+def two_things(question: str, document: str = "") -> str | None:
     """Why ``question`` asks about two things joined by "and" at once, or ``None`` (a name joined by
-    "and", both words capitalised and without digits, is one thing; "the X10 and X20" are two)."""
+    "and", both words capitalised and without digits, is one thing; "the X10 and X20" are two; so is
+    what ``document`` writes joined so, a title: "Harry Potter and the Sorcerer's Stone", issue #39,
+    half AA, where both questions about the book were dropped)."""
     for first, second in _JOINED.findall(question):
         name = first[:1].isupper() and second[:1].isupper() and not re.search(r"\d", first + second)
-        if not name:
+        written = document and re.search(
+            rf"(?<![\w'-]){re.escape(first)}\s+(?:and|&)\s+{re.escape(second)}(?![\w'-])",
+            document,
+            re.IGNORECASE,
+        )
+        if not name and not written:
             return f"asks about two things at once ({first} and {second})"
     return None
 
