@@ -170,6 +170,30 @@ def test_offline_mode_follows_up_only_where_the_unstated_questions_fall_short(tm
     assert sum("follow-up questions" in c.prompt for c in llm.calls) == 1
 
 
+def test_follow_ups_come_after_the_sampled_rounds_with_followups_after_top_ups(tmp_path: Path) -> None:
+    def order(path: Path, **settings: Any) -> list[str]:  # the kinds of the out-of-scope calls in turn
+        config = CONFIG.model_copy(update={"mode": "offline", "min_oos": 5, "extra_rounds": 2, **settings})
+        gen, llm = _generator(config)
+        gen.run([{"doc_id": "wrenfield", "text": DOC}], path, length_rule=RULE)
+        kinds = [
+            "followup" if "follow-up questions" in c.prompt else f"unstated@{c.temperature}"
+            for c in llm.calls
+            if "follow-up questions" in c.prompt or "does not answer" in c.prompt
+        ]
+        return [k for i, k in enumerate(kinds) if i == 0 or k != kinds[i - 1]]  # runs of one kind, once
+
+    # still short after both sampled rounds: the follow-ups are asked last
+    assert order(tmp_path) == ["unstated@0.0", "unstated@0.7", "followup"]
+    # followups_after_top_ups=False: right after the first round, as before
+    assert order(tmp_path / "off", followups_after_top_ups=False) == [
+        "unstated@0.0",
+        "followup",
+        "unstated@0.7",
+    ]
+    # a document the first round fills is asked none
+    assert order(tmp_path / "full", min_oos=2) == ["unstated@0.0"]
+
+
 def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(tmp_path: Path) -> None:
     offline = CONFIG.model_copy(update={"mode": "offline"})
     gen, _ = _generator(offline)
@@ -195,6 +219,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "absent_authors",
         "subject_in_document",
         "top_up_shows_asked",
+        "followups_after_top_ups",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -227,7 +252,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "False -> True; absent_stores: False -> True; writer_screen: False -> True; one_thing_screen: "
         "False -> True; subject_as_written: False -> True; agent_nouns_apart: False -> True; "
         "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
-        "True; top_up_shows_asked: False -> True; split_long_sentences: False -> True"
+        "True; top_up_shows_asked: False -> True; followups_after_top_ups: False -> True; "
+        "split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -258,6 +284,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "absent_authors": False,
             "subject_in_document": False,
             "top_up_shows_asked": False,
+            "followups_after_top_ups": False,
         }
     )
     gen, _ = _generator(old)

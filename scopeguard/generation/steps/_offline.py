@@ -22,7 +22,9 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
 3. ``followup`` (and ``offline``): follow-up questions a reader would ask next, written from the
    in-scope questions alone (about the same people and events, often on what the document leaves out);
    in ``offline`` mode, with ``followups_to_top_up``, only for a document the unstated questions
-   leave short of ``min_oos`` (written without the document, they misread it more often);
+   leave short of ``min_oos`` (written without the document, they misread it more often), and with
+   ``followups_after_top_ups`` only once its sampled unstated rounds and the margin's candidates
+   (``fill_from_margin``) have left it short;
 4. ``perturb`` (alone): each of the first ``perturb_sources`` kept questions rewritten once per
    edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018): the rewrite keeps the question's words
    and asks for something else, the document not shown. Read by hand, the packaged 1.5B's rewrites
@@ -207,7 +209,7 @@ class _Keeper:
         if bad is None and ctx.cfg.writer_screen:
             bad = about_writer(question)
         if bad is None and kind == "unstated" and ctx.cfg.one_thing_screen:
-            bad = two_things(question)
+            bad = two_things(question, ctx.doc.text)
         if bad is not None:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
@@ -637,8 +639,10 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         await _unstated(ctx, keeper, None, subject, kind)
     # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
     top_up_only = cfg.followups_to_top_up and cfg.min_oos > 0
+    # followups_after_top_ups: a short document's follow-ups come last, after its sampled rounds and fill
+    last = cfg.mode == "offline" and top_up_only and cfg.followups_after_top_ups
     if cfg.mode == "followup" or (
-        cfg.mode == "offline" and (not top_up_only or len(keeper.kept) < cfg.min_oos)
+        cfg.mode == "offline" and not last and (not top_up_only or len(keeper.kept) < cfg.min_oos)
     ):
         await _followup(ctx, keeper, sources, None)
     extra = 0
@@ -652,6 +656,9 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         else:
             await _followup(ctx, keeper, sources, sampling)
     filled = keeper.fill(cfg.min_oos) if cfg.fill_from_margin else 0
+    if last and len(keeper.kept) < cfg.min_oos:
+        await _followup(ctx, keeper, sources, None)
+        filled += keeper.fill(cfg.min_oos) if cfg.fill_from_margin else 0
     filled_in = sum(bool(q.filled) for q in in_scope)
     if filled or filled_in:
         ctx.note(
