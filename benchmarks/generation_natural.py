@@ -152,8 +152,11 @@ REVIEWS_Z = 13
 # AA: a twenty-seventh, drawn after Z's labels, generated after the change made on them (sampled
 # top-up rounds shown the questions already written: top_up_shows_asked)
 REVIEWS_AA = 13
+# AB: a twenty-eighth, drawn after AA's labels, generated after the changes made on them (a short
+# document's follow-ups last: followups_after_top_ups; a title joined by "and" is one thing)
+REVIEWS_AB = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA")
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB")
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -232,11 +235,14 @@ RUNS = {
     "after-AA": "as after-Z with each sampled top-up round of unstated questions shown the last 8 "
     "questions written and asked for other details (top_up_shows_asked), and 'the sentence ... answer' "
     "and 'the sentence is based on' unusable, changed on Z's labels; AA is fresh",
+    "after-AB": "as after-AA with a short document's follow-ups asked only after its sampled unstated "
+    "rounds and the margin's candidates (followups_after_top_ups), and a pair joined by 'and' its "
+    "document writes so one thing to one_thing_screen (a title), changed on AA's labels; AB is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,AB}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -286,6 +292,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("Y", reviews, REVIEWS_Y),
         ("Z", reviews, REVIEWS_Z),
         ("AA", reviews, REVIEWS_AA),
+        ("AB", reviews, REVIEWS_AB),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -724,7 +731,8 @@ def main() -> None:
                 f"half X ({REVIEWS_X} reviews, drawn while W was read), "
                 f"half Y ({REVIEWS_Y} reviews, drawn after X's labels), "
                 f"half Z ({REVIEWS_Z} reviews, drawn after Y's labels), "
-                f"half AA ({REVIEWS_AA} reviews, drawn after Z's labels); "
+                f"half AA ({REVIEWS_AA} reviews, drawn after Z's labels), "
+                f"half AB ({REVIEWS_AB} reviews, drawn after AA's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
