@@ -285,7 +285,12 @@ class OpenAIChatModel(RetryingEndpoint, BaseChatModel):
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
         if client is None:
-            client = openai.AsyncOpenAI(**self._client_kwargs)
+            # our own HTTP client, not the SDK's default one: that one, collected after its loop
+            # closed while another runs (a model in a reference cycle, asyncio.run called again),
+            # schedules its aclose() on the running loop, which fails and asyncio logs "Task
+            # exception was never retrieved ... Event loop is closed"; this one is just dropped
+            http = openai.DefaultAsyncHttpxClient(timeout=self._client_kwargs["timeout"])
+            client = openai.AsyncOpenAI(**self._client_kwargs, http_client=http)
             self._async_clients[loop] = client
         return client
 

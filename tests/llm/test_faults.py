@@ -261,6 +261,33 @@ async def test_achat_completion_returns_the_checked_sdk_response(fake: FakeOpenA
     assert resp.choices[0].message.content == "35 minutes."
 
 
+def test_a_model_collected_while_a_later_event_loop_runs_logs_nothing(
+    fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The async client of a closed loop, collected while another loop runs (a model in a reference
+    cycle, asyncio.run called again), is dropped quietly: the SDK's default HTTP client scheduled
+    its aclose() on the running loop, and asyncio logged "Task exception was never retrieved ...
+    Event loop is closed" each time."""
+    import asyncio
+    import gc
+
+    async def collect() -> None:
+        gc.collect()
+        await asyncio.sleep(0.05)  # what the collector scheduled runs now
+
+    def in_a_cycle(llm: OpenAIChatModel) -> OpenAIChatModel:  # as a limiter's callback makes one
+        llm.on_rate_limit = lambda _: print(llm.rate_limits)
+        return llm
+
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    for _ in range(3):
+        llm = in_a_cycle(_llm(fake))
+        assert asyncio.run(llm.acomplete("hi")).text == "35 minutes."
+        del llm
+        asyncio.run(collect())
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
 def test_retry_after_seconds_replaces_the_backoff(fake: FakeOpenAI) -> None:
     fake.default, fake.retry_after = "rate_limited_once", "0.2"
     started = time.monotonic()
