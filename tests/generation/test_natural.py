@@ -13,6 +13,7 @@ from scopeguard.generation.steps._natural import (
     about_writer,
     asks_writer_name,
     copied_phrase,
+    other_thing,
     subject_as_written,
     subject_in_document,
     two_things,
@@ -210,6 +211,27 @@ def test_a_subject_with_a_word_the_document_never_writes_is_named_by_its_kind(
     subject: str, kind: str, named: str
 ) -> None:
     assert subject_in_document(subject, kind, BAKERY) == named
+
+
+@pytest.mark.parametrize(
+    ("question", "reason"),
+    [
+        (
+            "What is the price of the Lyon flour mill?",  # BAKERY names Lyon, never beside "bakery"
+            "about another thing the document names (Lyon), not its subject (the Marsh Lane bakery)",
+        ),
+        ("When did the Marsh Lane bakery close?", None),  # the subject's words
+        ("What is the price of the bread?", None),  # names nothing
+        ("What is the price of the Kelso loaf?", None),  # a name the document does not write
+    ],
+)
+def test_a_question_about_another_thing_the_document_names_is_found(
+    question: str, reason: str | None
+) -> None:
+    assert other_thing(question, "the Marsh Lane bakery", BAKERY) == reason
+    # a name the document writes in a sentence with the subject's words is the subject's
+    runs = BAKERY + " Rosa Vent runs the bakery; Lyon flour goes into every bakery loaf."
+    assert other_thing(question, "the Marsh Lane bakery", runs) is None
 
 
 def test_an_enumeration_in_one_reply_is_found_whole() -> None:

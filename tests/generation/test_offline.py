@@ -220,6 +220,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "subject_in_document",
         "top_up_shows_asked",
         "followups_after_top_ups",
+        "other_thing_screen",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -253,7 +254,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "False -> True; subject_as_written: False -> True; agent_nouns_apart: False -> True; "
         "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
         "True; top_up_shows_asked: False -> True; followups_after_top_ups: False -> True; "
-        "split_long_sentences: False -> True"
+        "other_thing_screen: False -> True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -285,6 +286,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "subject_in_document": False,
             "top_up_shows_asked": False,
             "followups_after_top_ups": False,
+            "other_thing_screen": False,
         }
     )
     gen, _ = _generator(old)
@@ -972,14 +974,21 @@ def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Pat
 
 
 def _asked_run(
-    path: Path, unstated: dict[int, str], in_scope: dict[int, str] | None = None, **settings: Any
+    path: Path,
+    unstated: dict[int, str],
+    in_scope: dict[int, str] | None = None,
+    subject: tuple[str, str] | None = None,
+    **settings: Any,
 ) -> Any:
     """The record of a run of mode unstated whose writer asks ``unstated[i]`` of sentence ``i``
     (out of scope) and ``in_scope[i]`` (in scope; the filter finds those answerable), and the
-    fake's own questions of the others."""
+    fake's own questions of the others; ``subject``: the subject and kind it names (else the
+    fake's)."""
     in_scope = in_scope or {}
 
     def script(prompt: str) -> str:
+        if subject and "What is this text mainly about" in prompt:
+            return json.dumps({"subject": subject[0], "kind": subject[1]})
         if "Write one question that this sentence answers" in prompt:
             asked = in_scope
         else:
@@ -1026,6 +1035,24 @@ def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_r
     kept = {q.question: q.label for q in record.questions}
     assert kept[writer_name] == "in_scope"
     assert kept[unstated[0]] == kept[unstated[2]] == "out_of_scope"
+
+
+def test_an_unstated_question_about_another_thing_the_document_names_is_dropped(tmp_path: Path) -> None:
+    # about the ferry Marlin: the document names Ines Holt only in a sentence without "ferry" or "Marlin"
+    other, own = "What is the salary of Ines Holt?", "When was the ferry Marlin built?"
+    asked = {1: other, 2: own}
+    record = _asked_run(tmp_path, asked, subject=("the ferry Marlin", "product"))
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert reasons[other] == (
+        "not a usable question: about another thing the document names (Ines Holt), not its subject "
+        "(the ferry Marlin)"
+    )
+    assert own in {q.question for q in record.questions}
+    # other_thing_screen=False (as before it): the filter decides and keeps it
+    off = _asked_run(
+        tmp_path / "off", asked, subject=("the ferry Marlin", "product"), other_thing_screen=False
+    )
+    assert other in {q.question for q in off.questions}
 
 
 def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_published(

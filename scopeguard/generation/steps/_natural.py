@@ -28,11 +28,13 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from scopeguard._sentences import split_sentences
 from scopeguard.detection.read.text import STOPWORDS, content_stems, stem
 from scopeguard.prompts import available_templates, template_examples
 
 __all__ = [
     "FIXED_ARTEFACTS",
+    "KIND_SUBJECTS",
     "ExamplePhrases",
     "about_writer",
     "asks_writer_name",
@@ -42,6 +44,7 @@ __all__ = [
     "degenerate",
     "enumerations",
     "example_phrases",
+    "other_thing",
     "overlap",
     "standalone",
     "subject_as_written",
@@ -289,6 +292,34 @@ def subject_in_document(subject: str, kind: str, document: str) -> str:
     if all(w in written or w in _SUBJECT_GLUE for w in _plain_words(subject)):
         return subject
     return KIND_SUBJECTS.get(kind, "")
+
+
+# a name in a question: capitalised words, not the question's first
+_QUESTION_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'\u2019-]*(?:\s+[A-Z][\w'\u2019-]*)*")
+
+
+def other_thing(question: str, subject: str, document: str) -> str | None:
+    """Why ``question``, asked about ``subject``, is about another thing its document names, or
+    ``None``: it shares no word with the subject and names something the document names only in
+    sentences without a word of the subject's ("the Starbucks Double Shot espresso" of a review of
+    a canned coffee, "the Klipsch reference series" of one of speakers, "North Beach" and
+    "Fisherman's Wharf" of a hotel review whose subject the model named "San Francisco": issue #39,
+    halves AA and AB, 6 kept, none natural). "The Logitech Z-2300" of "Speakers" is the subject's
+    when the document writes "the Logitech Z-2300 speakers"; a name the document does not write is
+    left to the other rules."""
+    subject_words = _plain_words(subject) - _SUBJECT_GLUE
+    if not subject_words or subject_words & _plain_words(question):
+        return None
+    sentences = split_sentences(document, glued=True)
+    for match in _QUESTION_NAME.finditer(question):
+        name = match.group(0)
+        if name == "I":
+            continue
+        first = re.compile(rf"(?<![\w-]){re.escape(name.split()[0])}(?![\w-])")
+        naming = [_plain_words(s) for s in sentences if first.search(s)]
+        if naming and not any(subject_words & words for words in naming):
+            return f"about another thing the document names ({name}), not its subject ({subject})"
+    return None
 
 
 def enumerations(questions: list[str]) -> set[int]:

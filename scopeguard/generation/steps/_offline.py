@@ -34,7 +34,8 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    a question to the document's writer, two questions in one, one of a reply's enumeration: "the
    person's second / third / fourth thought"; with ``writer_screen``, nothing about the writer named
    as "the person" or "the speaker"; with ``one_thing_screen``, no unstated question about two
-   things joined by "and"), at least ``min_overlap`` of its
+   things joined by "and"; with ``other_thing_screen``, no unstated question about another thing
+   the document names than its subject), at least ``min_overlap`` of its
    content words occur in the document (it is confusing, not off-topic; with
    ``overlap_skips_details`` an unstated question's details, a price or an address, do not count)
    and the filter finds it out
@@ -68,12 +69,14 @@ from scopeguard.generation.steps._context import DocumentContext, Sampling, word
 from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._natural import (
     DETAIL_STEMS,
+    KIND_SUBJECTS,
     about_writer,
     asks_writer_name,
     centre_as_written,
     copy_stems,
     degenerate,
     enumerations,
+    other_thing,
     overlap,
     standalone,
     subject_as_written,
@@ -148,6 +151,8 @@ class _Keeper:
         # the unstated questions written so far, each once, in order (shown to the sampled top-up
         # rounds with top_up_shows_asked)
         self.asked: list[str] = []
+        # the document's subject as asked about (other_thing_screen; set once it is named)
+        self.subject = ""
 
     def _drop(
         self, question: str, reason: str, kind: str, source: str | None, filt: FilterRecord | None
@@ -210,6 +215,10 @@ class _Keeper:
             bad = about_writer(question)
         if bad is None and kind == "unstated" and ctx.cfg.one_thing_screen:
             bad = two_things(question, ctx.doc.text)
+        # a kind's name ("the product", subject_in_document) names nothing to tell another thing by
+        named = self.subject not in KIND_SUBJECTS.values()
+        if bad is None and kind == "unstated" and ctx.cfg.other_thing_screen and self.subject and named:
+            bad = other_thing(question, self.subject, ctx.doc.text)
         if bad is not None:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
@@ -543,7 +552,7 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
         if named != subject:
             instead = repr(named) if named else "what each sentence names"
             ctx.note(
-                "subject",
+                "subject_in_document",
                 "subject_not_in_document",
                 reply_id=got[1].id,
                 accepted=True,
@@ -636,6 +645,7 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         subject, kind = await _subject(ctx) if cfg.unstated_subject else ("", "")
         if cfg.overlap_counts_subject:
             keeper.subject_stems = frozenset(content_stems(subject))
+        keeper.subject = subject
         await _unstated(ctx, keeper, None, subject, kind)
     # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
     top_up_only = cfg.followups_to_top_up and cfg.min_oos > 0
