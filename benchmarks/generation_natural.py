@@ -155,8 +155,11 @@ REVIEWS_AA = 13
 # AB: a twenty-eighth, drawn after AA's labels, generated after the changes made on them (a short
 # document's follow-ups last: followups_after_top_ups; a title joined by "and" is one thing)
 REVIEWS_AB = 13
+# AC: a twenty-ninth, drawn after AB's labels, generated after the change made on AA's and AB's
+# (an unstated question about another thing the document names: other_thing_screen)
+REVIEWS_AC = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB")
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC")
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -238,11 +241,13 @@ RUNS = {
     "after-AB": "as after-AA with a short document's follow-ups asked only after its sampled unstated "
     "rounds and the margin's candidates (followups_after_top_ups), and a pair joined by 'and' its "
     "document writes so one thing to one_thing_screen (a title), changed on AA's labels; AB is fresh",
+    "after-AC": "as after-AB with an unstated question about another thing the document names than its "
+    "subject dropped (other_thing_screen), changed on AA's and AB's labels; AC is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA,AB}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,AB,AC}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -293,6 +298,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("Z", reviews, REVIEWS_Z),
         ("AA", reviews, REVIEWS_AA),
         ("AB", reviews, REVIEWS_AB),
+        ("AC", reviews, REVIEWS_AC),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -732,7 +738,8 @@ def main() -> None:
                 f"half Y ({REVIEWS_Y} reviews, drawn after X's labels), "
                 f"half Z ({REVIEWS_Z} reviews, drawn after Y's labels), "
                 f"half AA ({REVIEWS_AA} reviews, drawn after Z's labels), "
-                f"half AB ({REVIEWS_AB} reviews, drawn after AA's labels); "
+                f"half AB ({REVIEWS_AB} reviews, drawn after AA's labels), "
+                f"half AC ({REVIEWS_AC} reviews, drawn after AB's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
