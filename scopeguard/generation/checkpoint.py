@@ -101,8 +101,8 @@ class GeneratedQuestion(_Frozen):
     # (GenerationConfig.fill_from_margin); None for every other question
     filled: bool | None = None
     # kept though the filter found it answerable (or doubted it): the kind of detail it asks for
-    # that its document states none of ("price", "address", "year", "store";
-    # GenerationConfig.absent_details, absent_stores)
+    # that its document states none of ("price", "address", "year", "store", "author";
+    # GenerationConfig.absent_details, absent_stores, absent_authors)
     absent_detail: str | None = None
 
     def to_row(self, *, mode: str, model: str) -> dict[str, Any]:

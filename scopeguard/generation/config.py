@@ -99,6 +99,7 @@ LEGACY_SETTINGS: dict[str, object] = {
     "top_up_shows_asked": False,
     "followups_after_top_ups": False,
     "other_thing_screen": False,
+    "kind_words_count": False,
 }
 
 
@@ -293,6 +294,15 @@ class GenerationConfig(BaseModel):
     # review, "North Beach" of a hotel's: on halves Z-AB, 6 kept questions and none of those read
     # natural) (steps._natural.other_thing). Not for a kind's name ("the product"). False = as before.
     other_thing_screen: bool = True
+    # issue #39: with unstated_subject and unstated_hints, what a subject's kind is called ("film",
+    # "movie"; "book", "novel"; "product"; "place", "hotel") counts as the subject's words for
+    # mooring an unstated question and for its overlap (where "place" and "film" are no details
+    # asked for, as they are for overlap_skips_details): on half AC a film review whose subject the
+    # model named "Failure To Launch" lost "Who is the director of the movie?", "Where was the movie
+    # filmed?", "What is the budget of the film?" and more as sharing no word with their sentence
+    # (one out-of-scope question kept), and the Marriott's review "What is the hotel's owner?",
+    # "... room size?", "... year of opening?" (none kept). False = the subject's own words, as before.
+    kind_words_count: bool = True
     # issue #39: a sentence too long to ask about (over 45 words) is cut at its clause breaks (an
     # ellipsis, a dash, a semicolon, "caffeine!).Also") and its pieces of 8-45 words are asked about
     # like sentences: on half O two reviews run together so ("options..these seemed ... money....

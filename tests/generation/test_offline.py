@@ -221,6 +221,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "top_up_shows_asked",
         "followups_after_top_ups",
         "other_thing_screen",
+        "kind_words_count",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -254,7 +255,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "False -> True; subject_as_written: False -> True; agent_nouns_apart: False -> True; "
         "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
         "True; top_up_shows_asked: False -> True; followups_after_top_ups: False -> True; "
-        "other_thing_screen: False -> True; split_long_sentences: False -> True"
+        "other_thing_screen: False -> True; kind_words_count: False -> True; split_long_sentences: "
+        "False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -287,6 +289,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "top_up_shows_asked": False,
             "followups_after_top_ups": False,
             "other_thing_screen": False,
+            "kind_words_count": False,
         }
     )
     gen, _ = _generator(old)
@@ -665,6 +668,7 @@ def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(wri
             "What is the name of the novel that the sentence is based on?",  # read on half Z
             "refers to the sentence it was written from",
         ),
+        ("What is the main point of the sentence?", "refers to the sentence it was written from"),  # AC
         ("What was the length of the sentence handed to the captain?", None),  # a court's sentence
         ("Why was the sentence of the captain cut to a year?", None),
         ("Which rivers are listed in this text?", None),  # a user may ask about "this text"
@@ -1053,6 +1057,21 @@ def test_an_unstated_question_about_another_thing_the_document_names_is_dropped(
         tmp_path / "off", asked, subject=("the ferry Marlin", "product"), other_thing_screen=False
     )
     assert other in {q.question for q in off.questions}
+
+
+def test_an_unstated_question_may_call_the_subject_by_its_kind(tmp_path: Path) -> None:
+    # a film named "Wrenfield"; "the movie" is no word of the subject's, its sentence's or the document's
+    movie = "Who is the director of the movie?"
+    kept = _unstated_oos(tmp_path, {2: movie}, subject=("Wrenfield", "film"))
+    assert movie in kept
+    # "the place" is the subject, not a detail asked for: "range" alone is no word of the document's
+    place = "What is the price range of the place?"
+    assert place in _unstated_oos(tmp_path / "place", {2: place}, subject=("Wrenfield", "place"))
+    # kind_words_count=False (as before it): it shares no word with its sentence or the subject
+    record = _asked_run(tmp_path / "off", {2: movie}, subject=("Wrenfield", "film"), kind_words_count=False)
+    assert {d.question: d.reason for d in record.dropped}[movie] == (
+        "not a usable question: shares no word with its sentence"
+    )
 
 
 def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_published(

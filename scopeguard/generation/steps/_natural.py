@@ -35,6 +35,7 @@ from scopeguard.prompts import available_templates, template_examples
 __all__ = [
     "FIXED_ARTEFACTS",
     "KIND_SUBJECTS",
+    "KIND_WORDS",
     "ExamplePhrases",
     "about_writer",
     "asks_writer_name",
@@ -261,6 +262,10 @@ _SUBJECT_GLUE = frozenset(["the", "a", "an", "of", "and", "in", "on", "for", "by
 # what a document whose subject the model named wrongly is asked about, by the subject's kind
 # (SUBJECT_KINDS); another kind asks about what each sentence names, as without a subject
 KIND_SUBJECTS = {"product": "the product", "place": "the place", "book": "the book", "film": "the film"}
+# the words a question may call a subject of each kind by ("Who directed the film?" of a review of
+# "Failure To Launch", "What is the hotel's owner?" of the Marriott's), counted as the subject's
+# (GenerationConfig.kind_words_count)
+KIND_WORDS = {"product": "product", "place": "place hotel", "book": "book novel", "film": "film movie"}
 
 
 def _singular(word: str) -> str:
@@ -354,10 +359,11 @@ _SHOWN_UNIT = re.compile(
 # (issue #39, read on half I: "What type of movie does this sentence describe?", "What is the main
 # point of the sentence about ...?", "... the app that the sentence is referring to?"; and on half
 # N, in-scope: "What does the sentence 'I almost gave it four stars' mean?"; on half Z, in scope,
-# "What does the sentence '...' answer?" and "... the novel that the sentence is based on?")
+# "What does the sentence '...' answer?", "... the novel that the sentence is based on?" and
+# "What is the main point of the sentence?")
 _SHOWN_SENTENCE = re.compile(
     r"\b(?:in|from)\s+(?:(?:the|this|that)\s+)?(?:(?:other|previous|next|following|given|above|same)\s+)?"
-    r"sentences?\b|\bthis sentence\b"
+    r"sentences?\b|\bthis sentence\b|\b(?:main )?(?:point|meaning|gist|purpose) of the sentence\b"
     r"|\bthe sentence\s+(?:is\s+)?(?:about|referring|refers|describ(?:es|ing|e)|say(?:s|ing)?|means?|based)\b"
     r"|\bthe sentence\s+[\"'\u201c\u2018].*[\"'\u201d\u2019]\s*"
     r"(?:means?|says?|describes?|refers?|answers?)\b",

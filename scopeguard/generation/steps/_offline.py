@@ -17,7 +17,8 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    sentence shown; with ``unstated_subject``, the model first names what the document is about
    (one call) and the questions are about that (asked about whatever a sentence names, it asked the
    price of a square or of a cookie's vanilla flavour), sharing a word with the sentence or, with
-   ``subject_moored``, the subject; with ``unstated_hints`` it also names the subject's kind, and
+   ``subject_moored``, the subject (with ``kind_words_count`` also what its kind is called: "the
+   film" of a film review); with ``unstated_hints`` it also names the subject's kind, and
    the details the prompt hints at fit it (a product: its price, its maker);
 3. ``followup`` (and ``offline``): follow-up questions a reader would ask next, written from the
    in-scope questions alone (about the same people and events, often on what the document leaves out);
@@ -70,6 +71,7 @@ from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._natural import (
     DETAIL_STEMS,
     KIND_SUBJECTS,
+    KIND_WORDS,
     about_writer,
     asks_writer_name,
     centre_as_written,
@@ -153,6 +155,9 @@ class _Keeper:
         self.asked: list[str] = []
         # the document's subject as asked about (other_thing_screen; set once it is named)
         self.subject = ""
+        # what the subject's kind is called ("film", "movie"), counted as the subject's words, not as
+        # details asked for (kind_words_count; set once it is named)
+        self.kind_stems: frozenset[str] = frozenset()
 
     def _drop(
         self, question: str, reason: str, kind: str, source: str | None, filt: FilterRecord | None
@@ -223,6 +228,7 @@ class _Keeper:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
         details = DETAIL_STEMS if kind == "unstated" and ctx.cfg.overlap_skips_details else frozenset()
+        details -= self.kind_stems  # "the place", "the film": the subject, not a detail asked for
         known = self.stems | self.subject_stems if kind == "unstated" else self.stems
         share = overlap(question, known, details)
         if share < ctx.cfg.min_overlap:
@@ -588,10 +594,12 @@ async def _unstated(
     written and asked for other details."""
     n = ctx.cfg.unstated_per_sentence
     shown = round_ > 0 and ctx.cfg.top_up_shows_asked
+    # kind_words_count: "the film" is the subject of a film review ("Who directed the film?")
+    called = f"{subject}\n{KIND_WORDS.get(kind, '')}" if ctx.cfg.kind_words_count else subject
     for sentence in _unstated_sentences(ctx, round_):
         # a sampled top-up round is shown what was asked already (the same few questions came back)
         asked = keeper.asked[-_ASKED_SHOWN:] if shown else []
-        moor = f"{sentence}\n{subject}" if subject and ctx.cfg.subject_moored else sentence
+        moor = f"{sentence}\n{called}" if subject and ctx.cfg.subject_moored else sentence
         got = await _ask_questions(
             ctx,
             "unstated",
@@ -643,8 +651,10 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
     subject = kind = ""
     if cfg.mode in ("unstated", "offline"):
         subject, kind = await _subject(ctx) if cfg.unstated_subject else ("", "")
+        if subject and cfg.kind_words_count:
+            keeper.kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, "")))
         if cfg.overlap_counts_subject:
-            keeper.subject_stems = frozenset(content_stems(subject))
+            keeper.subject_stems = frozenset(content_stems(subject)) | keeper.kind_stems
         keeper.subject = subject
         await _unstated(ctx, keeper, None, subject, kind)
     # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
