@@ -158,8 +158,11 @@ REVIEWS_AB = 13
 # AC: a twenty-ninth, drawn after AB's labels, generated after the change made on AA's and AB's
 # (an unstated question about another thing the document names: other_thing_screen)
 REVIEWS_AC = 13
+# AD: a thirtieth, drawn after AC's labels, generated after the change made on them (what a
+# subject's kind is called counts as the subject's words: kind_words_count)
+REVIEWS_AD = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC")
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD")
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -243,11 +246,14 @@ RUNS = {
     "document writes so one thing to one_thing_screen (a title), changed on AA's labels; AB is fresh",
     "after-AC": "as after-AB with an unstated question about another thing the document names than its "
     "subject dropped (other_thing_screen), changed on AA's and AB's labels; AC is fresh",
+    "after-AD": "as after-AC with what a subject's kind is called ('the film', 'the hotel') counted as "
+    "the subject's words (kind_words_count) and 'the main point of the sentence' unusable, changed on "
+    "AC's labels; AD is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA,AB,AC}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,...,AD}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -299,6 +305,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("AA", reviews, REVIEWS_AA),
         ("AB", reviews, REVIEWS_AB),
         ("AC", reviews, REVIEWS_AC),
+        ("AD", reviews, REVIEWS_AD),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -739,7 +746,8 @@ def main() -> None:
                 f"half Z ({REVIEWS_Z} reviews, drawn after Y's labels), "
                 f"half AA ({REVIEWS_AA} reviews, drawn after Z's labels), "
                 f"half AB ({REVIEWS_AB} reviews, drawn after AA's labels), "
-                f"half AC ({REVIEWS_AC} reviews, drawn after AB's labels); "
+                f"half AC ({REVIEWS_AC} reviews, drawn after AB's labels), "
+                f"half AD ({REVIEWS_AD} reviews, drawn after AC's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
