@@ -249,6 +249,9 @@ RUNS = {
     "after-AD": "as after-AC with what a subject's kind is called ('the film', 'the hotel') counted as "
     "the subject's words (kind_words_count) and 'the main point of the sentence' unusable, changed on "
     "AC's labels; AD is fresh",
+    "after-AD-off": "as after-AD with top_up_shows_asked, followups_after_top_ups, other_thing_screen "
+    "and kind_words_count off (as commit 54f19cf, with the small mends since), on half AD: the same "
+    "documents, generated after after-AD was labelled; its 5 questions not in after-AD labelled then",
 }
 
 
