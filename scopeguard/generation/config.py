@@ -100,6 +100,7 @@ LEGACY_SETTINGS: dict[str, object] = {
     "followups_after_top_ups": False,
     "other_thing_screen": False,
     "kind_words_count": False,
+    "odd_details_screen": False,
 }
 
 
@@ -303,6 +304,11 @@ class GenerationConfig(BaseModel):
     # (one out-of-scope question kept), and the Marriott's review "What is the hotel's owner?",
     # "... room size?", "... year of opening?" (none kept). False = the subject's own words, as before.
     kind_words_count: bool = True
+    # issue #39: an unstated question asking when something "is available" or when a place "opens"
+    # (or its opening hours) is dropped: on the hand-read halves D-AD, 10 kept "when ... available"
+    # questions and 5 about a hotel's or a shop's hours, none natural (a review's product is bought,
+    # a hotel is open) (steps._natural.odd_detail). False = as before.
+    odd_details_screen: bool = True
     # issue #39: a sentence too long to ask about (over 45 words) is cut at its clause breaks (an
     # ellipsis, a dash, a semicolon, "caffeine!).Also") and its pieces of 8-45 words are asked about
     # like sentences: on half O two reviews run together so ("options..these seemed ... money....

@@ -13,6 +13,7 @@ from scopeguard.generation.steps._natural import (
     about_writer,
     asks_writer_name,
     copied_phrase,
+    odd_detail,
     other_thing,
     subject_as_written,
     subject_in_document,
@@ -232,6 +233,23 @@ def test_a_question_about_another_thing_the_document_names_is_found(
     # a name the document writes in a sentence with the subject's words is the subject's
     runs = BAKERY + " Rosa Vent runs the bakery; Lyon flour goes into every bakery loaf."
     assert other_thing(question, "the Marsh Lane bakery", runs) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "odd"),
+    [
+        ("When is the rye bread available?", True),
+        ("When are the loaves available at the Marsh Lane bakery?", True),
+        ("When does the bakery open?", True),
+        ("What are the opening hours of the bakery?", True),
+        ("How long has the bakery been open?", False),  # a year
+        ("When did the bakery open?", False),  # a year
+        ("Is the rye bread available in Lyon?", False),  # where, not when
+        ("What is the price of the rye bread?", False),
+    ],
+)
+def test_a_question_asking_when_it_is_available_or_open_is_found(question: str, odd: bool) -> None:
+    assert (odd_detail(question) is not None) == odd
 
 
 def test_an_enumeration_in_one_reply_is_found_whole() -> None:

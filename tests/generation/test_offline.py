@@ -222,6 +222,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "followups_after_top_ups",
         "other_thing_screen",
         "kind_words_count",
+        "odd_details_screen",
     )
     for field in (*older, *newest_fields):  # and older
         del saved[field]
@@ -255,8 +256,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "False -> True; subject_as_written: False -> True; agent_nouns_apart: False -> True; "
         "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
         "True; top_up_shows_asked: False -> True; followups_after_top_ups: False -> True; "
-        "other_thing_screen: False -> True; kind_words_count: False -> True; split_long_sentences: "
-        "False -> True"
+        "other_thing_screen: False -> True; kind_words_count: False -> True; odd_details_screen: False -> "
+        "True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -290,6 +291,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
             "followups_after_top_ups": False,
             "other_thing_screen": False,
             "kind_words_count": False,
+            "odd_details_screen": False,
         }
     )
     gen, _ = _generator(old)
@@ -1072,6 +1074,17 @@ def test_an_unstated_question_may_call_the_subject_by_its_kind(tmp_path: Path) -
     assert {d.question: d.reason for d in record.dropped}[movie] == (
         "not a usable question: shares no word with its sentence"
     )
+
+
+def test_an_unstated_question_asking_when_it_is_available_is_dropped(tmp_path: Path) -> None:
+    when = "When is the ferry Marlin available?"
+    record = _asked_run(tmp_path, {2: when})
+    assert {d.question: d.reason for d in record.dropped}[when] == (
+        "not a usable question: asks when it is available or open (no detail a reader of the document "
+        "would ask)"
+    )
+    # odd_details_screen=False (as before it): the filter decides and keeps it
+    assert when in _unstated_oos(tmp_path / "off", {2: when}, odd_details_screen=False)
 
 
 def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_published(

@@ -45,6 +45,7 @@ __all__ = [
     "degenerate",
     "enumerations",
     "example_phrases",
+    "odd_detail",
     "other_thing",
     "overlap",
     "standalone",
@@ -324,6 +325,26 @@ def other_thing(question: str, subject: str, document: str) -> str | None:
         naming = [_plain_words(s) for s in sentences if first.search(s)]
         if naming and not any(subject_words & words for words in naming):
             return f"about another thing the document names ({name}), not its subject ({subject})"
+    return None
+
+
+# "When is the beef jerky available?" of a review of jerky its writer has eaten, "When does the
+# hotel open?" of a hotel's: asked by the hints' "where it is sold" and "the year it opened", never
+# natural on the hand-read halves (issue #39: 10 "when ... available" of D-AD, 5 about a hotel's
+# or a shop's opening hours); "How long has the hotel been open?" is a year, and stays
+_ODD_DETAIL = re.compile(
+    r"^when (?:is|are) \b.{0,80}\bavailable\b"
+    r"|^(?:when|what time) (?:does|do) \b.{0,80}\bopen\s*\?$"
+    r"|\bopening (?:hours|times)\b",
+    re.IGNORECASE,
+)
+
+
+def odd_detail(question: str) -> str | None:
+    """Why ``question`` asks a detail no reader of a review asks (when something it reviews "is
+    available", when a place "opens" or its opening hours), or ``None``."""
+    if _ODD_DETAIL.search(question):
+        return "asks when it is available or open (no detail a reader of the document would ask)"
     return None
 
 

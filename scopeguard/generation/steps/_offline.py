@@ -36,7 +36,8 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    person's second / third / fourth thought"; with ``writer_screen``, nothing about the writer named
    as "the person" or "the speaker"; with ``one_thing_screen``, no unstated question about two
    things joined by "and"; with ``other_thing_screen``, no unstated question about another thing
-   the document names than its subject), at least ``min_overlap`` of its
+   the document names than its subject; with ``odd_details_screen``, none asking when it "is
+   available" or "opens"), at least ``min_overlap`` of its
    content words occur in the document (it is confusing, not off-topic; with
    ``overlap_skips_details`` an unstated question's details, a price or an address, do not count)
    and the filter finds it out
@@ -78,6 +79,7 @@ from scopeguard.generation.steps._natural import (
     copy_stems,
     degenerate,
     enumerations,
+    odd_detail,
     other_thing,
     overlap,
     standalone,
@@ -224,6 +226,8 @@ class _Keeper:
         named = self.subject not in KIND_SUBJECTS.values()
         if bad is None and kind == "unstated" and ctx.cfg.other_thing_screen and self.subject and named:
             bad = other_thing(question, self.subject, ctx.doc.text)
+        if bad is None and kind == "unstated" and ctx.cfg.odd_details_screen:
+            bad = odd_detail(question)
         if bad is not None:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
