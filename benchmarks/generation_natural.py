@@ -161,8 +161,11 @@ REVIEWS_AC = 13
 # AD: a thirtieth, drawn after AC's labels, generated after the change made on them (what a
 # subject's kind is called counts as the subject's words: kind_words_count)
 REVIEWS_AD = 13
+# AE: a thirty-first, drawn after AD's labels, generated after the change made on them (when it is
+# available or open: odd_details_screen)
+REVIEWS_AE = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD")
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD", "AE")
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -252,11 +255,13 @@ RUNS = {
     "after-AD-off": "as after-AD with top_up_shows_asked, followups_after_top_ups, other_thing_screen "
     "and kind_words_count off (as commit 54f19cf, with the small mends since), on half AD: the same "
     "documents, generated after after-AD was labelled; its 5 questions not in after-AD labelled then",
+    "after-AE": "as after-AD with an unstated question asking when something is available or when a "
+    "place opens dropped (odd_details_screen), changed on the labels of D-AD; AE is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA,...,AD}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,...,AE}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -309,6 +314,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("AB", reviews, REVIEWS_AB),
         ("AC", reviews, REVIEWS_AC),
         ("AD", reviews, REVIEWS_AD),
+        ("AE", reviews, REVIEWS_AE),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -750,7 +756,8 @@ def main() -> None:
                 f"half AA ({REVIEWS_AA} reviews, drawn after Z's labels), "
                 f"half AB ({REVIEWS_AB} reviews, drawn after AA's labels), "
                 f"half AC ({REVIEWS_AC} reviews, drawn after AB's labels), "
-                f"half AD ({REVIEWS_AD} reviews, drawn after AC's labels); "
+                f"half AD ({REVIEWS_AD} reviews, drawn after AC's labels), "
+                f"half AE ({REVIEWS_AE} reviews, drawn after AD's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
