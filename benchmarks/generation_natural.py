@@ -164,8 +164,11 @@ REVIEWS_AD = 13
 # AE: a thirty-first, drawn after AD's labels, generated after the change made on them (when it is
 # available or open: odd_details_screen)
 REVIEWS_AE = 13
+# AF: a thirty-second, drawn after AE's labels, generated with nothing changed since AE (the shipped
+# defaults again: is AE's 85% what a fresh sample gets?)
+REVIEWS_AF = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD", "AE")
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD", "AE", "AF")
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -257,11 +260,12 @@ RUNS = {
     "documents, generated after after-AD was labelled; its 5 questions not in after-AD labelled then",
     "after-AE": "as after-AD with an unstated question asking when something is available or when a "
     "place opens dropped (odd_details_screen), changed on the labels of D-AD; AE is fresh",
+    "after-AF": "as after-AE (commit 29421d7's defaults, nothing changed on AE's labels); AF is fresh",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA,...,AE}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,...,AF}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -315,6 +319,7 @@ def _corpus(work: Path, seed: int) -> None:
         ("AC", reviews, REVIEWS_AC),
         ("AD", reviews, REVIEWS_AD),
         ("AE", reviews, REVIEWS_AE),
+        ("AF", reviews, REVIEWS_AF),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -757,7 +762,8 @@ def main() -> None:
                 f"half AB ({REVIEWS_AB} reviews, drawn after AA's labels), "
                 f"half AC ({REVIEWS_AC} reviews, drawn after AB's labels), "
                 f"half AD ({REVIEWS_AD} reviews, drawn after AC's labels), "
-                f"half AE ({REVIEWS_AE} reviews, drawn after AD's labels); "
+                f"half AE ({REVIEWS_AE} reviews, drawn after AD's labels), "
+                f"half AF ({REVIEWS_AF} reviews, drawn after AE's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
