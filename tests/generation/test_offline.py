@@ -14,6 +14,7 @@ from scopeguard.data import load_dataset
 from scopeguard.errors import ConfigurationError, DocumentTooLongError
 from scopeguard.generation import GenerationConfig, Generator, LengthRule
 from scopeguard.generation.checkpoint import CheckpointStore
+from scopeguard.generation.config import LEGACY_SETTINGS
 from scopeguard.generation.steps._absent import absent_detail
 from scopeguard.generation.steps._offline_replies import SUBJECT_KIND_TOKENS, SUBJECT_TOKENS
 from scopeguard.llm.base import Completion, Prompt
@@ -199,32 +200,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
     gen, _ = _generator(offline)
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     saved = json.loads((tmp_path / "run.json").read_text())
-    for field in ("followups_to_top_up", "unstated_subject", "unstated_hints"):  # as an earlier
-        del saved[field]  # version wrote it
-    older = ("subject_moored", "top_up_new_sentences", "more_in_scope", "fill_from_margin")
-    newest_fields = (
-        "overlap_skips_details",
-        "copies_by_detail",
-        "absent_details",
-        "split_long_sentences",
-        "detail_synonyms",
-        "overlap_counts_subject",
-        "place_year_hint",
-        "absent_stores",
-        "writer_screen",
-        "one_thing_screen",
-        "subject_as_written",
-        "agent_nouns_apart",
-        "centre_as_written",
-        "absent_authors",
-        "subject_in_document",
-        "top_up_shows_asked",
-        "followups_after_top_ups",
-        "other_thing_screen",
-        "kind_words_count",
-        "odd_details_screen",
-    )
-    for field in (*older, *newest_fields):  # and older
+    for field in LEGACY_SETTINGS:  # as an earlier version wrote it, before each of these existed
         del saved[field]
     (tmp_path / "run.json").write_text(json.dumps(saved))
     gen, _ = _generator(offline)
@@ -263,37 +239,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (tmp_path / "run.json").write_text(json.dumps(saved))
     # with the settings it ran with, it resumes
-    old = offline.model_copy(
-        update={
-            "followups_to_top_up": False,
-            "unstated_subject": False,
-            "unstated_hints": False,
-            "subject_moored": False,
-            "top_up_new_sentences": False,
-            "more_in_scope": 3,
-            "fill_from_margin": False,
-            "overlap_skips_details": False,
-            "copies_by_detail": False,
-            "absent_details": False,
-            "split_long_sentences": False,
-            "detail_synonyms": False,
-            "overlap_counts_subject": False,
-            "place_year_hint": False,
-            "absent_stores": False,
-            "writer_screen": False,
-            "one_thing_screen": False,
-            "subject_as_written": False,
-            "agent_nouns_apart": False,
-            "centre_as_written": False,
-            "absent_authors": False,
-            "subject_in_document": False,
-            "top_up_shows_asked": False,
-            "followups_after_top_ups": False,
-            "other_thing_screen": False,
-            "kind_words_count": False,
-            "odd_details_screen": False,
-        }
-    )
+    old = offline.model_copy(update=LEGACY_SETTINGS)
     gen, _ = _generator(old)
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
 

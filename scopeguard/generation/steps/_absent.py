@@ -22,114 +22,19 @@ state in words a pattern misses (a distance: "a short walk"; a name) is left to 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 __all__ = ["ABSENT_KINDS", "absent_detail"]
 
 _MONTHS = "January February March April May June July August September October November December"
 
-# (what the question asks for, what the document would state it with)
-_KINDS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
-    "price": (
-        re.compile(
-            r"\b(?:prices?|priced|costs?|fees?|fares?)\b"
-            r"|\bhow much\b.{0,60}\b(?:pay|paid|spend|spent|charged?|charges)\b",
-            re.IGNORECASE,
-        ),
-        re.compile(
-            r"[$£€¥₹]\s?\d|\d\s?(?:[$£€¥₹]|dollars?|bucks|euros?|pounds?|cents?|pence|yen|rupees?|usd|eur|gbp)\b"
-            r"|\b(?:free|dollars?|bucks|euros?|pounds?|cents?)\b",
-            re.IGNORECASE,
-        ),
-    ),
-    "address": (
-        re.compile(r"\baddress(?:es)?\b", re.IGNORECASE),
-        # a numbered street ("333 O'Farrell Street"), a named one ("on Geary and Jones Streets", which
-        # a reader may take for the address: read on half O; a room "not facing" a "... St" on half S; not
-        # "Union Square", a place), a French or German one, or a postcode
-        re.compile(
-            r"\b\d+[A-Za-z]?,?\s+(?:[A-Z][\w'.-]*\s+){0,3}(?:St|Street|Ave|Avenue|Rd|Road|Blvd|"
-            r"Boulevard|Way|Lane|Ln|Drive|Dr|Place|Pl|Square|Sq|Court|Ct|Highway|Hwy)\b"
-            r"|\b[A-Z][\w'.-]*\s+(?:(?:and|&)\s+[A-Z][\w'.-]*\s+)?(?:Streets?|St\.?|Avenues?|Ave\.?|Road|"
-            r"Boulevard|Blvd)(?!\w)"
-            r"|\b(?:rue|calle|strasse|straße)\b"
-            r"|\b\d{5}(?:-\d{4})?\b|\b[A-Z]{1,2}\d{1,2}[A-Z]? \d[A-Z]{2}\b"
-        ),
-    ),
-    "year": (
-        re.compile(
-            r"\b(?:what|which) year\b|\bwhat date\b|\bwhen (?:was|were|did|is|will|does|do) \b.{0,80}?\b"
-            r"(?:released?|published|founded|built|opened|introduced|launched|established|come out|"
-            r"came out|born|died|written|filmed|made)\b"
-            # "When did the hotel open?" (not "When is it open?": its hours)
-            r"|\bwhen did \b.{0,80}?\b(?:open|build|release|publish|launch|introduce|establish)\b"
-            r"|\bhow long has\b.{0,60}\bbeen (?:open|around|in business)\b",
-            re.IGNORECASE,
-        ),
-        re.compile(
-            r"\b(?:1[5-9]\d\d|20\d\d)s?\b|\b'\d\d\b|\b(?:" + "|".join(_MONTHS.split()) + r")\b"
-            r"|\b(?:ago|last (?:year|month|week)|this (?:year|month)|yesterday|today|recently)\b",
-        ),
-    ),
-    # where to buy it, of a document naming no shop, chain or website and saying nowhere that it was
-    # bought at or from a named one (GenerationConfig.absent_stores): on the hand-read halves H-T,
-    # all 42 kept "Where can I buy ...?" questions of reviews without one were unanswerable (39
-    # natural), and the filter had found 74 more answerable or doubted them ("Where can I buy Pure
-    # Bar?" of a review saying only that its writer will buy more: two documents of half T left short)
-    "store": (
-        re.compile(
-            r"\bwhere\b.{0,60}\b(?:buy|bought|sold|sells?|purchased?|available|order|ordered)\b"
-            r"|\b(?:what|which) (?:stores?|shops?|retailers?)\b",
-            re.IGNORECASE,
-        ),
-        re.compile(
-            r"\b(?:Amazon|Walmart|Wal-Mart|Target|Costco|Best Buy|eBay|Trader Joe'?s|Whole Foods|"
-            r"Sam'?s Club|Kroger|Safeway|Walgreens|CVS|Sears|Staples|Home Depot|Lowe'?s|Newegg|Fry'?s|"
-            r"Circuit City|RadioShack|iTunes|Netflix|Macy'?s|Starbucks|IKEA|Ikea|Kmart|Apple Store|"
-            r"Barnes (?:&|and) Noble)\b"
-            r"|\b(?i:stores?|shops?|supermarkets?|grocery|groceries|online|websites?|web ?site|retailers?|"
-            r"outlets?|malls?|farmer'?s'? markets?|\.com)\b"  # not "on the market"
-            # bought at or from anywhere ("ordered it from the company": left to the filter), or
-            # got or found on or in a named place ("picked it up in Napa")
-            r"|\b(?i:bought|purchased|ordered)\b[^.!?]{0,40}?\b(?i:at|from|through|via)\b"
-            r"|\b(?i:bought|buy|purchased?|ordered?|got|found|picked (?:it|them|these|this) up)\b"
-            r"[^.!?]{0,40}?\b(?i:at|from|on|through|in) (?:(?i:the|a|an) )?[A-Z]"
-        ),
-    ),
-    # who wrote it, of a document naming no writer: no author or writer, nothing written "by"
-    # someone, no "Collins's novel" (GenerationConfig.absent_authors). A book review that never
-    # names its author cannot answer "Who wrote The Road?"; the packaged filter read it as answerable
-    # (half X's review of a novel, left with one out-of-scope question). A question about the
-    # review's own writer is not one of these (writer_screen's).
-    "author": (
-        re.compile(
-            r"^(?!.*\breview).*(?:\bwho\b.{0,40}\b(?:wrote|written|authored|penned|author|writer)\b"
-            r"|\b(?:name of|what is|who is|who was) the (?:author|writer)\b|\bthe (?:author|writer) of\b)",
-            re.IGNORECASE,
-        ),
-        re.compile(
-            r"\b(?i:authors?|authored|writers?|wrote|written|writes|writing|novelist|pen name|poet)\b"
-            r"|\b(?i:by) [A-Z]|\b(?:Mr|Mrs|Ms|Dr)\.? [A-Z]"
-            r"|\b[A-Z][\w.-]*'s? (?i:books?|novels?|series|memoir|stories|story|prose|trilogy|works?)\b"
-        ),
-    ),
-}
-
-#: the kinds of detail :func:`absent_detail` knows
-ABSENT_KINDS = tuple(_KINDS)
+# whether a document states a detail of the kind a question asks for: (question, document) -> bool
+_States = Callable[[str, str], bool]
 
 
-def absent_detail(question: str, document: str, kinds: Collection[str] = ABSENT_KINDS) -> str | None:
-    """The kind of detail (one of ``kinds``, by default every one of :data:`ABSENT_KINDS`)
-    ``question`` asks for that ``document`` states none of, or ``None``: "What is the price of the
-    case?" of a review that names no amount of money is ``"price"``; of one that says "$129" it is
-    ``None``, as is any question asking for something else."""
-    for kind, (asks, states) in _KINDS.items():
-        if kind in kinds and asks.search(question) and not states.search(document):
-            if kind == "author" and _names_beside(question, document):
-                continue
-            return kind
-    return None
+def _writes(pattern: re.Pattern[str]) -> _States:
+    """The document states it where it writes ``pattern``, whatever the question."""
+    return lambda question, document: pattern.search(document) is not None
 
 
 _CAPITALISED_RUN = re.compile(r"\b[A-Z][\w'.-]*(?: [A-Z][\w'.-]*)+")
@@ -147,3 +52,123 @@ def _names_beside(question: str, document: str) -> bool:
         if any(w not in asked for w in words):
             return True
     return False
+
+
+_AUTHOR_WORDS = re.compile(
+    r"\b(?i:authors?|authored|writers?|wrote|written|writes|writing|novelist|pen name|poet)\b"
+    r"|\b(?i:by) [A-Z]|\b(?:Mr|Mrs|Ms|Dr)\.? [A-Z]"
+    r"|\b[A-Z][\w.-]*'s? (?i:books?|novels?|series|memoir|stories|story|prose|trilogy|works?)\b"
+)
+
+
+def _author_stated(question: str, document: str) -> bool:
+    """The document names a writer: an author word, "by <Name>", "<Name>'s novel", or a name beside
+    the question's own words (:func:`_names_beside`)."""
+    return _AUTHOR_WORDS.search(document) is not None or _names_beside(question, document)
+
+
+# (what the question asks for, whether the document states it)
+_KINDS: dict[str, tuple[re.Pattern[str], _States]] = {
+    "price": (
+        re.compile(
+            r"\b(?:prices?|priced|costs?|fees?|fares?)\b"
+            r"|\bhow much\b.{0,60}\b(?:pay|paid|spend|spent|charged?|charges)\b",
+            re.IGNORECASE,
+        ),
+        _writes(
+            re.compile(
+                r"[$£€¥₹]\s?\d|\d\s?(?:[$£€¥₹]|dollars?|bucks|euros?|pounds?|cents?|pence|yen|rupees?|usd|eur|gbp)\b"
+                r"|\b(?:free|dollars?|bucks|euros?|pounds?|cents?)\b",
+                re.IGNORECASE,
+            )
+        ),
+    ),
+    "address": (
+        re.compile(r"\baddress(?:es)?\b", re.IGNORECASE),
+        # a numbered street ("333 O'Farrell Street"), a named one ("on Geary and Jones Streets", which
+        # a reader may take for the address: read on half O; a room "not facing" a "... St" on half S; not
+        # "Union Square", a place), a French or German one, or a postcode
+        _writes(
+            re.compile(
+                r"\b\d+[A-Za-z]?,?\s+(?:[A-Z][\w'.-]*\s+){0,3}(?:St|Street|Ave|Avenue|Rd|Road|Blvd|"
+                r"Boulevard|Way|Lane|Ln|Drive|Dr|Place|Pl|Square|Sq|Court|Ct|Highway|Hwy)\b"
+                r"|\b[A-Z][\w'.-]*\s+(?:(?:and|&)\s+[A-Z][\w'.-]*\s+)?(?:Streets?|St\.?|Avenues?|Ave\.?|Road|"
+                r"Boulevard|Blvd)(?!\w)"
+                r"|\b(?:rue|calle|strasse|straße)\b"
+                r"|\b\d{5}(?:-\d{4})?\b|\b[A-Z]{1,2}\d{1,2}[A-Z]? \d[A-Z]{2}\b"
+            )
+        ),
+    ),
+    "year": (
+        re.compile(
+            r"\b(?:what|which) year\b|\bwhat date\b|\bwhen (?:was|were|did|is|will|does|do) \b.{0,80}?\b"
+            r"(?:released?|published|founded|built|opened|introduced|launched|established|come out|"
+            r"came out|born|died|written|filmed|made)\b"
+            # "When did the hotel open?" (not "When is it open?": its hours)
+            r"|\bwhen did \b.{0,80}?\b(?:open|build|release|publish|launch|introduce|establish)\b"
+            r"|\bhow long has\b.{0,60}\bbeen (?:open|around|in business)\b",
+            re.IGNORECASE,
+        ),
+        _writes(
+            re.compile(
+                r"\b(?:1[5-9]\d\d|20\d\d)s?\b|\b'\d\d\b|\b(?:" + "|".join(_MONTHS.split()) + r")\b"
+                r"|\b(?:ago|last (?:year|month|week)|this (?:year|month)|yesterday|today|recently)\b",
+            )
+        ),
+    ),
+    # where to buy it, of a document naming no shop, chain or website and saying nowhere that it was
+    # bought at or from a named one (GenerationConfig.absent_stores): on the hand-read halves H-T,
+    # all 42 kept "Where can I buy ...?" questions of reviews without one were unanswerable (39
+    # natural), and the filter had found 74 more answerable or doubted them ("Where can I buy Pure
+    # Bar?" of a review saying only that its writer will buy more: two documents of half T left short)
+    "store": (
+        re.compile(
+            r"\bwhere\b.{0,60}\b(?:buy|bought|sold|sells?|purchased?|available|order|ordered)\b"
+            r"|\b(?:what|which) (?:stores?|shops?|retailers?)\b",
+            re.IGNORECASE,
+        ),
+        _writes(
+            re.compile(
+                r"\b(?:Amazon|Walmart|Wal-Mart|Target|Costco|Best Buy|eBay|Trader Joe'?s|Whole Foods|"
+                r"Sam'?s Club|Kroger|Safeway|Walgreens|CVS|Sears|Staples|Home Depot|Lowe'?s|Newegg|Fry'?s|"
+                r"Circuit City|RadioShack|iTunes|Netflix|Macy'?s|Starbucks|IKEA|Ikea|Kmart|Apple Store|"
+                r"Barnes (?:&|and) Noble)\b"
+                r"|\b(?i:stores?|shops?|supermarkets?|grocery|groceries|online|websites?|web ?site|"
+                r"retailers?|"
+                r"outlets?|malls?|farmer'?s'? markets?|\.com)\b"  # not "on the market"
+                # bought at or from anywhere ("ordered it from the company": left to the filter), or
+                # got or found on or in a named place ("picked it up in Napa")
+                r"|\b(?i:bought|purchased|ordered)\b[^.!?]{0,40}?\b(?i:at|from|through|via)\b"
+                r"|\b(?i:bought|buy|purchased?|ordered?|got|found|picked (?:it|them|these|this) up)\b"
+                r"[^.!?]{0,40}?\b(?i:at|from|on|through|in) (?:(?i:the|a|an) )?[A-Z]"
+            )
+        ),
+    ),
+    # who wrote it, of a document naming no writer: no author or writer, nothing written "by"
+    # someone, no "Collins's novel" (GenerationConfig.absent_authors). A book review that never
+    # names its author cannot answer "Who wrote The Road?"; the packaged filter read it as answerable
+    # (half X's review of a novel, left with one out-of-scope question). A question about the
+    # review's own writer is not one of these (writer_screen's).
+    "author": (
+        re.compile(
+            r"^(?!.*\breview).*(?:\bwho\b.{0,40}\b(?:wrote|written|authored|penned|author|writer)\b"
+            r"|\b(?:name of|what is|who is|who was) the (?:author|writer)\b|\bthe (?:author|writer) of\b)",
+            re.IGNORECASE,
+        ),
+        _author_stated,
+    ),
+}
+
+#: the kinds of detail :func:`absent_detail` knows
+ABSENT_KINDS = tuple(_KINDS)
+
+
+def absent_detail(question: str, document: str, kinds: Collection[str] = ABSENT_KINDS) -> str | None:
+    """The kind of detail (one of ``kinds``, by default every one of :data:`ABSENT_KINDS`)
+    ``question`` asks for that ``document`` states none of, or ``None``: "What is the price of the
+    case?" of a review that names no amount of money is ``"price"``; of one that says "$129" it is
+    ``None``, as is any question asking for something else."""
+    for kind, (asks, states) in _KINDS.items():
+        if kind in kinds and asks.search(question) and not states(question, document):
+            return kind
+    return None

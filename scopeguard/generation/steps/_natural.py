@@ -304,6 +304,13 @@ def subject_in_document(subject: str, kind: str, document: str) -> str:
 _QUESTION_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'\u2019-]*(?:\s+[A-Z][\w'\u2019-]*)*")
 
 
+@lru_cache(maxsize=32)
+def _sentence_words(document: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each sentence of ``document`` with its plain words (:func:`_plain_words`), split once per
+    document: :func:`other_thing` reads them for every candidate question of it."""
+    return tuple((s, frozenset(_plain_words(s))) for s in split_sentences(document, glued=True))
+
+
 def other_thing(question: str, subject: str, document: str) -> str | None:
     """Why ``question``, asked about ``subject``, is about another thing its document names, or
     ``None``: it shares no word with the subject and names something the document names only in
@@ -316,13 +323,13 @@ def other_thing(question: str, subject: str, document: str) -> str | None:
     subject_words = _plain_words(subject) - _SUBJECT_GLUE
     if not subject_words or subject_words & _plain_words(question):
         return None
-    sentences = split_sentences(document, glued=True)
+    sentences = _sentence_words(document)
     for match in _QUESTION_NAME.finditer(question):
         name = match.group(0)
         if name == "I":
             continue
         first = re.compile(rf"(?<![\w-]){re.escape(name.split()[0])}(?![\w-])")
-        naming = [_plain_words(s) for s in sentences if first.search(s)]
+        naming = [words for sentence, words in sentences if first.search(sentence)]
         if naming and not any(subject_words & words for words in naming):
             return f"about another thing the document names ({name}), not its subject ({subject})"
     return None

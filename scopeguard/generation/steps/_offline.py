@@ -155,7 +155,8 @@ class _Keeper:
         # the unstated questions written so far, each once, in order (shown to the sampled top-up
         # rounds with top_up_shows_asked)
         self.asked: list[str] = []
-        # the document's subject as asked about (other_thing_screen; set once it is named)
+        # the subject other_thing_screen tells another thing from: the model's, not a kind's name
+        # ("the product", subject_in_document), which names nothing to tell it by (set once named)
         self.subject = ""
         # what the subject's kind is called ("film", "movie"), counted as the subject's words, not as
         # details asked for (kind_words_count; set once it is named)
@@ -222,9 +223,7 @@ class _Keeper:
             bad = about_writer(question)
         if bad is None and kind == "unstated" and ctx.cfg.one_thing_screen:
             bad = two_things(question, ctx.doc.text)
-        # a kind's name ("the product", subject_in_document) names nothing to tell another thing by
-        named = self.subject not in KIND_SUBJECTS.values()
-        if bad is None and kind == "unstated" and ctx.cfg.other_thing_screen and self.subject and named:
+        if bad is None and kind == "unstated" and ctx.cfg.other_thing_screen and self.subject:
             bad = other_thing(question, self.subject, ctx.doc.text)
         if bad is None and kind == "unstated" and ctx.cfg.odd_details_screen:
             bad = odd_detail(question)
@@ -659,7 +658,7 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
             keeper.kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, "")))
         if cfg.overlap_counts_subject:
             keeper.subject_stems = frozenset(content_stems(subject)) | keeper.kind_stems
-        keeper.subject = subject
+        keeper.subject = "" if subject in KIND_SUBJECTS.values() else subject
         await _unstated(ctx, keeper, None, subject, kind)
     # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
     top_up_only = cfg.followups_to_top_up and cfg.min_oos > 0
