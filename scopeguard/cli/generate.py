@@ -27,6 +27,7 @@ _FIELDS = {
     "votes": "judge_votes",
     "min_oos": "min_oos",
     "extra_rounds": "extra_rounds",
+    "max_oos": "max_oos",
 }
 
 
@@ -35,14 +36,20 @@ def _config(ctx: typer.Context, paper: bool, values: dict[str, Any]) -> Generati
     from pydantic import ValidationError
 
     given = {
-        field: values[option] for option, field in _FIELDS.items() if not paper or option_given(ctx, option)
+        field: values[option]
+        for option, field in _FIELDS.items()
+        # --max-oos only when given: a --min-oos above the default cap then raises the cap to it
+        if (not paper and option != "max_oos") or option_given(ctx, option)
     }
+    if given.get("max_oos") == 0:
+        given["max_oos"] = None
     try:
         return GenerationConfig.paper(**given) if paper else GenerationConfig(**given)
     except ValidationError as exc:
-        raise ConfigurationError(
-            f"invalid option: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}"
-        ) from None
+        error = exc.errors()[0]
+        # a check across options (max_oos below min_oos) names no one field
+        where = f"{error['loc'][0]}: " if error["loc"] else ""
+        raise ConfigurationError(f"invalid option: {where}{error['msg']}") from None
 
 
 @app.command("generate")
@@ -115,6 +122,12 @@ def generate(
         "and, in offline mode, ask follow-ups only for such a document (scopeguard's addition; 0 = "
         "the paper, and offline asks both kinds).",
     ),
+    max_oos: int = typer.Option(
+        config_default(GenerationConfig, "max_oos"),
+        "--max-oos",
+        help="Keep at most this many out-of-scope questions of one document, the first kept, in the "
+        "offline modes (scopeguard's addition; 0 = no cap, as the paper).",
+    ),
     extra_rounds: int = typer.Option(
         config_default(GenerationConfig, "extra_rounds"),
         "--extra-rounds",
@@ -159,6 +172,7 @@ def generate(
             "filter_": filter_,
             "votes": votes,
             "min_oos": min_oos,
+            "max_oos": max_oos,
             "extra_rounds": extra_rounds,
         },
     )

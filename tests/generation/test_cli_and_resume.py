@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -97,6 +98,25 @@ def test_cli_filter_and_top_up_options_reach_the_run(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "nope" in bad.output
 
 
+def test_cli_max_oos_reaches_the_run_and_a_cap_below_the_minimum_is_one_line(tmp_path: Path) -> None:
+    register_backend("fakecli5", lambda arg, **_: ScriptedChatModel(eloq_reply, model="fake-cli"))
+    corpus = _corpus(tmp_path / "corpus", 1)
+
+    def run(out: str, *options: str) -> tuple[int, str, dict[str, Any]]:
+        args = ["generate", str(corpus), "--out", str(tmp_path / out), "--llm", "fakecli5", *options]
+        result = CliRunner().invoke(app, args)
+        saved = tmp_path / out / "run.json"
+        return result.exit_code, result.output, json.loads(saved.read_text()) if saved.exists() else {}
+
+    assert run("default")[2]["max_oos"] == 3
+    assert run("none", "--max-oos", "0")[2]["max_oos"] is None
+    assert run("five", "--max-oos", "5")[2]["max_oos"] == 5
+    assert run("raised", "--min-oos", "4")[2]["max_oos"] == 4  # a larger minimum raises the default cap
+    code, output, _ = run("bad", "--min-oos", "4", "--max-oos", "2")
+    assert code == 2 and "max_oos (2) is below min_oos (4)" in output
+    assert "Traceback" not in output
+
+
 def test_cli_paper_switches_every_addition_off(tmp_path: Path) -> None:
     register_backend("fakecli4", lambda arg, **_: ScriptedChatModel(eloq_reply, model="fake-cli"))
     corpus = _corpus(tmp_path / "corpus", 1)
@@ -106,7 +126,7 @@ def test_cli_paper_switches_every_addition_off(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     settings = json.loads((out / "run.json").read_text())
-    assert settings["filter_with"] == "judge" and settings["min_oos"] == 0
+    assert settings["filter_with"] == "judge" and settings["min_oos"] == 0 and settings["max_oos"] is None
     assert not any(settings[k] for k in ("recover_fallback", "question_fallback", "judge_followup"))
     assert settings["n_claims"] == 6 and settings["rounds"] == 3  # the paper's numbers are untouched
 

@@ -13,6 +13,7 @@ from scopeguard.generation.steps._natural import (
     about_writer,
     asks_writer_name,
     copied_phrase,
+    not_about,
     odd_detail,
     other_thing,
     subject_as_written,
@@ -250,6 +251,30 @@ def test_a_question_about_another_thing_the_document_names_is_found(
 )
 def test_a_question_asking_when_it_is_available_or_open_is_found(question: str, odd: bool) -> None:
     assert (odd_detail(question) is not None) == odd
+
+
+@pytest.mark.parametrize(
+    ("question", "subject", "kind", "about"),
+    [
+        ("What is the price of the rye flour?", "the Marsh Lane bakery", "place", False),
+        ("Where is Lyon's flour mill?", "the Marsh Lane bakery", "place", False),
+        ("When did the Marsh Lane bakery open?", "the Marsh Lane bakery", "place", True),  # its words
+        ("Who owns the bakeries on Marsh Lane?", "the Marsh Lane bakery", "place", True),  # a plural
+        ("What is the address of the hotel?", "the Marsh Lane bakery", "place", True),  # its kind's word
+        ("Where can I buy it?", "the Marsh Lane bakery", "place", True),  # "it" is the subject
+        ("What is this place's address?", "the Marsh Lane bakery", "", True),
+        ("What is the price of the rye flour?", "the product", "product", False),  # a kind's name
+        ("What is the price of the product?", "the product", "product", True),
+        ("What is the price of the rye flour?", "", "", True),  # no subject named: nothing to be about
+    ],
+)
+def test_a_question_not_about_the_subject_is_found(
+    question: str, subject: str, kind: str, about: bool
+) -> None:
+    reason = not_about(question, subject, kind)
+    assert (reason is None) == about
+    if not about:
+        assert reason == f"not about the document's subject ({subject}): no word of it, nor 'it'"
 
 
 def test_an_enumeration_in_one_reply_is_found_whole() -> None:

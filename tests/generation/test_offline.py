@@ -111,6 +111,7 @@ CONFIG = GenerationConfig(
     followups=2,
     unstated_per_sentence=1,
     min_oos=1,
+    max_oos=None,  # the cap has its own test
 )
 RULE = LengthRule(min_words=None, max_words=None)
 
@@ -233,7 +234,7 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
         "True; top_up_shows_asked: False -> True; followups_after_top_ups: False -> True; "
         "other_thing_screen: False -> True; kind_words_count: False -> True; odd_details_screen: False -> "
-        "True; split_long_sentences: False -> True"
+        "True; about_subject_screen: False -> True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -258,7 +259,10 @@ def test_the_unstated_questions_hint_at_details_that_fit_the_subjects_kind(tmp_p
             return json.dumps({"subject": "the ferry Marlin", "kind": "product"})
         return _reply(prompt)
 
-    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated"}), script=product)
+    # about_subject_screen=False: the fake's questions about the harbour plan are kept (no top-ups)
+    gen, llm = _generator(
+        CONFIG.model_copy(update={"mode": "unstated", "about_subject_screen": False}), script=product
+    )
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (subject,) = [c.prompt for c in llm.calls if "What is this text mainly about" in c.prompt]
     assert "which kind of thing it is: product, place, book, film, person, event or other" in subject
@@ -304,7 +308,7 @@ def test_a_subject_the_model_capitalised_is_asked_about_as_the_document_writes_i
 
 def test_a_subject_the_document_never_writes_is_asked_about_by_its_kind(tmp_path: Path) -> None:
     # the document never writes "Bexley" (a town of another text)
-    unstated = _subject_run(tmp_path, "Bexley Ferry Marlin", "product")
+    unstated = _subject_run(tmp_path, "Bexley Ferry Marlin", "product", about_subject_screen=False)
     assert len(unstated) == 5 and all("questions about the product that" in p for p in unstated)
     record = CheckpointStore(tmp_path).load_all()["wrenfield"]
     (note,) = [i for i in record.issues if i.reason == "subject_not_in_document"]
@@ -927,7 +931,7 @@ def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Pat
 
 def _asked_run(
     path: Path,
-    unstated: dict[int, str],
+    unstated: dict[int, Any],
     in_scope: dict[int, str] | None = None,
     subject: tuple[str, str] | None = None,
     **settings: Any,
@@ -946,8 +950,8 @@ def _asked_run(
         else:
             asked = unstated if "sentence does not answer" in prompt else {}
         for i, question in asked.items():
-            if SENTENCES[i] in prompt:
-                return json.dumps({"questions": [question]})
+            if SENTENCES[i] in prompt:  # one question, or a reply's list of them
+                return json.dumps({"questions": question if isinstance(question, list) else [question]})
         return _reply(prompt)
 
     scores = {**SCORES, **{q: 0.1 for q in in_scope.values()}}
@@ -982,29 +986,86 @@ def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_r
     assert not {q.question for q in record.questions} & {writer_name, *unstated.values()}
     # switched off (as before them), the filter decides and keeps all three
     record = _asked_run(
-        tmp_path / "off", unstated, {3: writer_name}, writer_screen=False, one_thing_screen=False
+        tmp_path / "off",
+        unstated,
+        {3: writer_name},
+        writer_screen=False,
+        one_thing_screen=False,
+        about_subject_screen=False,
     )
     kept = {q.question: q.label for q in record.questions}
     assert kept[writer_name] == "in_scope"
     assert kept[unstated[0]] == kept[unstated[2]] == "out_of_scope"
 
 
-def test_an_unstated_question_about_another_thing_the_document_names_is_dropped(tmp_path: Path) -> None:
-    # about the ferry Marlin: the document names Ines Holt only in a sentence without "ferry" or "Marlin"
-    other, own = "What is the salary of Ines Holt?", "When was the ferry Marlin built?"
+@pytest.mark.parametrize(
+    ("other", "own", "reason", "screen"),
+    [
+        (  # the document names Ines Holt only in a sentence without "ferry" or "Marlin"
+            "What is the salary of Ines Holt?",
+            "When was the ferry Marlin built?",
+            "about another thing the document names (Ines Holt), not its subject (the ferry Marlin)",
+            "other_thing_screen",
+        ),
+        (  # the harbour's pier is another thing than the ferry
+            "How long is the new pier of the harbour?",
+            "Which shipyard built the ferry Marlin?",
+            "not about the document's subject (the ferry Marlin): no word of it, nor 'it'",
+            "about_subject_screen",
+        ),
+    ],
+)
+def test_an_unstated_question_about_another_thing_than_the_subject_is_dropped(
+    tmp_path: Path, other: str, own: str, reason: str, screen: str
+) -> None:
     asked = {1: other, 2: own}
     record = _asked_run(tmp_path, asked, subject=("the ferry Marlin", "product"))
-    reasons = {d.question: d.reason for d in record.dropped}
-    assert reasons[other] == (
-        "not a usable question: about another thing the document names (Ines Holt), not its subject "
-        "(the ferry Marlin)"
-    )
+    assert {d.question: d.reason for d in record.dropped}[other] == f"not a usable question: {reason}"
     assert own in {q.question for q in record.questions}
-    # other_thing_screen=False (as before it): the filter decides and keeps it
+    # both screens off (as before them): the filter decides and keeps it
     off = _asked_run(
-        tmp_path / "off", asked, subject=("the ferry Marlin", "product"), other_thing_screen=False
+        tmp_path / "off",
+        asked,
+        subject=("the ferry Marlin", "product"),
+        other_thing_screen=False,
+        about_subject_screen=False,
     )
     assert other in {q.question for q in off.questions}
+    # this screen off: about_subject_screen still drops Ines Holt (no word of the subject's), but
+    # other_thing_screen keeps the pier (it names nothing)
+    alone = _asked_run(tmp_path / "alone", asked, subject=("the ferry Marlin", "product"), **{screen: False})
+    assert (other in {q.question for q in alone.questions}) == (screen == "about_subject_screen")
+
+
+def test_a_document_keeps_at_most_max_oos_out_of_scope_questions_and_asks_no_more(tmp_path: Path) -> None:
+    asked: dict[int, Any] = {
+        0: "Who paid for the harbour plan of Wrenfield?",
+        1: ["How long will the work on the harbour last?", "Who drew up the harbour plan for Wrenfield?"],
+        2: "Where did the fishermen of Wrenfield meet before?",
+        3: "How long will the new pier of the harbour plan be?",
+    }
+    uncapped = _asked_run(tmp_path / "all", asked, max_oos=None, unstated_per_sentence=2)
+    kept = [q.question for q in uncapped.questions if q.label == "out_of_scope"]
+    assert kept == [asked[0], *asked[1], asked[2], asked[3]]
+    record = _asked_run(tmp_path, asked, max_oos=2, unstated_per_sentence=2)
+    assert [q.question for q in record.questions if q.label == "out_of_scope"] == kept[:2]
+    # the third came in the second's reply: dropped with the reason; later sentences are not asked
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert reasons[kept[2]] == "the document has its 2 out-of-scope questions (max_oos)"
+    assert kept[3] not in reasons and kept[4] not in reasons
+    # a run saved before the cap existed is not resumed under it
+    saved = json.loads((tmp_path / "all" / "run.json").read_text())
+    del saved["max_oos"]
+    (tmp_path / "all" / "run.json").write_text(json.dumps(saved))
+    with pytest.raises(ConfigurationError, match="max_oos: None -> 3"):
+        _asked_run(tmp_path / "all", asked, unstated_per_sentence=2, max_oos=3)
+
+
+def test_max_oos_below_min_oos_is_refused_and_a_larger_minimum_raises_the_default_cap() -> None:
+    with pytest.raises(ValueError, match=r"max_oos \(2\) is below min_oos \(4\)"):
+        GenerationConfig(min_oos=4, max_oos=2)
+    assert GenerationConfig(min_oos=5).max_oos == 5
+    assert GenerationConfig().max_oos == 3 and GenerationConfig.paper().max_oos is None
 
 
 def test_an_unstated_question_may_call_the_subject_by_its_kind(tmp_path: Path) -> None:
@@ -1030,7 +1091,9 @@ def test_an_unstated_question_asking_when_it_is_available_is_dropped(tmp_path: P
         "would ask)"
     )
     # odd_details_screen=False (as before it): the filter decides and keeps it
-    assert when in _unstated_oos(tmp_path / "off", {2: when}, odd_details_screen=False)
+    assert when in _unstated_oos(
+        tmp_path / "off", {2: when}, odd_details_screen=False, about_subject_screen=False
+    )
 
 
 def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_published(

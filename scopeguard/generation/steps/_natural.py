@@ -45,6 +45,7 @@ __all__ = [
     "degenerate",
     "enumerations",
     "example_phrases",
+    "not_about",
     "odd_detail",
     "other_thing",
     "overlap",
@@ -353,6 +354,25 @@ def odd_detail(question: str) -> str | None:
     if _ODD_DETAIL.search(question):
         return "asks when it is available or open (no detail a reader of the document would ask)"
     return None
+
+
+# a question that calls its subject "it" or "this" ("Where can I buy it?") is about it
+_REFERS_BACK = re.compile(r"\b(?:it|its|this|these|they|them|their)\b", re.IGNORECASE)
+
+
+def not_about(question: str, subject: str, kind: str = "") -> str | None:
+    """Why ``question``, asked about ``subject`` (a thing of ``kind``), is about something else, or
+    ``None``: it shares no content word with the subject or with what its kind is called
+    (:data:`KIND_WORDS`: "the hotel" of a place) and calls nothing "it" or "this" ("What is the
+    price of the bass?" of a review of speakers, "Where is cheddar cheese sold?" of crackers',
+    "What is the address of the Ferry Bldg?" of a hotel's: issue #39, halves Z-AF, 27 kept, 5 of
+    them natural). An empty subject (none named) asks nothing of it."""
+    if not subject.strip():
+        return None
+    about = set(content_stems(f"{subject} {KIND_WORDS.get(kind, '')}"))
+    if about & set(content_stems(question)) or _REFERS_BACK.search(question):
+        return None
+    return f"not about the document's subject ({subject}): no word of it, nor 'it'"
 
 
 def enumerations(questions: list[str]) -> set[int]:

@@ -37,7 +37,8 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    as "the person" or "the speaker"; with ``one_thing_screen``, no unstated question about two
    things joined by "and"; with ``other_thing_screen``, no unstated question about another thing
    the document names than its subject; with ``odd_details_screen``, none asking when it "is
-   available" or "opens"), at least ``min_overlap`` of its
+   available" or "opens"; with ``about_subject_screen``, none sharing no word with the subject
+   nor calling it "it"), at least ``min_overlap`` of its
    content words occur in the document (it is confusing, not off-topic; with
    ``overlap_skips_details`` an unstated question's details, a price or an address, do not count)
    and the filter finds it out
@@ -52,7 +53,8 @@ same thing ("What is the price of Roku?" after "... of the Roku 3?"). With ``fil
 document still short of ``min_oos`` then keeps the out-of-scope candidates dropped only for the
 margin, most confident first (none a copy of one kept), and one short of ``n_in_scope`` in-scope
 questions keeps the in-scope candidates the filter doubted within the margin, least doubted first;
-each is marked ``filled``.
+each is marked ``filled``. A document keeps at most ``max_oos`` out-of-scope questions, the first
+kept: later candidates are dropped with the reason, and no more sentences are asked about.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ from scopeguard.generation.steps._natural import (
     copy_stems,
     degenerate,
     enumerations,
+    not_about,
     odd_detail,
     other_thing,
     overlap,
@@ -161,6 +164,9 @@ class _Keeper:
         # what the subject's kind is called ("film", "movie"), counted as the subject's words, not as
         # details asked for (kind_words_count; set once it is named)
         self.kind_stems: frozenset[str] = frozenset()
+        # the subject as asked about (a kind's name too: "the product") and its kind, which an
+        # unstated question must be about (about_subject_screen; set once it is named)
+        self.about: tuple[str, str] = ("", "")
 
     def _drop(
         self, question: str, reason: str, kind: str, source: str | None, filt: FilterRecord | None
@@ -203,6 +209,15 @@ class _Keeper:
         the text it must share a content word with: the sentence it was written from, and with
         ``subject_moored`` the document's subject)."""
         ctx = self.ctx
+        if self.full:
+            self._drop(
+                question,
+                f"the document has its {ctx.cfg.max_oos} out-of-scope questions (max_oos)",
+                kind,
+                source,
+                None,
+            )
+            return
         question = standalone(question)
         if ctx.cfg.centre_as_written:
             question = centre_as_written(question, ctx.doc.text)
@@ -227,6 +242,8 @@ class _Keeper:
             bad = other_thing(question, self.subject, ctx.doc.text)
         if bad is None and kind == "unstated" and ctx.cfg.odd_details_screen:
             bad = odd_detail(question)
+        if bad is None and kind == "unstated" and ctx.cfg.about_subject_screen:
+            bad = not_about(question, *self.about)
         if bad is not None:
             self._drop(question, f"not a usable question: {bad}", kind, source, None)
             return
@@ -269,6 +286,12 @@ class _Keeper:
             self.within.append((filt.score, self.dropped[-1], reply_id, share, stems))
             return
         self._keep(question, kind, source, reply_id, filt, share, stems)
+
+    @property
+    def full(self) -> bool:
+        """Whether the document has its ``max_oos`` out-of-scope questions: no more are kept."""
+        cap = self.ctx.cfg.max_oos
+        return cap is not None and len(self.kept) >= cap
 
     def _keep(
         self,
@@ -600,6 +623,8 @@ async def _unstated(
     # kind_words_count: "the film" is the subject of a film review ("Who directed the film?")
     called = f"{subject}\n{KIND_WORDS.get(kind, '')}" if ctx.cfg.kind_words_count else subject
     for sentence in _unstated_sentences(ctx, round_):
+        if keeper.full:  # max_oos: no more are kept, so none are asked for
+            break
         # a sampled top-up round is shown what was asked already (the same few questions came back)
         asked = keeper.asked[-_ASKED_SHOWN:] if shown else []
         moor = f"{sentence}\n{called}" if subject and ctx.cfg.subject_moored else sentence
@@ -659,6 +684,7 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         if cfg.overlap_counts_subject:
             keeper.subject_stems = frozenset(content_stems(subject)) | keeper.kind_stems
         keeper.subject = "" if subject in KIND_SUBJECTS.values() else subject
+        keeper.about = (subject, kind)
         await _unstated(ctx, keeper, None, subject, kind)
     # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
     top_up_only = cfg.followups_to_top_up and cfg.min_oos > 0
