@@ -167,8 +167,13 @@ REVIEWS_AE = 13
 # AF: a thirty-second, drawn after AE's labels, generated with nothing changed since AE (the shipped
 # defaults again: is AE's 85% what a fresh sample gets?)
 REVIEWS_AF = 13
+# AG, AH: a thirty-third and a thirty-fourth, drawn together after AF's labels, generated after the
+# changes made on Z-AF's (an unstated question not about the subject: about_subject_screen; at
+# most three out-of-scope questions a document: max_oos)
+REVIEWS_AG = 13
+REVIEWS_AH = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD", "AE", "AF")
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD", "AE", "AF", "AG", "AH")
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -261,11 +266,15 @@ RUNS = {
     "after-AE": "as after-AD with an unstated question asking when something is available or when a "
     "place opens dropped (odd_details_screen), changed on the labels of D-AD; AE is fresh",
     "after-AF": "as after-AE (commit 29421d7's defaults, nothing changed on AE's labels); AF is fresh",
+    "after-AG": "as after-AF with an unstated question not about the subject dropped "
+    "(about_subject_screen) and at most three out-of-scope questions kept of a document (max_oos), "
+    "changed on the labels of Z-AF (commit 6a5e587); AG is fresh",
+    "after-AH": "as after-AG (commit 6a5e587); AH is fresh, drawn with AG",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA,...,AF}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,...,AH}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -320,6 +329,8 @@ def _corpus(work: Path, seed: int) -> None:
         ("AD", reviews, REVIEWS_AD),
         ("AE", reviews, REVIEWS_AE),
         ("AF", reviews, REVIEWS_AF),
+        ("AG", reviews, REVIEWS_AG),
+        ("AH", reviews, REVIEWS_AH),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -763,7 +774,8 @@ def main() -> None:
                 f"half AC ({REVIEWS_AC} reviews, drawn after AB's labels), "
                 f"half AD ({REVIEWS_AD} reviews, drawn after AC's labels), "
                 f"half AE ({REVIEWS_AE} reviews, drawn after AD's labels), "
-                f"half AF ({REVIEWS_AF} reviews, drawn after AE's labels); "
+                f"half AF ({REVIEWS_AF} reviews, drawn after AE's labels), "
+                f"halves AG and AH ({REVIEWS_AG} and {REVIEWS_AH} reviews, drawn after AF's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
