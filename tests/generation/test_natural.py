@@ -13,6 +13,7 @@ from scopeguard.generation.steps._natural import (
     about_writer,
     asks_writer_name,
     copied_phrase,
+    named_late,
     not_about,
     odd_detail,
     other_thing,
@@ -251,6 +252,27 @@ def test_a_question_about_another_thing_the_document_names_is_found(
 )
 def test_a_question_asking_when_it_is_available_or_open_is_found(question: str, odd: bool) -> None:
     assert (odd_detail(question) is not None) == odd
+
+
+REVIEW = (
+    "The Marsh Lane bakery sells rye bread. Its loaves keep for a week. The crust is dark and the "
+    "crumb is soft. The shop is busy on Saturdays. Prices are fair. I tried the Lyon bakery once, "
+    "and its rye was dry. I will go back to Marsh Lane."
+)
+
+
+@pytest.mark.parametrize(
+    ("subject", "kind", "late"),
+    [
+        ("Lyon bakery", "place", True),  # "Lyon" first in sentence 6 of 7 (not at the first "bakery")
+        ("Marsh Lane bakery", "place", False),  # named in the first sentence
+        ("the rye bread", "product", False),  # "rye" in the first sentence
+        ("Kelso", "place", False),  # never named: left to subject_in_document
+        ("the hotel", "place", False),  # only the kind's word: nothing to place
+    ],
+)
+def test_a_subject_first_named_late_is_found(subject: str, kind: str, late: bool) -> None:
+    assert named_late(subject, kind, REVIEW) is late
 
 
 @pytest.mark.parametrize(

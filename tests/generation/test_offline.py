@@ -234,7 +234,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
         "True; top_up_shows_asked: False -> True; followups_after_top_ups: False -> True; "
         "other_thing_screen: False -> True; kind_words_count: False -> True; odd_details_screen: False -> "
-        "True; about_subject_screen: False -> True; split_long_sentences: False -> True"
+        "True; about_subject_screen: False -> True; subject_named_late: False -> True; split_long_sentences: "
+        "False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -259,9 +260,13 @@ def test_the_unstated_questions_hint_at_details_that_fit_the_subjects_kind(tmp_p
             return json.dumps({"subject": "the ferry Marlin", "kind": "product"})
         return _reply(prompt)
 
-    # about_subject_screen=False: the fake's questions about the harbour plan are kept (no top-ups)
+    # about_subject_screen=False: the fake's questions about the harbour plan are kept (no top-ups);
+    # subject_named_late=False: the ferry is first named in sentence 3 of 5
     gen, llm = _generator(
-        CONFIG.model_copy(update={"mode": "unstated", "about_subject_screen": False}), script=product
+        CONFIG.model_copy(
+            update={"mode": "unstated", "about_subject_screen": False, "subject_named_late": False}
+        ),
+        script=product,
     )
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (subject,) = [c.prompt for c in llm.calls if "What is this text mainly about" in c.prompt]
@@ -317,6 +322,26 @@ def test_a_subject_the_document_never_writes_is_asked_about_by_its_kind(tmp_path
     # subject_in_document=False: the model's guess, as before
     unstated = _subject_run(tmp_path / "off", "Bexley Ferry Marlin", "product", subject_in_document=False)
     assert all("questions about Bexley Ferry Marlin that" in p for p in unstated)
+
+
+def test_a_subject_the_document_first_names_late_is_asked_about_by_its_kind(tmp_path: Path) -> None:
+    # "Holt" first comes in sentence 2 of 5 (40%): a passing mention, not what the document is about
+    unstated = _subject_run(tmp_path, "Ines Holt's ferry", "product", about_subject_screen=False)
+    assert len(unstated) == 5 and all("questions about the product that" in p for p in unstated)
+    record = CheckpointStore(tmp_path).load_all()["wrenfield"]
+    (note,) = [i for i in record.issues if i.reason == "subject_named_late"]
+    assert note.detail == (
+        '"Ines Holt\'s ferry" is first named late in the document (a passing mention): asked about '
+        "'the product'"
+    )
+    # named in the first sentence: the model's subject
+    early = _subject_run(tmp_path / "early", "the Wrenfield harbour", "product", about_subject_screen=False)
+    assert all("questions about the Wrenfield harbour that" in p for p in early)
+    # subject_named_late=False: the model's subject, as before
+    off = _subject_run(
+        tmp_path / "off", "Ines Holt's ferry", "product", about_subject_screen=False, subject_named_late=False
+    )
+    assert all("questions about Ines Holt's ferry that" in p for p in off)
 
 
 class _GrammarModel(ScriptedChatModel):
@@ -1019,21 +1044,23 @@ def test_an_unstated_question_about_another_thing_than_the_subject_is_dropped(
     tmp_path: Path, other: str, own: str, reason: str, screen: str
 ) -> None:
     asked = {1: other, 2: own}
-    record = _asked_run(tmp_path, asked, subject=("the ferry Marlin", "product"))
+    # subject_named_late=False: the ferry is first named in sentence 3 of 5
+    marlin: dict[str, Any] = {"subject": ("the ferry Marlin", "product"), "subject_named_late": False}
+    record = _asked_run(tmp_path, asked, **marlin)
     assert {d.question: d.reason for d in record.dropped}[other] == f"not a usable question: {reason}"
     assert own in {q.question for q in record.questions}
     # both screens off (as before them): the filter decides and keeps it
     off = _asked_run(
         tmp_path / "off",
         asked,
-        subject=("the ferry Marlin", "product"),
+        **marlin,
         other_thing_screen=False,
         about_subject_screen=False,
     )
     assert other in {q.question for q in off.questions}
     # this screen off: about_subject_screen still drops Ines Holt (no word of the subject's), but
     # other_thing_screen keeps the pier (it names nothing)
-    alone = _asked_run(tmp_path / "alone", asked, subject=("the ferry Marlin", "product"), **{screen: False})
+    alone = _asked_run(tmp_path / "alone", asked, **marlin, **{screen: False})
     assert (other in {q.question for q in alone.questions}) == (screen == "about_subject_screen")
 
 

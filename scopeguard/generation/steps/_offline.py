@@ -81,6 +81,7 @@ from scopeguard.generation.steps._natural import (
     copy_stems,
     degenerate,
     enumerations,
+    named_late,
     not_about,
     odd_detail,
     other_thing,
@@ -562,7 +563,8 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
     ``subject_as_written``, a description the model capitalised is named as the document writes it
     (:func:`~._natural.subject_as_written`); with ``subject_in_document``, a subject with a word the
     document never writes is the model's guess, and its kind's name ("the product") is asked about
-    instead (:func:`~._natural.subject_in_document`)."""
+    instead (:func:`~._natural.subject_in_document`); with ``subject_named_late``, so is one the
+    document first names late, in passing (:func:`~._natural.named_late`)."""
     with_kind = ctx.cfg.unstated_hints
     got = await ctx.ask(
         "subject",
@@ -591,6 +593,18 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
                 detail=f"{subject!r} has a word the document never writes: asked about {instead}",
             )
             subject = named
+    late = KIND_SUBJECTS.get(kind, "")
+    the_models = subject not in ("", late)  # not already a kind's name
+    if ctx.cfg.subject_named_late and late and the_models and named_late(subject, kind, ctx.doc.text):
+        ctx.note(
+            "subject_named_late",
+            "subject_named_late",
+            reply_id=got[1].id,
+            accepted=True,
+            detail=f"{subject!r} is first named late in the document (a passing mention): asked "
+            f"about {late!r}",
+        )
+        subject = late
     return subject, kind
 
 
