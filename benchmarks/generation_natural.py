@@ -172,8 +172,12 @@ REVIEWS_AF = 13
 # most three out-of-scope questions a document: max_oos)
 REVIEWS_AG = 13
 REVIEWS_AH = 13
+# AI, AJ: a thirty-fifth and a thirty-sixth, drawn together after AG's and AH's labels, generated
+# after the change made on them (a subject first named late: subject_named_late)
+REVIEWS_AI = 13
+REVIEWS_AJ = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD", "AE", "AF", "AG", "AH")
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD", "AE", "AF", "AG", "AH", "AI", "AJ")
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -270,11 +274,16 @@ RUNS = {
     "(about_subject_screen) and at most three out-of-scope questions kept of a document (max_oos), "
     "changed on the labels of Z-AF (commit 6a5e587); AG is fresh",
     "after-AH": "as after-AG (commit 6a5e587); AH is fresh, drawn with AG",
+    "after-AI": "as after-AH with a subject its document first names late asked about by its kind's "
+    "name (subject_named_late), changed on the labels of Z-AH (commit 961d3df); AI is fresh",
+    "after-AJ": "as after-AI (commit 961d3df); AJ is fresh, drawn with AI",
+    "after-AI-off": "as after-AI with about_subject_screen, max_oos and subject_named_late off (as "
+    "commit 93090f0), on half AI: the same documents, generated after after-AI",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA,...,AH}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,...,AJ}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -331,6 +340,8 @@ def _corpus(work: Path, seed: int) -> None:
         ("AF", reviews, REVIEWS_AF),
         ("AG", reviews, REVIEWS_AG),
         ("AH", reviews, REVIEWS_AH),
+        ("AI", reviews, REVIEWS_AI),
+        ("AJ", reviews, REVIEWS_AJ),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -775,7 +786,8 @@ def main() -> None:
                 f"half AD ({REVIEWS_AD} reviews, drawn after AC's labels), "
                 f"half AE ({REVIEWS_AE} reviews, drawn after AD's labels), "
                 f"half AF ({REVIEWS_AF} reviews, drawn after AE's labels), "
-                f"halves AG and AH ({REVIEWS_AG} and {REVIEWS_AH} reviews, drawn after AF's labels); "
+                f"halves AG and AH ({REVIEWS_AG} and {REVIEWS_AH} reviews, drawn after AF's labels), "
+                f"halves AI and AJ ({REVIEWS_AI} and {REVIEWS_AJ} reviews, drawn after AH's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
