@@ -176,8 +176,13 @@ REVIEWS_AH = 13
 # after the change made on them (a subject first named late: subject_named_late)
 REVIEWS_AI = 13
 REVIEWS_AJ = 13
+# AK, AL: a thirty-seventh and a thirty-eighth, drawn together after AI's and AJ's labels, generated
+# with nothing changed since AI (the shipped defaults again: is AI's and AJ's 79% what a fresh
+# sample gets?)
+REVIEWS_AK = 13
+REVIEWS_AL = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD", "AE", "AF", "AG", "AH", "AI", "AJ")
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", "AA", "AB", "AC", "AD", "AE", "AF", "AG", "AH", "AI", "AJ", "AK", "AL")
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -279,11 +284,14 @@ RUNS = {
     "after-AJ": "as after-AI (commit 961d3df); AJ is fresh, drawn with AI",
     "after-AI-off": "as after-AI with about_subject_screen, max_oos and subject_named_late off (as "
     "commit 93090f0), on half AI: the same documents, generated after after-AI",
+    "after-AK": "as after-AI (commit 961d3df's defaults, nothing changed on AI's and AJ's labels); AK "
+    "is fresh",
+    "after-AL": "as after-AK; AL is fresh, drawn with AK",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA,...,AJ}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,...,AL}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -342,6 +350,8 @@ def _corpus(work: Path, seed: int) -> None:
         ("AH", reviews, REVIEWS_AH),
         ("AI", reviews, REVIEWS_AI),
         ("AJ", reviews, REVIEWS_AJ),
+        ("AK", reviews, REVIEWS_AK),
+        ("AL", reviews, REVIEWS_AL),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -787,7 +797,8 @@ def main() -> None:
                 f"half AE ({REVIEWS_AE} reviews, drawn after AD's labels), "
                 f"half AF ({REVIEWS_AF} reviews, drawn after AE's labels), "
                 f"halves AG and AH ({REVIEWS_AG} and {REVIEWS_AH} reviews, drawn after AF's labels), "
-                f"halves AI and AJ ({REVIEWS_AI} and {REVIEWS_AJ} reviews, drawn after AH's labels); "
+                f"halves AI and AJ ({REVIEWS_AI} and {REVIEWS_AJ} reviews, drawn after AH's labels), "
+                f"halves AK and AL ({REVIEWS_AK} and {REVIEWS_AL} reviews, drawn after AJ's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
