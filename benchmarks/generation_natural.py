@@ -287,6 +287,8 @@ RUNS = {
     "after-AK": "as after-AI (commit 961d3df's defaults, nothing changed on AI's and AJ's labels); AK "
     "is fresh",
     "after-AL": "as after-AK; AL is fresh, drawn with AK",
+    "after-AJ-off": "as after-AJ with about_subject_screen, max_oos and subject_named_late off (as "
+    "commit 93090f0), on half AJ: the same documents, generated after after-AL",
 }
 
 
