@@ -243,6 +243,7 @@ def test_a_question_about_another_thing_the_document_names_is_found(
         ("When is the rye bread available?", True),
         ("When are the loaves available at the Marsh Lane bakery?", True),
         ("When does the bakery open?", True),
+        ("When is the bakery open?", True),
         ("What are the opening hours of the bakery?", True),
         ("How long has the bakery been open?", False),  # a year
         ("When did the bakery open?", False),  # a year

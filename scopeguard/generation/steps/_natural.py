@@ -364,10 +364,12 @@ def other_thing(question: str, subject: str, document: str) -> str | None:
 # "When is the beef jerky available?" of a review of jerky its writer has eaten, "When does the
 # hotel open?" of a hotel's: asked by the hints' "where it is sold" and "the year it opened", never
 # natural on the hand-read halves (issue #39: 10 "when ... available" of D-AD, 5 about a hotel's
-# or a shop's opening hours); "How long has the hotel been open?" is a year, and stays
+# or a shop's opening hours; "When is the hotel open?" on AG and AK, twice); "How long has the hotel
+# been open?" is a year, and stays
 _ODD_DETAIL = re.compile(
     r"^when (?:is|are) \b.{0,80}\bavailable\b"
     r"|^(?:when|what time) (?:does|do) \b.{0,80}\bopen\s*\?$"
+    r"|^when (?:is|are) \b.{0,80}\bopen\s*\?$"
     r"|\bopening (?:hours|times)\b",
     re.IGNORECASE,
 )
