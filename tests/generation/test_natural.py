@@ -21,6 +21,7 @@ from scopeguard.generation.steps._natural import (
     subject_in_document,
     two_things,
     unnatural,
+    with_article,
 )
 from scopeguard.generation.steps._offline import example_index
 from scopeguard.prompts import available_templates, render, template_examples
@@ -253,6 +254,22 @@ def test_a_question_about_another_thing_the_document_names_is_found(
 )
 def test_a_question_asking_when_it_is_available_or_open_is_found(question: str, odd: bool) -> None:
     assert (odd_detail(question) is not None) == odd
+
+
+@pytest.mark.parametrize(
+    ("subject", "named"),
+    [
+        ("soda", "the soda"),  # one soda's review, named in lower case
+        ("ginger tea", "the ginger tea"),
+        ("the rye bread", "the rye bread"),  # its article already
+        ("this coffee", "this coffee"),
+        ("Essentia", "Essentia"),  # a name
+        ("Hotel Nikko", "Hotel Nikko"),
+        ("", ""),
+    ],
+)
+def test_a_subject_named_in_lower_case_gets_its_article(subject: str, named: str) -> None:
+    assert with_article(subject) == named
 
 
 REVIEW = (

@@ -234,8 +234,8 @@ def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(t
         "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
         "True; top_up_shows_asked: False -> True; followups_after_top_ups: False -> True; "
         "other_thing_screen: False -> True; kind_words_count: False -> True; odd_details_screen: False -> "
-        "True; about_subject_screen: False -> True; subject_named_late: False -> True; split_long_sentences: "
-        "False -> True"
+        "True; about_subject_screen: False -> True; subject_named_late: False -> True; "
+        "subject_article: False -> True; split_long_sentences: False -> True"
     )
     with pytest.raises(ConfigurationError, match=changed):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -342,6 +342,16 @@ def test_a_subject_the_document_first_names_late_is_asked_about_by_its_kind(tmp_
         tmp_path / "off", "Ines Holt's ferry", "product", about_subject_screen=False, subject_named_late=False
     )
     assert all("questions about Ines Holt's ferry that" in p for p in off)
+
+
+def test_a_subject_named_in_lower_case_is_asked_about_with_its_article(tmp_path: Path) -> None:
+    unstated = _subject_run(tmp_path, "harbour plan", "event", about_subject_screen=False)
+    assert len(unstated) == 5 and all("questions about the harbour plan that" in p for p in unstated)
+    # subject_article=False: as the model named it, as before
+    off = _subject_run(
+        tmp_path / "off", "harbour plan", "event", about_subject_screen=False, subject_article=False
+    )
+    assert all("questions about harbour plan that" in p for p in off)
 
 
 class _GrammarModel(ScriptedChatModel):

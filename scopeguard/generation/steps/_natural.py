@@ -57,6 +57,7 @@ __all__ = [
     "two_things",
     "unmoored",
     "unnatural",
+    "with_article",
 ]
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
@@ -300,6 +301,21 @@ def subject_in_document(subject: str, kind: str, document: str) -> str:
     if all(w in written or w in _SUBJECT_GLUE for w in _plain_words(subject)):
         return subject
     return KIND_SUBJECTS.get(kind, "")
+
+
+# a determiner a subject may begin with ("the soda", "this coffee", "my tablet")
+_DETERMINER = re.compile(r"^(?:the|a|an|this|these|that|those|my|our|his|her|their|its)\b", re.IGNORECASE)
+
+
+def with_article(subject: str) -> str:
+    """``subject`` with "the" before it where the model named it in lower case without one:
+    "soda", "ginger tea" of reviews of one soda, one tea, whose questions then asked about it in
+    general ("What is the price of soda?", "Where can ginger tea be bought?": issue #39, halves
+    AI-AL, 5 kept, none natural). A name ("Essentia", "Hotel Nikko") or a subject with its article
+    stays as it is."""
+    if not subject[:1].islower() or _DETERMINER.match(subject):
+        return subject
+    return f"the {subject}"
 
 
 # a subject first named this far into its document (a share of its sentences) is a passing mention

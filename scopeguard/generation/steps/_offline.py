@@ -93,6 +93,7 @@ from scopeguard.generation.steps._natural import (
     two_things,
     unmoored,
     unnatural,
+    with_article,
 )
 from scopeguard.generation.steps._offline_replies import (
     MAX_TOKENS_PER_QUESTION,
@@ -564,7 +565,8 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
     (:func:`~._natural.subject_as_written`); with ``subject_in_document``, a subject with a word the
     document never writes is the model's guess, and its kind's name ("the product") is asked about
     instead (:func:`~._natural.subject_in_document`); with ``subject_named_late``, so is one the
-    document first names late, in passing (:func:`~._natural.named_late`)."""
+    document first names late, in passing (:func:`~._natural.named_late`); with ``subject_article``,
+    one named in lower case gets "the" (:func:`~._natural.with_article`)."""
     with_kind = ctx.cfg.unstated_hints
     got = await ctx.ask(
         "subject",
@@ -605,6 +607,8 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
             f"about {late!r}",
         )
         subject = late
+    if ctx.cfg.subject_article:
+        subject = with_article(subject)
     return subject, kind
 
 
