@@ -181,8 +181,12 @@ REVIEWS_AJ = 13
 # sample gets?)
 REVIEWS_AK = 13
 REVIEWS_AL = 13
+# AM, AN: a thirty-ninth and a fortieth, drawn together after AK's and AL's labels, generated after
+# the change made on AI-AL's (a subject named in lower case gets its article: subject_article)
+REVIEWS_AM = 13
+REVIEWS_AN = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *(f"A{c}" for c in "ABCDEFGHIJKL"))
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *(f"A{c}" for c in "ABCDEFGHIJKLMN"))
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -287,13 +291,17 @@ RUNS = {
     "after-AK": "as after-AI (commit 961d3df's defaults, nothing changed on AI's and AJ's labels); AK "
     "is fresh",
     "after-AL": "as after-AK; AL is fresh, drawn with AK",
+    "after-AM": "as after-AL with a subject named in lower case given its article (subject_article) "
+    "and 'When is the hotel open?' an odd detail, changed on the labels of AI-AL (commit c00bfbc and "
+    "the next); AM is fresh",
+    "after-AN": "as after-AM; AN is fresh, drawn with AM",
     "after-AJ-off": "as after-AJ with about_subject_screen, max_oos and subject_named_late off (as "
     "commit 93090f0), on half AJ: the same documents, generated after after-AL",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA,...,AL}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,...,AN}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -354,6 +362,8 @@ def _corpus(work: Path, seed: int) -> None:
         ("AJ", reviews, REVIEWS_AJ),
         ("AK", reviews, REVIEWS_AK),
         ("AL", reviews, REVIEWS_AL),
+        ("AM", reviews, REVIEWS_AM),
+        ("AN", reviews, REVIEWS_AN),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -800,7 +810,8 @@ def main() -> None:
                 f"half AF ({REVIEWS_AF} reviews, drawn after AE's labels), "
                 f"halves AG and AH ({REVIEWS_AG} and {REVIEWS_AH} reviews, drawn after AF's labels), "
                 f"halves AI and AJ ({REVIEWS_AI} and {REVIEWS_AJ} reviews, drawn after AH's labels), "
-                f"halves AK and AL ({REVIEWS_AK} and {REVIEWS_AL} reviews, drawn after AJ's labels); "
+                f"halves AK and AL ({REVIEWS_AK} and {REVIEWS_AL} reviews, drawn after AJ's labels), "
+                f"halves AM and AN ({REVIEWS_AM} and {REVIEWS_AN} reviews, drawn after AL's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
