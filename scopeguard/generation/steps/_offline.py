@@ -595,18 +595,18 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
                 detail=f"{subject!r} has a word the document never writes: asked about {instead}",
             )
             subject = named
-    late = KIND_SUBJECTS.get(kind, "")
-    the_models = subject not in ("", late)  # not already a kind's name
-    if ctx.cfg.subject_named_late and late and the_models and named_late(subject, kind, ctx.doc.text):
+    kind_name = KIND_SUBJECTS.get(kind, "")  # "the product": what a late-named subject becomes
+    models = subject not in ("", kind_name)  # the model's own name, not already the kind's
+    if ctx.cfg.subject_named_late and kind_name and models and named_late(subject, kind, ctx.doc.text):
         ctx.note(
             "subject_named_late",
             "subject_named_late",
             reply_id=got[1].id,
             accepted=True,
             detail=f"{subject!r} is first named late in the document (a passing mention): asked "
-            f"about {late!r}",
+            f"about {kind_name!r}",
         )
-        subject = late
+        subject = kind_name
     if ctx.cfg.subject_article:
         subject = with_article(subject)
     return subject, kind
