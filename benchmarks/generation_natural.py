@@ -185,8 +185,12 @@ REVIEWS_AL = 13
 # the change made on AI-AL's (a subject named in lower case gets its article: subject_article)
 REVIEWS_AM = 13
 REVIEWS_AN = 13
+# AO, AP: a forty-first and a forty-second, drawn together after AM's and AN's labels, generated
+# with nothing changed since AM (the shipped defaults again, before #39 is closed)
+REVIEWS_AO = 13
+REVIEWS_AP = 13
 # every half, in the order drawn (the last is the default of --half)
-HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *(f"A{c}" for c in "ABCDEFGHIJKLMN"))
+HALVES = (*"ABCDEFGHIJKLMNOPQRSTUVWXYZ", *(f"A{c}" for c in "ABCDEFGHIJKLMNOP"))
 MODEL = "qwen2.5-coder-1.5b"
 logger = logging.getLogger("generation_natural")
 # what each run recorded here was generated with (issue #39), in order
@@ -295,13 +299,16 @@ RUNS = {
     "and 'When is the hotel open?' an odd detail, changed on the labels of AI-AL (commit c00bfbc and "
     "the next); AM is fresh",
     "after-AN": "as after-AM; AN is fresh, drawn with AM",
+    "after-AO": "as after-AM (commit caa955f's defaults, nothing changed on AM's and AN's labels); AO "
+    "is fresh",
+    "after-AP": "as after-AO; AP is fresh, drawn with AO",
     "after-AJ-off": "as after-AJ with about_subject_screen, max_oos and subject_named_late off (as "
     "commit 93090f0), on half AJ: the same documents, generated after after-AL",
 }
 
 
 def _corpus(work: Path, seed: int) -> None:
-    """Write ``work/{A,...,Z,AA,...,AN}/documents.jsonl`` (disjoint samples; each later half is drawn after
+    """Write ``work/{A,...,Z,AA,...,AP}/documents.jsonl`` (disjoint samples; each later half is drawn after
     the earlier ones, so adding one leaves them as they were)."""
     rng = random.Random(seed)
     reviews = [
@@ -364,6 +371,8 @@ def _corpus(work: Path, seed: int) -> None:
         ("AL", reviews, REVIEWS_AL),
         ("AM", reviews, REVIEWS_AM),
         ("AN", reviews, REVIEWS_AN),
+        ("AO", reviews, REVIEWS_AO),
+        ("AP", reviews, REVIEWS_AP),
     ):
         fresh = [d for d in pool if d["doc_id"] not in taken and len(d["text"].split()) >= MIN_WORDS]
         picked[half] += rng.sample(fresh, n)
@@ -811,7 +820,8 @@ def main() -> None:
                 f"halves AG and AH ({REVIEWS_AG} and {REVIEWS_AH} reviews, drawn after AF's labels), "
                 f"halves AI and AJ ({REVIEWS_AI} and {REVIEWS_AJ} reviews, drawn after AH's labels), "
                 f"halves AK and AL ({REVIEWS_AK} and {REVIEWS_AL} reviews, drawn after AJ's labels), "
-                f"halves AM and AN ({REVIEWS_AM} and {REVIEWS_AN} reviews, drawn after AL's labels); "
+                f"halves AM and AN ({REVIEWS_AM} and {REVIEWS_AN} reviews, drawn after AL's labels), "
+                f"halves AO and AP ({REVIEWS_AO} and {REVIEWS_AP} reviews, drawn after AN's labels); "
                 f"ELOQ's "
                 f"length rule skips "
                 f"those under {MIN_WORDS} words",
