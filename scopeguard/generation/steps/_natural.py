@@ -318,6 +318,14 @@ def with_article(subject: str) -> str:
     return f"the {subject}"
 
 
+@lru_cache(maxsize=32)
+def _sentence_words(document: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each sentence of ``document`` with its plain words (:func:`_plain_words`), split once per
+    document: :func:`other_thing` reads them for every candidate question of it, :func:`named_late`
+    once."""
+    return tuple((s, frozenset(_plain_words(s))) for s in split_sentences(document, glued=True))
+
+
 # a subject first named this far into its document (a share of its sentences) is a passing mention
 _LATE_SHARE = 0.4
 
@@ -344,13 +352,6 @@ def named_late(subject: str, kind: str, document: str) -> bool:
 
 # a name in a question: capitalised words, not the question's first
 _QUESTION_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'\u2019-]*(?:\s+[A-Z][\w'\u2019-]*)*")
-
-
-@lru_cache(maxsize=32)
-def _sentence_words(document: str) -> tuple[tuple[str, frozenset[str]], ...]:
-    """Each sentence of ``document`` with its plain words (:func:`_plain_words`), split once per
-    document: :func:`other_thing` reads them for every candidate question of it."""
-    return tuple((s, frozenset(_plain_words(s))) for s in split_sentences(document, glued=True))
 
 
 def other_thing(question: str, subject: str, document: str) -> str | None:

@@ -170,6 +170,17 @@ class _Keeper:
         # unstated question must be about (about_subject_screen; set once it is named)
         self.about: tuple[str, str] = ("", "")
 
+    def name_subject(self, subject: str, kind: str) -> None:
+        """Set what the screens and the overlap rule read of the document's ``subject`` (of ``kind``),
+        once it is named: each derived here, in one place."""
+        cfg = self.ctx.cfg
+        if subject and cfg.kind_words_count:
+            self.kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, "")))
+        if cfg.overlap_counts_subject:
+            self.subject_stems = frozenset(content_stems(subject)) | self.kind_stems
+        self.subject = "" if subject in KIND_SUBJECTS.values() else subject
+        self.about = (subject, kind)
+
     def _drop(
         self, question: str, reason: str, kind: str, source: str | None, filt: FilterRecord | None
     ) -> None:
@@ -697,12 +708,7 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
     subject = kind = ""
     if cfg.mode in ("unstated", "offline"):
         subject, kind = await _subject(ctx) if cfg.unstated_subject else ("", "")
-        if subject and cfg.kind_words_count:
-            keeper.kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, "")))
-        if cfg.overlap_counts_subject:
-            keeper.subject_stems = frozenset(content_stems(subject)) | keeper.kind_stems
-        keeper.subject = "" if subject in KIND_SUBJECTS.values() else subject
-        keeper.about = (subject, kind)
+        keeper.name_subject(subject, kind)
         await _unstated(ctx, keeper, None, subject, kind)
     # min_oos 0 sets no target to top up to: both kinds, as before followups_to_top_up
     top_up_only = cfg.followups_to_top_up and cfg.min_oos > 0
