@@ -191,6 +191,12 @@ def generate(
         progress=None if progress else False,
     )
     summary = generator.run(corpus, out, length_rule=rule, max_docs=max_docs)
+    if summary.docs_in_corpus and summary.docs_skipped == summary.docs_in_corpus:
+        raise ConfigurationError(
+            f"all {summary.docs_in_corpus} documents were skipped (empty, or under --min-words "
+            f"{min_words}): nothing was generated; pass a lower --min-words (0 keeps every document) "
+            "or join short passages into longer documents"
+        )
     typer.echo(summary.table())
     if eloq_export is not None:
         export_eloq(out, eloq_export)

@@ -82,6 +82,19 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "corpus not found" in result.output
 
 
+def test_cli_a_corpus_whose_every_document_is_skipped_is_an_error(tmp_path: Path) -> None:
+    register_backend("fakecli3", lambda arg, **_: ScriptedChatModel(eloq_reply))
+    corpus = tmp_path / "snippets"
+    corpus.mkdir()
+    for i in range(3):
+        (corpus / f"s{i}.txt").write_text(f"Snippet {i}: the ferry leaves at nine.", encoding="utf-8")
+    args = ["generate", str(corpus), "--out", str(tmp_path / "o"), "--llm", "fakecli3", "--no-progress"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "all 3 documents were skipped" in result.output and "--min-words" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 def test_cli_filter_and_top_up_options_reach_the_run(tmp_path: Path) -> None:
     register_backend("fakecli3", lambda arg, **_: ScriptedChatModel(eloq_reply, model="fake-cli"))
     corpus = _corpus(tmp_path / "corpus", 1)
