@@ -13,7 +13,10 @@ with the shipped detector on ``--latency-sample`` questions, each on a document 
 (a cold document, as in real RAG), and again on the same questions after their documents were
 pre-read (``detector.preread``, states from disk: a fixed corpus read offline).
 
-Columns: accuracy with a 95% bootstrap CI (2000 resamples over questions, seed 0), AUROC, latency
+Columns: accuracy with a 95% bootstrap CI (2000 resamples over questions, seed 0), AUROC, false
+refusals (in-scope questions refused) and caught (out-of-scope questions refused) at the detector's
+threshold, caught at <= 10% false refusals (the best threshold in hindsight: what a calibration
+profile can reach), latency
 p50/p95 per question, escalated share (cascades), peak RSS of the process that ran the row.
 
 * Detectors with nothing trained on the dev set (lexical, judge) are run live on every question
@@ -257,6 +260,7 @@ def _preread_latency(name: str, ds: Dataset, sample: int) -> dict[str, Any]:
 
 def _metrics_row(y: np.ndarray, pred: np.ndarray, p: np.ndarray) -> dict[str, Any]:
     from scopeguard.detection.head.calibration import auroc as _auroc
+    from scopeguard.detection.head.calibration import caught_at
 
     correct = (pred == (y == 1)).astype(float)
     lo, hi = bootstrap_ci(correct, n_resamples=2000, seed=0)
@@ -267,6 +271,10 @@ def _metrics_row(y: np.ndarray, pred: np.ndarray, p: np.ndarray) -> dict[str, An
         "ci_high": hi,
         "auroc": _auroc(p, y),
         "false_refusal_rate": float(pred[y == 0].mean()) if (y == 0).any() else float("nan"),
+        # out-of-scope questions refused at the detector's threshold, and at the threshold that
+        # (in hindsight, on these questions) refuses at most 10% of the in-scope ones
+        "caught": float(pred[y == 1].mean()) if (y == 1).any() else float("nan"),
+        "caught_at_10": caught_at(p, y, 0.10),
     }
 
 
@@ -357,6 +365,7 @@ def _f(v: Any, fmt: str) -> str:
 def _table(rows: list[dict[str, Any]]) -> str:
     head = (
         f"{'detector':18s} {'dataset':16s} {'n':>5s} {'acc':>6s} {'95% CI':>13s} {'AUROC':>6s} {'FRR':>5s} "
+        f"{'caught':>6s} {'@10%FR':>6s} "
     )
     head += f"{'p50 ms':>8s} {'p95 ms':>8s} {'esc':>5s} {'RSS MB':>7s}  accuracy from"
     lines = [head, "-" * len(head)]
@@ -365,7 +374,9 @@ def _table(rows: list[dict[str, Any]]) -> str:
         frr = _f(r.get("false_refusal_rate"), "5.2f")
         lines.append(
             f"{r['detector']:18s} {r.get('dataset', ''):16s} {r['n']:5d} {r['accuracy']:6.3f} {ci} "
-            f"{_f(r['auroc'], '6.3f')} {frr} {_f(r['latency_ms_p50'], '8.0f')} "
+            f"{_f(r['auroc'], '6.3f')} {frr} {_f(r.get('caught'), '6.2f')} "
+            f"{_f(r.get('caught_at_10'), '6.2f')} "
+            f"{_f(r['latency_ms_p50'], '8.0f')} "
             f"{_f(r['latency_ms_p95'], '8.0f')} {r['escalated_share']:5.0%} "
             f"{r['peak_rss_mb']:7.0f}  {r['accuracy_source']}"
         )

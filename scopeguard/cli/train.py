@@ -80,6 +80,18 @@ def train_detector_command(
         help="default: choose the most accurate threshold whose out-of-fold false-refusal rate is at "
         "most this on every dataset (default: the most accurate threshold).",
     ),
+    threshold_on: str = typer.Option(
+        "cv",
+        "--threshold-on",
+        help="default: choose the threshold on the document-grouped CV scores (cv) or on the "
+        "leave-one-dataset-out ones (lodo: what a corpus the head never saw gets; the packaged head).",
+    ),
+    platt_lodo: bool = typer.Option(
+        False,
+        "--platt-lodo",
+        help="default: Platt-scale the head on its leave-one-dataset-out scores, so that its "
+        "P(out of scope) is calibrated on corpora it never saw (the packaged head).",
+    ),
     same_source: list[str] = typer.Option(
         [],
         "--same-source",
@@ -168,6 +180,8 @@ def train_detector_command(
             l2=l2,
             same_source=sources,
             max_false_refusal=max_false_refusal,
+            threshold_on=threshold_on,
+            platt_lodo=platt_lodo,
             progress=show,
         )
         typer.echo(f"{detector}: {report.n} questions, {folds}-fold document-grouped CV")

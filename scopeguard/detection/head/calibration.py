@@ -32,6 +32,7 @@ __all__ = [
     "LogisticHead",
     "OperatingPoint",
     "auroc",
+    "caught_at",
     "choose_threshold",
     "dataset_oof",
     "fit_logistic",
@@ -40,7 +41,9 @@ __all__ = [
     "grouped_split",
     "head_file",
     "operating_point",
+    "platt",
     "read_head_file",
+    "rescaled",
     "write_head_file",
 ]
 
@@ -188,6 +191,49 @@ def operating_point(
         auroc=auroc(ps, ys),
         n=len(ys),
     )
+
+
+def platt(
+    p: Sequence[float] | np.ndarray, y: Sequence[int] | np.ndarray, weights: np.ndarray | None = None
+) -> tuple[float, float]:
+    """``(a, b)`` such that ``sigmoid(a * logit(p) + b)`` is calibrated on ``(p, y)`` (Platt
+    scaling; ``weights`` as in the fit, e.g. each dataset and class the same). Fit it on scores
+    the head did not see (out of fold) to correct a head that regularisation made timid."""
+    z = np.log(np.clip(np.asarray(p, dtype=np.float64), 1e-9, 1 - 1e-9))
+    z = z - np.log(np.clip(1 - np.asarray(p, dtype=np.float64), 1e-9, 1.0))
+    fitted = fit_logistic(z[:, None], np.asarray(y), ("logit",), weights=weights, l2=1e-6)
+    a = fitted.coef[0] / fitted.scale[0]
+    return float(a), float(fitted.intercept - a * fitted.mean[0])
+
+
+def rescaled(head: LogisticHead, a: float, b: float) -> LogisticHead:
+    """``head`` whose logit is ``a * logit + b`` (the same ranking; a :func:`platt` correction
+    folded into the weights)."""
+    if not a > 0:
+        raise ModelError(f"rescaled: the slope must be positive to keep the ranking, got {a}")
+    return LogisticHead(
+        features=head.features,
+        mean=head.mean,
+        scale=head.scale,
+        coef=tuple(a * c for c in head.coef),
+        intercept=a * head.intercept + b,
+    )
+
+
+def caught_at(
+    p: Sequence[float] | np.ndarray, y: Sequence[int] | np.ndarray, max_false_refusals: float
+) -> float:
+    """The out-of-scope recall (``y == 1`` caught) at the lowest threshold on ``p`` that refuses at
+    most ``max_false_refusals`` of the in-scope questions (``y == 0``), chosen in hindsight on these
+    questions; ties at the cut stay answered. ``nan`` without both classes."""
+    ps, ys = np.asarray(p, dtype=np.float64), np.asarray(y)
+    ins = np.sort(ps[ys == 0])[::-1]
+    oos = ps[ys == 1]
+    if not len(ins) or not len(oos):
+        return math.nan
+    allowed = math.floor(max_false_refusals * len(ins) + 1e-9)  # in-scope questions it may refuse
+    cut = ins[allowed] if allowed < len(ins) else -math.inf
+    return float((oos > cut).mean())
 
 
 def choose_threshold(

@@ -151,6 +151,8 @@ def fit_detector(
     l2: float = DEFAULT_L2,
     same_source: dict[str, str] | None = None,
     max_false_refusal: float | None = None,
+    threshold_on: str = "cv",
+    platt_lodo: bool = False,
     progress: bool | None = None,
 ) -> FitReport:
     """Fit ``detector``'s head on ``datasets`` and save it to ``out`` (see the module docstring).
@@ -159,8 +161,13 @@ def fit_detector(
     :func:`~scopeguard.detection.head.default.fit_default_head`; the defaults are the packaged head's
     recipe). ``same_source`` maps dataset names to the name they are left out with in the
     leave-one-dataset-out report (``{"squad2-train-extra": "squad2-train"}``). ``max_false_refusal``
-    bounds ``default``'s out-of-fold false-refusal rate on every dataset when its threshold is chosen.
+    bounds ``default``'s out-of-fold false-refusal rate on every dataset when its threshold is chosen,
+    on the document-grouped CV scores or, with ``threshold_on="lodo"``, on the leave-one-dataset-out
+    ones (``default`` only); ``platt_lodo`` Platt-scales ``default``'s head on its
+    leave-one-dataset-out scores.
     """
+    if (threshold_on != "cv" or platt_lodo) and detector != "default":
+        raise ConfigurationError("threshold_on and platt_lodo apply to the default detector only")
     if detector not in SCORING_DETECTORS:
         raise ConfigurationError(
             f"{detector!r} is not a scoring detector; valid: {', '.join(SCORING_DETECTORS)}"
@@ -217,6 +224,8 @@ def fit_detector(
             l2=l2,
             dataset_of=same_source,
             max_false_refusal=max_false_refusal,
+            threshold_on=threshold_on,
+            platt_lodo=platt_lodo,
             folds=folds,
             seed=seed,
             info=info,

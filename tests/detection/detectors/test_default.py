@@ -172,6 +172,34 @@ def test_fit_reports_grouped_cv_and_leave_one_dataset_out() -> None:
         fit_default_head(broken, verdict_model="m", names=("margin",))
 
 
+def test_a_threshold_chosen_left_out_bounds_every_left_out_false_refusal_rate() -> None:
+    sig = signals(seed=3)
+    _, free = fit_default_head(sig, verdict_model="m", names=("margin",))
+    bounded, report = fit_default_head(
+        sig, verdict_model="m", names=("margin",), max_false_refusal=0.05, threshold_on="lodo"
+    )
+    assert max(p["false_refusal_rate"] for p in free["lodo"].values()) > 0.05  # the bound binds here
+    assert max(p["false_refusal_rate"] for p in report["lodo"].values()) <= 0.05
+    assert bounded.threshold > free["threshold"] and report["threshold_on"] == "lodo"
+    # what the best threshold in hindsight catches at 10% false refusals, beside it
+    assert all(0.0 < p["extra"]["caught_at_10"] <= 1.0 for p in report["lodo"].values())
+    assert len(report["out_of_fold"]["p_lodo"]) == len(sig)
+    with pytest.raises(ConfigurationError, match="'cv' or 'lodo'"):
+        fit_default_head(sig, verdict_model="m", names=("margin",), threshold_on="test")
+    with pytest.raises(ConfigurationError, match="two datasets"):
+        fit_default_head(sig.take(np.arange(200)), verdict_model="m", names=("margin",), threshold_on="lodo")
+
+
+def test_the_head_identity_ignores_its_threshold() -> None:
+    fitted, _ = fit_default_head(signals(), verdict_model="m", names=("margin",))
+    other = DefaultHead(
+        verdict_model=fitted.verdict_model, signals=fitted.signals, head=fitted.head, threshold=0.9
+    )
+    assert other.weights_sha256() == fitted.weights_sha256()
+    refit, _ = fit_default_head(signals(seed=1), verdict_model="m", names=("margin",))
+    assert refit.weights_sha256() != fitted.weights_sha256()
+
+
 def test_packaged_head_is_valid() -> None:
     h = DefaultHead.load(default_head_path())
     assert h.verdict_model == "qwen2.5-coder-1.5b" and "margin" in h.signals

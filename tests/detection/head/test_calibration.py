@@ -10,10 +10,13 @@ import pytest
 from scopeguard.detection.head.calibration import (
     LogisticHead,
     auroc,
+    caught_at,
     choose_threshold,
     fit_logistic,
     grouped_oof,
     operating_point,
+    platt,
+    rescaled,
 )
 from scopeguard.errors import ConfigurationError, ModelError
 
@@ -94,3 +97,35 @@ def test_leave_one_dataset_out_never_fits_on_the_scored_dataset() -> None:
     assert sorted(t for _, ts in seen for t in ts) == list(range(6))
     with pytest.raises(ConfigurationError, match="at least 2 datasets"):
         dataset_oof(["a", "a"], fp)
+
+
+def test_platt_makes_a_timid_head_say_what_it_means_and_keeps_its_ranking() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 4000)
+    x = np.where(y == 1, 0.5, -0.5) + rng.normal(0, 1.0, len(y))  # the true log-odds are exactly x
+    timid = 1.0 / (1.0 + np.exp(-x / 4.0))  # squashed towards 0.5, as an L2-held head is
+    a, b = platt(timid, y)
+    assert 3.5 < a < 4.5 and abs(b) < 0.2
+    head = LogisticHead(features=("x",), mean=(0.0,), scale=(1.0,), coef=(0.25,), intercept=0.0)
+    fixed = rescaled(head, a, b)
+    assert np.allclose(head.predict(x[:, None]), timid)
+    p = fixed.predict(x[:, None])
+    assert np.array_equal(np.argsort(p, kind="stable"), np.argsort(timid, kind="stable"))
+    for lo, hi in (
+        (0.05, 0.2),
+        (0.8, 0.95),
+    ):  # calibrated: in each band the share out of scope is near its mean
+        m = (p >= lo) & (p < hi)
+        assert abs(float(y[m].mean()) - float(p[m].mean())) < 0.05
+    with pytest.raises(ModelError, match="slope must be positive"):
+        rescaled(head, -1.0, 0.0)
+
+
+def test_caught_at_is_the_recall_of_the_best_threshold_within_the_false_refusal_budget() -> None:
+    p = np.array([0.1, 0.2, 0.3, 0.9, 0.4, 0.6, 0.8, 0.95, 0.35, 0.25])
+    y = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 1])
+    # 4 in-scope: 10% allows none refused, so the cut sits at the top in-scope score 0.9
+    assert caught_at(p, y, 0.10) == pytest.approx(1 / 6)
+    # 25% allows one (0.9): the cut is the next in-scope score 0.3
+    assert caught_at(p, y, 0.25) == pytest.approx(5 / 6)
+    assert math.isnan(caught_at(p[:4], y[:4], 0.10))
