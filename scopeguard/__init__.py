@@ -3,6 +3,9 @@
 The public surface::
 
     from scopeguard import Guard, Document, Verdict, get_detector, from_spec
+
+A calibration profile (``scopeguard calibrate``'s folder) sets the detector's operating point:
+``Guard(calibration=DIR)``, ``get_detector(name, calibration=DIR)``, ``load_profile(DIR)``.
 """
 
 from scopeguard.data import Dataset, LabeledQuestion, load_dataset, save_dataset
@@ -13,6 +16,7 @@ from scopeguard.detection.detectors import (
     get_detector,
     register_detector,
 )
+from scopeguard.detection.profile import CalibrationProfile, load_profile
 from scopeguard.errors import (
     ConfigurationError,
     DatasetError,
@@ -48,6 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Action",
     "BaseDetector",
+    "CalibrationProfile",
     "CallablePolicy",
     "ChatModel",
     "ClarifyPolicy",
@@ -88,6 +93,7 @@ __all__ = [
     "get_detector",
     "get_policy",
     "load_dataset",
+    "load_profile",
     "register_detector",
     "save_dataset",
 ]

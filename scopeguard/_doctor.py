@@ -4,6 +4,8 @@ The versions that matter, the CPU features that select llama.cpp's kernels, the 
 on extra buffer types and why (running the one-time canary if this machine has none yet), the
 packaged models with their checksum state, and a measured reading speed of the reading model. A
 tuned reader's folder as the reading model is checked and timed with its LoRA adapter, listed.
+With a calibration profile, the report names it and says whether it was made for the detector
+(its name, head weights, reading model and adapter: :func:`check_calibration`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import platform
 import sys
 from importlib import metadata
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,7 +25,7 @@ from scopeguard.llamacpp import LoaderDecision, ReadSpeed, extra_buffers_decisio
 from scopeguard.llamacpp._system import cpu_features, cpu_name, llama_cpp_build
 from scopeguard.models import available_ggufs, gguf_status, local_gguf
 
-__all__ = ["DoctorReport", "PackagedModel", "diagnose"]
+__all__ = ["CalibrationCheck", "DoctorReport", "PackagedModel", "check_calibration", "diagnose"]
 
 _PACKAGES = ("scopeguard", "llama-cpp-python", "torch", "transformers", "sentence-transformers", "numpy")
 
@@ -33,6 +36,18 @@ class PackagedModel(BaseModel):
     name: str
     state: str  # verified / unverified / not assembled / not installed
     path: str | None
+
+
+class CalibrationCheck(BaseModel):
+    """A calibration profile against the detector it is meant for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    detector: str  # the detector checked (as named on the command line)
+    summary: str | None = None  # the profile's one line (None: it could not be read)
+    matches: bool = False
+    error: str | None = None  # why it cannot be used with the detector
 
 
 class DoctorReport(BaseModel):
@@ -57,6 +72,7 @@ class DoctorReport(BaseModel):
     models: list[PackagedModel]
     read_speed: ReadSpeed | None = None
     read_speed_error: str | None = None
+    calibration: CalibrationCheck | None = None
 
 
 def _version(package: str) -> str | None:
@@ -66,12 +82,42 @@ def _version(package: str) -> str | None:
         return None
 
 
+def check_calibration(
+    location: str | os.PathLike[str], detector: str = "default", reader: str | None = None
+) -> CalibrationCheck:
+    """Whether the calibration profile at ``location`` was made for ``detector`` as it is built by
+    name (with ``reader`` as its reading model, for the detectors that read: ``local:`` + a GGUF
+    name, path or tuned reader's folder). Never raises for a bad profile: the check says why."""
+    from scopeguard.detection.detectors.registry import detector_takes, get_detector
+    from scopeguard.detection.profile import PROFILE_FILE, load_profile
+
+    path = Path(location) / PROFILE_FILE if Path(location).is_dir() else Path(location)
+    summary = None
+    try:
+        profile = load_profile(location)
+        summary = profile.summary()
+        options = {}
+        if reader is not None:  # the reading model's option: default's reader_llm, logprob's llm
+            option = next((o for o in ("reader_llm", "llm") if detector_takes(detector, o)), None)
+            options = {} if option is None else {option: f"local:{reader}"}
+        profile.check(get_detector(detector, **options))
+    except ScopeGuardError as exc:
+        return CalibrationCheck(path=str(path), detector=detector, summary=summary, error=str(exc))
+    return CalibrationCheck(path=str(path), detector=detector, summary=summary, matches=True)
+
+
 def diagnose(
-    *, speed: bool = True, recheck: bool = False, model: str = DEFAULT_VERDICT_MODEL
+    *,
+    speed: bool = True,
+    recheck: bool = False,
+    model: str = DEFAULT_VERDICT_MODEL,
+    calibration: str | os.PathLike[str] | None = None,
+    detector: str = "default",
 ) -> DoctorReport:
     """Collect the report; ``speed`` times a read of the reading ``model`` (a few seconds; a
     tuned reader's folder: its base with its adapter), ``recheck`` runs the extra-buffer canary
-    again instead of trusting its cached verdict."""
+    again instead of trusting its cached verdict. ``calibration``: a profile to check against
+    ``detector`` reading with ``model`` (:func:`check_calibration`)."""
     features = cpu_features()
     llama_version, system_info = llama_cpp_build()
     models = [
@@ -118,6 +164,9 @@ def diagnose(
         models=models,
         read_speed=read_speed,
         read_speed_error=speed_error,
+        calibration=None
+        if calibration is None
+        else check_calibration(calibration, detector, None if model == DEFAULT_VERDICT_MODEL else model),
     )
 
 
@@ -160,4 +209,8 @@ def render(report: DoctorReport) -> str:
         )
     elif report.read_speed_error:
         lines.append(f"read speed      not measured: {report.read_speed_error}")
+    if (c := report.calibration) is not None:
+        lines.append(f"calibration     {c.path}: {c.summary or 'not readable'}")
+        verdict = f"made for {c.detector}" if c.matches else f"NOT usable with {c.detector}: {c.error}"
+        lines.append(f"                {verdict}")
     return "\n".join(lines)

@@ -5,9 +5,10 @@
 >>> guard.check("Who won?", ["...retrieved text..."]).label
 >>> guard.answer("Who won?", ["..."]).response
 
-:class:`GuardClient` has ``check``/``acheck``/``answer``/``aanswer``/``decide`` as a
-:class:`~scopeguard.Guard` does (and ``detector.name``, ``policy``, ``on_error``, ``concurrency``),
-so code written for one takes the other: the LangChain and LlamaIndex integrations accept either.
+:class:`GuardClient` has ``check``/``acheck``/``answer``/``aanswer``/``decide``/``hedging`` as a
+:class:`~scopeguard.Guard` does (and ``detector.name``, ``policy``, ``hedge``, ``on_error``,
+``concurrency``), so code written for one takes the other: the LangChain and LlamaIndex
+integrations accept either.
 :class:`AsyncGuardClient` is the same with ``async`` ``check``/``answer``.
 
 Failures follow ``on_error`` as the guard's do: a server that cannot be reached, is busy (429),
@@ -30,7 +31,7 @@ from typing import Any, cast
 from scopeguard._optional import require
 from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, ScopeGuardError, error_kind
 from scopeguard.guard import Guard, OnError
-from scopeguard.policies import Policy, RefusePolicy, Responder, get_policy
+from scopeguard.policies import HedgePolicy, Policy, RefusePolicy, Responder, get_policy, with_caveat
 from scopeguard.types import Action, Document, GuardResult, Verdict, as_documents, validate_question
 
 __all__ = ["AsyncGuardClient", "GuardClient", "RemoteDetector"]
@@ -159,6 +160,17 @@ class _Protocol:
         """The server's policy, built here (``refuse``/``clarify``/``flag`` need no LLM)."""
         return get_policy(str(self._describe().get("policy", "refuse")))
 
+    @property
+    def hedge(self) -> Policy:
+        """The policy for in-scope verdicts in the server's hedge band when the caller answers (the
+        integrations): :class:`~scopeguard.policies.HedgePolicy`, the answer and the caveat line."""
+        return HedgePolicy()
+
+    def hedging(self, verdict: Verdict) -> Policy | None:
+        """The policy that answers ``verdict`` with a caveat (:attr:`hedge` for an in-scope verdict
+        in the hedge band, else ``None``), as :meth:`scopeguard.Guard.hedging`."""
+        return Guard.hedging(cast(Any, self), verdict)
+
     def _describe(self) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -171,7 +183,14 @@ def _context(question: str, documents: Docs, verdict: Verdict) -> Any:
 
 def _caller_answers(result: GuardResult) -> bool:
     """The server decided to answer but left the answer to the caller (``generate: false``)."""
-    return result.response is None and result.action in (Action.ANSWERED, Action.FLAGGED)
+    return result.response is None and result.action in (Action.ANSWERED, Action.HEDGED, Action.FLAGGED)
+
+
+def _callers_answer(result: GuardResult, text: str) -> GuardResult:
+    """``result`` with the caller's answer (a hedged one followed by the caveat line)."""
+    return result.model_copy(
+        update={"response": with_caveat(text) if result.action is Action.HEDGED else text}
+    )
 
 
 class GuardClient(_Protocol):
@@ -209,7 +228,7 @@ class GuardClient(_Protocol):
         except ScopeGuardError as exc:
             return self._failed_answer(exc, question, documents)
         if responder is not None and _caller_answers(result):
-            return result.model_copy(update={"response": responder(result.question, result.documents)})
+            return _callers_answer(result, responder(result.question, result.documents))
         return result
 
     def _aclient(self) -> AsyncGuardClient:
@@ -288,7 +307,7 @@ class AsyncGuardClient(_Protocol):
             return self._failed_answer(exc, question, documents)
         if responder is not None and _caller_answers(result):
             text = await asyncio.to_thread(responder, result.question, result.documents)
-            return result.model_copy(update={"response": text})
+            return _callers_answer(result, text)
         return result
 
     async def aclose(self) -> None:

@@ -4,16 +4,21 @@
 >>> result = guard.answer("Who won?", ["...retrieved text..."])
 >>> result.action, result.response
 
+An in-scope verdict is answered; one in a calibration profile's hedge band
+(``Guard(calibration=DIR)``, :attr:`~scopeguard.types.Verdict.hedge`) goes to the ``hedge``
+policy (answered with a caveat that the documents may not fully cover the question, action
+``hedged``); an out-of-scope verdict goes to the ``policy``.
+
 When the detector fails (endpoint down, malformed or unparseable reply, deadline exceeded: any
 :class:`~scopeguard.errors.ScopeGuardError`) or returns ``unknown``, ``on_error`` decides:
 ``"fail_closed"`` (default) treats the question as out of scope and marks the result
 ``failed_closed=True``; ``"fail_open"`` answers; ``"raise"`` re-raises.
 
-When the answering step fails (the answering LLM, the policy's LLM or the ``answer_check``
-raises a ScopeGuardError other than a ConfigurationError) the result is a refusal with
-``failed_closed=True`` and the error in ``result.metadata["error"]`` (the step in
-``metadata["error_stage"]``), unless ``on_error="raise"``. A batch never loses its other
-results to one failing item.
+When the answering step fails (the answering LLM, the policy's or the hedge policy's LLM or the
+``answer_check`` raises a ScopeGuardError other than a ConfigurationError) the result is a refusal
+with ``failed_closed=True`` and the error in ``result.metadata["error"]`` (the step in
+``metadata["error_stage"]``: ``answer``, ``hedge``, ``policy``, ``answer_check``), unless
+``on_error="raise"``. A batch never loses its other results to one failing item.
 
 A guard sits in a request path, so each :meth:`~Guard.check` / :meth:`~Guard.answer` is bounded
 by default: :data:`DEFAULT_DEADLINE_S` (120 s) for the whole call, every LLM request, retry and
@@ -25,11 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.detectors.registry import detector_takes, get_detector
+from scopeguard.detection.profile import CalibrationProfile, calibrated
 from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError, error_kind
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.deadline import current as current_budget
@@ -79,14 +86,14 @@ class Guard:
             ...) or a :class:`~scopeguard.detection.detectors.Detector`. A detector built by name whose
             factory takes an ``llm`` keyword (``"judge"``, ...) gets the guard's ``llm``; pass a
             detector instance to give it another LLM.
-        policy: ``"refuse"``, ``"clarify"``, ``"defuse"``, ``"flag"``, a Policy, or a callable
-            ``(question, documents, verdict) -> str``.
+        policy: what out-of-scope questions get: ``"refuse"``, ``"clarify"``, ``"defuse"``,
+            ``"flag"``, a Policy, or a callable ``(question, documents, verdict) -> str``.
         llm: the guard's LLM: a spec string such as ``"local"`` or ``"openai:gpt-4o-mini"``, a
             scopeguard ChatModel, a LangChain chat model (with ``langchain-scopeguard``) or a
             LlamaIndex LLM (with ``llama-index-scopeguard``), wrapped by
             :func:`~scopeguard.llm.registry.from_spec`. It answers in-scope questions (unless a
-            ``responder`` is given), serves the ``defuse`` policy and judges for a detector built
-            by name.
+            ``responder`` is given), serves the ``defuse`` and ``hedge`` policies and judges for a
+            detector built by name.
         answer_template: the RAG prompt used to answer in-scope questions.
         on_error: what a detector failure or an ``unknown`` verdict leads to (a failed answering
             step always fails closed, except with ``"raise"``).
@@ -97,6 +104,15 @@ class Guard:
             runs out the step fails with :class:`~scopeguard.errors.LLMTimeoutError`, which
             ``on_error`` handles like any failure. ``"default"``: :data:`DEFAULT_DEADLINE_S`
             (120 s, read when the guard is built); ``None``: no deadline.
+        calibration: a calibration profile (``scopeguard calibrate``'s folder, its
+            ``profile.json`` or a :class:`~scopeguard.detection.profile.CalibrationProfile`): its
+            threshold labels the detector's verdicts, and its hedge band marks some in-scope
+            verdicts ``hedge=True`` (see ``hedge``). ``None``: the detector's own threshold.
+        hedge: what in-scope questions in the calibration profile's hedge band get (verdicts with
+            ``hedge=True``): ``"hedge"`` (:class:`~scopeguard.policies.HedgePolicy`: the answer
+            with a caveat that the documents may not fully cover the question; with a
+            ``responder``, its answer followed by :data:`~scopeguard.policies.HEDGE_CAVEAT`),
+            another policy name, a Policy or a callable; ``None`` answers them plainly.
     """
 
     def __init__(
@@ -110,6 +126,8 @@ class Guard:
         concurrency: int = 4,
         answer_check: AnswerCheck | None = None,
         deadline: float | Literal["default"] | None = "default",
+        calibration: str | os.PathLike[str] | CalibrationProfile | None = None,
+        hedge: str | Policy | Callable[[str, Sequence[Document], Verdict], str] | None = "hedge",
     ) -> None:
         if on_error not in ("fail_closed", "fail_open", "raise"):
             raise ConfigurationError(
@@ -119,8 +137,12 @@ class Guard:
             raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
         self.deadline = DEFAULT_DEADLINE_S if deadline == "default" else validate_seconds(deadline)
         self.llm: ChatModel | None = from_spec(llm) if llm is not None else None
-        self.detector: Detector = self._build_detector(detector)
+        self.detector: Detector = calibrated(self._build_detector(detector), calibration)
+        #: the calibration profile the detector's verdicts are labelled by (``None``: its own threshold)
+        self.calibration: CalibrationProfile | None = getattr(self.detector, "profile", None)
         self.policy: Policy = get_policy(policy)
+        #: the policy for in-scope verdicts in the hedge band (``None``: answered plainly)
+        self.hedge: Policy | None = None if hedge is None else get_policy(hedge)
         self.answer_template = answer_template
         self.on_error: OnError = on_error
         self.concurrency = concurrency
@@ -176,7 +198,18 @@ class Guard:
             return closed, closed
         return verdict.label == "out_of_scope", False
 
+    def hedging(self, verdict: Verdict) -> Policy | None:
+        """The policy that answers ``verdict`` with a caveat: the ``hedge`` policy for an in-scope
+        verdict in the hedge band, ``None`` for any other verdict (or with ``hedge=None``)."""
+        return self.hedge if verdict.hedge and verdict.label == "in_scope" else None
+
     # -- answering -------------------------------------------------------------------------
+    def _stage(self, verdict: Verdict, oos: bool) -> str:
+        """The name of the step that answers ``verdict`` (``error_stage`` when it fails)."""
+        if oos:
+            return "policy"
+        return "answer" if self.hedging(verdict) is None else "hedge"
+
     def _failed_step(self, exc: ScopeGuardError, stage: str, result: GuardResult) -> GuardResult:
         """``result`` turned into a refusal after the ``stage`` step failed (or ``exc`` re-raised)."""
         if self.on_error == "raise" or isinstance(exc, ConfigurationError):
@@ -203,6 +236,9 @@ class Guard:
     ) -> PolicyOutcome:
         if oos:
             return self.policy.apply(PolicyContext(q, docs, verdict, self.llm, responder))
+        hedge = self.hedging(verdict)
+        if hedge is not None:
+            return hedge.apply(PolicyContext(q, docs, verdict, self.llm, responder))
         text = responder(q, docs) if responder else llm_answer(self.llm, q, docs, self.answer_template)
         return PolicyOutcome(Action.ANSWERED, text)
 
@@ -211,15 +247,20 @@ class Guard:
     ) -> PolicyOutcome:
         if oos:
             return await self.policy.aapply(PolicyContext(q, docs, verdict, self.llm, responder))
+        hedge = self.hedging(verdict)
+        if hedge is not None:
+            return await hedge.aapply(PolicyContext(q, docs, verdict, self.llm, responder))
         if responder is not None:
             return PolicyOutcome(Action.ANSWERED, await asyncio.to_thread(responder, q, docs))
         return PolicyOutcome(Action.ANSWERED, await allm_answer(self.llm, q, docs, self.answer_template))
 
     def answer(self, question: str, documents: Docs, *, responder: Responder | None = None) -> GuardResult:
-        """Check, then answer (in scope) or apply the policy (out of scope).
+        """Check, then answer (in scope), answer with a caveat (the hedge policy, for an in-scope
+        verdict in the hedge band) or apply the policy (out of scope).
 
         ``responder(question, documents) -> str`` replaces the guard's own LLM for in-scope
-        answers (for example a user's RAG chain).
+        answers (for example a user's RAG chain); a hedged answer is then its text followed by
+        the caveat line.
         """
         q, docs = validate_question(question), as_documents(documents)
         with deadline_block(self.deadline):
@@ -232,7 +273,7 @@ class Guard:
                 outcome = self._respond(q, docs, verdict, oos, responder)
                 result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
             except ScopeGuardError as exc:
-                return self._failed_step(exc, "policy" if oos else "answer", result)
+                return self._failed_step(exc, self._stage(verdict, oos), result)
             if self.answer_check is None:
                 return result
             try:
@@ -254,7 +295,7 @@ class Guard:
                 outcome = await _bounded(self._arespond(q, docs, verdict, oos, responder), "the answer")
                 result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
             except ScopeGuardError as exc:
-                return self._failed_step(exc, "policy" if oos else "answer", result)
+                return self._failed_step(exc, self._stage(verdict, oos), result)
             if self.answer_check is None:
                 return result
             try:

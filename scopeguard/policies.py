@@ -2,14 +2,19 @@
 
 A :class:`Policy` turns (question, documents, verdict) into an :class:`~scopeguard.types.Action`
 and a response. Policies are looked up by name (``refuse``, ``clarify``, ``defuse``,
-``flag``) or given as objects; any callable ``(question, documents, verdict) -> str`` is
-wrapped in :class:`CallablePolicy`.
+``flag``, ``hedge``) or given as objects; any callable ``(question, documents, verdict) -> str``
+is wrapped in :class:`CallablePolicy`.
+
+The guard applies its ``policy`` to out-of-scope questions and its ``hedge`` policy
+(:class:`HedgePolicy` by default) to in-scope questions in a calibration profile's hedge band
+(:attr:`~scopeguard.types.Verdict.hedge`): answered, with a caveat that the documents may not
+fully cover the question.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -19,10 +24,12 @@ from scopeguard.prompts import render, render_documents
 from scopeguard.types import Action, Document, Verdict
 
 __all__ = [
+    "HEDGE_CAVEAT",
     "CallablePolicy",
     "ClarifyPolicy",
     "DefusePolicy",
     "FlagOnlyPolicy",
+    "HedgePolicy",
     "Policy",
     "PolicyContext",
     "PolicyOutcome",
@@ -31,12 +38,16 @@ __all__ = [
     "available_policies",
     "get_policy",
     "llm_answer",
+    "with_caveat",
 ]
 
 Responder = Callable[[str, Sequence[Document]], str]
 
 ANSWER_MAX_TOKENS = 512
 """Reply cap for answers written by the guard's LLM (a RAG answer rarely needs more)."""
+
+HEDGE_CAVEAT = "Note: the retrieved documents may not fully cover this question."
+"""The line :class:`HedgePolicy` puts after an answer it did not write itself (a responder's)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +57,8 @@ class PolicyContext:
     verdict: Verdict
     llm: ChatModel | None = None
     responder: Responder | None = None
-    """How the pipeline normally answers (used by ``flag``); defaults to the LLM with RAG Basic."""
+    """How the pipeline normally answers (used by ``flag`` and ``hedge``); defaults to the LLM
+    with RAG Basic (``hedge``: with its own template)."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +183,90 @@ class FlagOnlyPolicy:
         return PolicyOutcome(Action.FLAGGED, await allm_answer(ctx.llm, ctx.question, ctx.documents))
 
 
+def with_caveat(text: str, caveat: str = HEDGE_CAVEAT) -> str:
+    """``text`` followed by ``caveat`` on a line of its own.
+
+    An empty ``text`` stays empty: there is no answer to qualify (a server that leaves the answer
+    to its caller returns none; the caller adds the caveat to its own answer).
+    """
+    body = text.rstrip()
+    return f"{body}\n\n{caveat}" if body else text
+
+
+class HedgePolicy:
+    """Answer from the documents with a caveat that they may not fully cover the question.
+
+    For in-scope verdicts in a calibration profile's hedge band (``verdict.hedge``). With a
+    ``responder`` (the user's own RAG chain) the answer is the responder's text followed by
+    ``caveat`` (:func:`with_caveat`); otherwise the LLM answers with ``template`` (``rag_hedged``:
+    answer only from the documents and say plainly which part they do not cover, if any).
+    The action is :attr:`~scopeguard.types.Action.HEDGED`.
+    """
+
+    name = "hedge"
+
+    def __init__(self, *, template: str = "rag_hedged", caveat: str = HEDGE_CAVEAT) -> None:
+        self.template = template
+        self.caveat = caveat
+
+    def apply(self, ctx: PolicyContext) -> PolicyOutcome:
+        if ctx.responder is not None:
+            return PolicyOutcome(
+                Action.HEDGED, with_caveat(ctx.responder(ctx.question, ctx.documents), self.caveat)
+            )
+        return PolicyOutcome(Action.HEDGED, llm_answer(ctx.llm, ctx.question, ctx.documents, self.template))
+
+    async def aapply(self, ctx: PolicyContext) -> PolicyOutcome:
+        if ctx.responder is not None:
+            text = await asyncio.to_thread(ctx.responder, ctx.question, ctx.documents)
+            return PolicyOutcome(Action.HEDGED, with_caveat(text, self.caveat))
+        return PolicyOutcome(
+            Action.HEDGED, await allm_answer(ctx.llm, ctx.question, ctx.documents, self.template)
+        )
+
+    def caveat_stream(self, chunks: Iterable[str]) -> Iterator[str]:
+        """A streamed answer's chunks, then the caveat as a final chunk: joined, the same text as
+        :func:`with_caveat` of the whole answer (trailing whitespace is held back for that)."""
+        tail = _CaveatTail(self.caveat)
+        for chunk in chunks:
+            yield from tail.feed(chunk)
+        yield from tail.close()
+
+    async def acaveat_stream(self, chunks: AsyncIterable[str]) -> AsyncIterator[str]:
+        """The async twin of :meth:`caveat_stream`."""
+        tail = _CaveatTail(self.caveat)
+        async for chunk in chunks:
+            for out in tail.feed(chunk):
+                yield out
+        for out in tail.close():
+            yield out
+
+
+class _CaveatTail:
+    """The chunks to send for each chunk of a streamed answer, then for its end (no I/O here, so
+    the sync and async streams share it): trailing whitespace is held back until more text
+    follows; at the end the caveat replaces it, as :func:`with_caveat` does."""
+
+    def __init__(self, caveat: str) -> None:
+        self.caveat = caveat
+        self.held = ""
+        self.answered = False
+
+    def feed(self, chunk: str) -> list[str]:
+        body = chunk.rstrip()
+        if not body:
+            self.held += chunk
+            return []
+        out = self.held + body
+        self.held, self.answered = chunk[len(body) :], True
+        return [out]
+
+    def close(self) -> list[str]:
+        if self.answered:
+            return [f"\n\n{self.caveat}"]
+        return [self.held] if self.held else []  # no answer: nothing to qualify (as with_caveat)
+
+
 class CallablePolicy(_SyncPolicy):
     """Wrap ``fn(question, documents, verdict) -> str`` as a policy."""
 
@@ -188,6 +284,7 @@ _POLICIES: dict[str, Callable[[], Policy]] = {
     "clarify": ClarifyPolicy,
     "defuse": DefusePolicy,
     "flag": FlagOnlyPolicy,
+    "hedge": HedgePolicy,
 }
 
 

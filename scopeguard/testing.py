@@ -7,6 +7,7 @@ every prompt it was given, so parsing and control flow can be tested without an 
 :class:`FakeOpenAIServer` serves chat completions, files and the Batch API on 127.0.0.1;
 :func:`packaged_llama_server` runs a real llama.cpp server with a packaged model for a test;
 :func:`running_guard_server` runs ``scopeguard serve`` (uvicorn) in a thread on a free port.
+:func:`calibration_profile` makes a calibration profile without calibrating (for ``Guard(calibration=...)``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -27,7 +31,8 @@ from scopeguard._scripted_llm import (
     StreamingScriptedChatModel,
 )
 from scopeguard._test_servers import packaged_llama_server, running_guard_server
-from scopeguard.detection.detectors.base import BaseDetector
+from scopeguard.detection.detectors.base import BaseDetector, Detector
+from scopeguard.detection.profile import CalibrationProfile, detector_identity, rate
 from scopeguard.detection.read.base import VerdictScore
 from scopeguard.errors import ConfigurationError
 from scopeguard.llm.base import (
@@ -47,6 +52,7 @@ __all__ = [
     "ScriptedDetector",
     "ScriptedVerdictScorer",
     "StreamingScriptedChatModel",
+    "calibration_profile",
     "eloq_reply",
     "invented_document",
     "packaged_llama_server",
@@ -101,6 +107,69 @@ class ScriptedVerdictScorer:
         self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None
     ) -> list[VerdictScore]:
         return [self.score(p) for p in prompts]
+
+
+# --- calibration profiles ---------------------------------------------------------------------
+
+
+@overload
+def calibration_profile(
+    detector: str | Detector = ...,
+    *,
+    identity: Mapping[str, str] | None = ...,
+    threshold: float = ...,
+    hedge_from: float | None = ...,
+    budget: float = ...,
+    folder: None = ...,
+) -> CalibrationProfile: ...
+
+
+@overload
+def calibration_profile(
+    detector: str | Detector = ...,
+    *,
+    identity: Mapping[str, str] | None = ...,
+    threshold: float = ...,
+    hedge_from: float | None = ...,
+    budget: float = ...,
+    folder: str | os.PathLike[str],
+) -> Path: ...
+
+
+def calibration_profile(
+    detector: str | Detector = "scripted",
+    *,
+    identity: Mapping[str, str] | None = None,
+    threshold: float = 0.6,
+    hedge_from: float | None = 0.4,
+    budget: float = 0.1,
+    folder: str | os.PathLike[str] | None = None,
+) -> CalibrationProfile | Path:
+    """A :class:`~scopeguard.detection.profile.CalibrationProfile` made without calibrating.
+
+    ``detector`` is a detector's name (identity ``{"detector": name}``) or a detector (its name and
+    :func:`~scopeguard.detection.profile.detector_identity`); ``identity`` replaces that identity.
+    Scores at or above ``threshold`` are out of scope, those in ``[hedge_from, threshold)`` are
+    hedged (``hedge_from=None``: no hedge band). The expected rates are plausible placeholders:
+    2 false refusals and 30 caught, each of 40 questions. With ``folder`` the profile is saved
+    there (``folder/profile.json``) and the folder is returned, ready for
+    ``Guard(calibration=folder)`` or ``--calibration folder``.
+    """
+    name = detector if isinstance(detector, str) else str(detector.name)
+    if identity is None:
+        identity = {"detector": name} if isinstance(detector, str) else detector_identity(detector)
+    profile = CalibrationProfile(
+        detector=name,
+        identity=dict(identity),
+        threshold=threshold,
+        hedge_from=hedge_from,
+        budget=budget,
+        false_refusals=rate(2, 40),
+        caught=rate(30, 40),
+    )
+    if folder is None:
+        return profile
+    return profile.save(folder).parent
 
 
 # --- detectors, retrievers and the ELOQ-shaped fake LLM -----------------------------------------

@@ -106,6 +106,9 @@ class Verdict(_Record):
     #: what kind of failure ``error`` is, in the one vocabulary (:data:`scopeguard.errors.ErrorKind`:
     #: ``timeout``, ``upstream``, ``auth``, ``bad_reply``, ``too_long``...), set where it happened
     error_kind: ErrorKind | None = None
+    #: in scope, but in a calibration profile's hedge band: answered with a caveat that the
+    #: documents may not fully cover the question (see :mod:`scopeguard.detection.profile`)
+    hedge: bool = False
 
     @field_validator("score")
     @classmethod
@@ -123,6 +126,9 @@ class Action(str, Enum):
     """What the guard did with a question."""
 
     ANSWERED = "answered"
+    #: answered with a caveat that the documents may not fully cover the question (a score in a
+    #: calibration profile's hedge band)
+    HEDGED = "hedged"
     REFUSED = "refused"
     CLARIFIED = "clarified"
     DEFUSED = "defused"

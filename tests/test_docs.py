@@ -28,6 +28,7 @@ from scopeguard.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBPACKAGES = [
+    "scopeguard.calibration",
     "scopeguard.client",
     "scopeguard.testing",
     "scopeguard.verification",

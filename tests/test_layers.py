@@ -26,10 +26,10 @@ LAYERS: list[set[str]] = [
     {"detection.signals"},
     {"detection.head"},
     {"detection.tune"},
-    {"detection.detectors", "detection"},
+    {"detection.detectors", "detection.profile", "detection"},
     {"guard", "policies"},
     {"generation", "evaluation", "retrieval", "review", "serve", "client"},
-    {"verification", "demo", "scale", "_doctor"},
+    {"verification", "demo", "scale", "calibration", "_doctor"},
     {"testing", "_fake_openai", "_scripted_llm", "_test_servers"},
     {"cli", "__main__", ""},
 ]

@@ -51,6 +51,7 @@ PUBLIC_MODULES = [
     "scopeguard.llm.foreign",
     "scopeguard.serve",
     "scopeguard.client",
+    "scopeguard.calibration",
     "scopeguard.llamacpp",
 ]
 
@@ -69,6 +70,7 @@ LISTED_MODULES = [
     "scopeguard.detection.detectors.nli",
     "scopeguard.detection.detectors.probe",
     "scopeguard.detection.detectors.registry",
+    "scopeguard.detection.profile",
     "scopeguard.detection.head.default",
     "scopeguard.detection.head.fast",
     "scopeguard.detection.head.logprob",
@@ -225,6 +227,8 @@ def test_top_level_surface_is_stable() -> None:
         "get_detector",
         "from_spec",
         "ScopeGuardError",
+        "CalibrationProfile",
+        "load_profile",
     ):
         assert required in scopeguard.__all__
 

@@ -95,6 +95,7 @@ _COMMAND_MODULES = (
     "train",
     "train_reader",
     "generate",
+    "calibrate",
     "evaluate",
     "retrieval",
     "verify",

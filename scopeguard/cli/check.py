@@ -5,13 +5,22 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from scopeguard.cli._app import app, exit_if_failed, handle_errors
 from scopeguard.errors import InputError
 from scopeguard.types import Document, Verdict, validate_question
+
+if TYPE_CHECKING:
+    from scopeguard.detection.profile import CalibrationProfile
+
+CALIBRATION_HELP = (
+    "A calibration profile (scopeguard calibrate's folder, or its profile.json): the label comes from "
+    "its threshold and a score in its hedge band is marked hedge. One made for another detector is "
+    "refused."
+)
 
 
 def read_document(path: Path) -> Document:
@@ -31,6 +40,16 @@ def read_document(path: Path) -> Document:
     return Document(text=text, id=path.name)
 
 
+def load_calibration(location: Path) -> tuple[CalibrationProfile, str]:
+    """The calibration profile at ``location`` (a folder or its ``profile.json``) and the line that
+    names it: its file and its summary."""
+    from scopeguard.detection.profile import PROFILE_FILE, load_profile
+
+    profile = load_profile(location)
+    path = location / PROFILE_FILE if location.is_dir() else location
+    return profile, f"{path}: {profile.summary()}"
+
+
 @app.command("check")
 @handle_errors
 def check(
@@ -43,6 +62,7 @@ def check(
     llm: str | None = typer.Option(
         None, "--llm", help="LLM spec for the judge detector, e.g. local or openai:gpt-4o-mini."
     ),
+    calibration: Path | None = typer.Option(None, "--calibration", metavar="DIR", help=CALIBRATION_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     deadline_s: float | None = typer.Option(
         None,
@@ -53,14 +73,16 @@ def check(
 ) -> None:
     """Decide whether QUESTION is in scope for the given documents and print the verdict.
 
-    Exits 1 when the verdict is unknown, 2 when there is none (bad input or option, detector error).
-    Running out of --deadline is an LLM failure: an unknown verdict or a detector error.
+    Exits 1 when the verdict is unknown, 2 when there is none (bad input or option, detector error,
+    a --calibration profile made for another detector). Running out of --deadline is an LLM failure:
+    an unknown verdict or a detector error.
     """
     # Input is checked before any detector (and its model) is loaded.
     question = validate_question(question)
     if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
         raise InputError(f"--deadline must be a positive number of seconds, got {deadline_s:g}")
     docs = [read_document(p) for p in document]
+    profile, named = load_calibration(calibration) if calibration is not None else (None, "")
     from scopeguard.detection.detectors import get_detector
     from scopeguard.llm.deadline import deadline
 
@@ -69,18 +91,23 @@ def check(
         kwargs["model"] = model
     if llm is not None:
         kwargs["llm"] = llm
-    built = get_detector(detector, **kwargs)
+    built = get_detector(detector, calibration=profile, **kwargs)
     with deadline(deadline_s):
         verdict = built.detect(question, docs)
     if as_json:
+        if named:
+            typer.echo(f"calibration: {named}", err=True)
         typer.echo(json.dumps(verdict.model_dump(mode="json"), ensure_ascii=False))
         _exit_if_undecided(verdict)
         return
     score = "n/a" if verdict.score is None else f"{verdict.score:.3f}"
-    typer.echo(f"label:    {verdict.label}")
+    hedge = "  (hedge: in scope, answer with a caveat)" if verdict.hedge else ""
+    typer.echo(f"label:    {verdict.label}{hedge}")
     typer.echo(f"score:    {score}  (probability out of scope)")
     cost = f"({verdict.latency_ms:.1f} ms, {verdict.llm_calls} LLM calls)"
     typer.echo(f"detector: {_describe_detector(detector, built, verdict)}  {cost}")
+    if named:
+        typer.echo(f"profile:  {named}")
     if verdict.uncovered:
         typer.echo("not covered by the documents: " + "; ".join(verdict.uncovered))
     if verdict.rationale:

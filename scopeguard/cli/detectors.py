@@ -1,6 +1,9 @@
 """CLI commands for detectors: ``eval-detector`` and ``preread`` (``train-detector`` is in train.py).
 
 In ``--json`` output a metric that is undefined (AUROC with one class present) is ``null``.
+``caught at <=10% false refusals`` is ``recall_oos_at_fr10`` (see
+:mod:`scopeguard.evaluation.detection`): what the detector's scores could do at that budget,
+whatever its threshold.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 import typer
 
 from scopeguard.cli._app import app, exit_if_failed, handle_errors
+from scopeguard.cli.check import CALIBRATION_HELP, load_calibration
 
 _TABLE_ROWS = (
     ("n", "questions", "{:.0f}"),
@@ -21,8 +25,10 @@ _TABLE_ROWS = (
     ("recall_oos", "recall (out of scope)", "{:.3f}"),
     ("f1_oos", "F1 (out of scope)", "{:.3f}"),
     ("false_refusal_rate", "false refusals (in scope)", "{:.3f}"),
+    ("recall_oos_at_fr10", "caught at <=10% false refusals", "{:.3f}"),
     ("auroc", "AUROC", "{:.3f}"),
     ("unknown_rate", "unknown rate", "{:.1%}"),
+    ("hedged_share", "hedged (calibration)", "{:.1%}"),
     ("latency_ms_p50", "latency p50 (ms)", "{:.1f}"),
     ("latency_ms_p95", "latency p95 (ms)", "{:.1f}"),
     ("escalated_share", "escalated", "{:.1%}"),
@@ -54,13 +60,14 @@ def eval_detector_command(
         "--llm",
         help="logprob, judge: the reading LLM spec, e.g. local:READER_DIR (a tuned reader: train-reader).",
     ),
+    calibration: Path | None = typer.Option(None, "--calibration", metavar="DIR", help=CALIBRATION_HELP),
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON object per dataset (one line each) instead of tables."
     ),
     per_question: Path | None = typer.Option(
         None,
         "--per-question",
-        help="Write one JSON line per question (dataset, id, label, predicted, score, stage, "
+        help="Write one JSON line per question (dataset, id, label, predicted, score, stage, hedge, "
         "uncovered, latency_ms, ...) to this file.",
     ),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N questions of each."),
@@ -73,7 +80,9 @@ def eval_detector_command(
 ) -> None:
     """Run a detector on every question of each DATASET against its own document; print the metrics.
 
-    Exits 1 when the detector failed on any question (it counts as unknown), 2 when it could not run.
+    With --calibration the labels (and so accuracy and false refusals) come from the profile's
+    threshold. Exits 1 when the detector failed on any question (it counts as unknown), 2 when it
+    could not run (a profile made for another detector, too).
     """
     from scopeguard.data import load_dataset
     from scopeguard.detection.detectors import get_detector
@@ -89,6 +98,7 @@ def eval_detector_command(
 
         require("torch", extra="embeddings", feature="--threads").set_num_threads(threads)
     loaded = [(path, load_dataset(path)) for path in datasets]  # every folder checked before any model loads
+    profile, named = load_calibration(calibration) if calibration is not None else (None, "")
     options: dict[str, object] = {"model": model} if model is not None else {}
     if llm is not None:
         from scopeguard.detection.detectors.registry import detector_takes
@@ -96,7 +106,10 @@ def eval_detector_command(
         if not detector_takes(detector, "llm"):
             raise InputError(f"--llm does not apply to --detector {detector} (logprob and judge take it)")
         options["llm"] = llm
-    det = get_detector(detector, **options)
+    det = get_detector(detector, calibration=profile, **options)
+    if named:
+        typer.echo(f"calibration {named}", err=as_json)
+    rows = [row for row in _TABLE_ROWS if profile is not None or row[0] != "hedged_share"]
     records: list[dict[str, object]] = []
     failed = total = 0
     first_error = ""
@@ -112,7 +125,8 @@ def eval_detector_command(
                 err=True,
             )
         if as_json:
-            out = {"detector": detector, "dataset": str(path), **metrics}
+            where = None if calibration is None else str(calibration)
+            out = {"detector": detector, "dataset": str(path), "calibration": where, **metrics}
             typer.echo(
                 json.dumps(
                     {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
@@ -120,8 +134,8 @@ def eval_detector_command(
             )
         else:
             typer.echo(f"detector {detector} on {path}")
-            width = max(len(label) for _, label, _ in _TABLE_ROWS)
-            for key, label, fmt in _TABLE_ROWS:
+            width = max(len(label) for _, label, _ in rows)
+            for key, label, fmt in rows:
                 typer.echo(f"  {label:<{width}}  {_fmt(fmt, metrics[key])}")
             if len(loaded) > 1:
                 typer.echo("")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from scopeguard.cli._app import app, handle_errors
@@ -24,11 +26,22 @@ def doctor(
     recheck: bool = typer.Option(
         False, "--recheck", help="Run the extra-buffer canary again instead of trusting its cached verdict."
     ),
+    calibration: Path | None = typer.Option(
+        None,
+        "--calibration",
+        metavar="DIR",
+        help="A calibration profile (scopeguard calibrate's folder): name it and check that it was made "
+        "for --detector (reading with --reader when that is given).",
+    ),
+    detector: str = typer.Option(
+        "default", "--detector", help="The detector a --calibration profile is checked against."
+    ),
 ) -> None:
     """Show what matters when scopeguard is slow or dies: versions, CPU features (AVX2, AVX-512, AMX),
     whether llama.cpp's extra buffer types are used and why, the packaged models and their checksum
-    state, and the reading model's measured speed on this machine."""
+    state, and the reading model's measured speed on this machine; with --calibration, whether the
+    profile was made for the detector."""
     from scopeguard._doctor import diagnose, render
 
-    report = diagnose(speed=speed, recheck=recheck, model=model)
+    report = diagnose(speed=speed, recheck=recheck, model=model, calibration=calibration, detector=detector)
     typer.echo(report.model_dump_json(indent=2) if as_json else render(report))

@@ -27,6 +27,13 @@ def serve(
     port: int | None = typer.Option(None, "--port", help=f"Port to bind {_default('port')}."),
     detector: str | None = typer.Option(None, "--detector", help=f"Detector name {_default('detector')}."),
     policy: str | None = typer.Option(None, "--policy", help=f"Out-of-scope policy {_default('policy')}."),
+    calibration: Path | None = typer.Option(
+        None,
+        "--calibration",
+        metavar="DIR",
+        help="A calibration profile (scopeguard calibrate's folder): the detector's threshold and "
+        "hedge band; /readyz names it. One made for another detector stops the start.",
+    ),
     upstream: str | None = typer.Option(
         None, "--upstream", metavar="BASE_URL", help="OpenAI-compatible LLM the proxy forwards to (…/v1)."
     ),
@@ -54,6 +61,7 @@ def serve(
         "port": port,
         "detector": detector,
         "policy": policy,
+        "calibration": calibration,
         "upstream": upstream,
         "upstream_model": upstream_model,
         "api_key": api_key,
@@ -61,7 +69,9 @@ def serve(
     }
     config = load_config(config_file, overrides)
     configure_json_logs(logging.INFO)
+    where = None if config.calibration is None else str(config.calibration)
     logging.getLogger(__name__).info(
-        "serving", extra={"host": config.host, "port": config.port, "detector": config.detector}
+        "serving",
+        extra={"host": config.host, "port": config.port, "detector": config.detector, "calibration": where},
     )
     run(config)

@@ -12,6 +12,12 @@ benchmarks and the other evaluators. Conventions:
 * AUROC uses ``Verdict.score`` (P(out of scope)); verdicts without a score are left out of it,
   ties count one half (the Mann-Whitney statistic). It is ``nan`` when the scored verdicts do
   not contain both classes;
+* ``recall_oos_at_fr10``: the out-of-scope recall ("caught") at the threshold on the score that
+  refuses at most 10% of the in-scope questions, chosen in hindsight on these very questions (the
+  best a calibration profile with a 10% budget could do here; see
+  :func:`recall_at_false_refusals`);
+* ``hedged_share``: the share of verdicts in a calibration profile's hedge band
+  (:attr:`~scopeguard.types.Verdict.hedge`; 0 without a profile);
 * latencies are ``Verdict.latency_ms``; percentiles use linear interpolation (numpy default).
 
 The primary metric is :data:`PRIMARY_METRIC` (``accuracy``).
@@ -46,6 +52,7 @@ __all__ = [
     "detection_metrics",
     "latency_percentiles",
     "per_question_records",
+    "recall_at_false_refusals",
     "run_detector",
 ]
 
@@ -57,8 +64,10 @@ METRIC_NAMES = (
     "recall_oos",
     "f1_oos",
     "false_refusal_rate",
+    "recall_oos_at_fr10",
     "auroc",
     "unknown_rate",
+    "hedged_share",
     "latency_ms_p50",
     "latency_ms_p95",
     "escalated_share",
@@ -85,6 +94,34 @@ def auroc(y_true: Sequence[str], scores: Sequence[float]) -> float:
     return calibration.auroc(
         np.asarray(scores, dtype=float), np.asarray([y == "out_of_scope" for y in y_true], dtype=int)
     )
+
+
+def recall_at_false_refusals(
+    y_true: Sequence[str], scores: Sequence[float | None], max_false_refusals: float = 0.10
+) -> float:
+    """The out-of-scope recall at the lowest threshold on ``scores`` that refuses at most
+    ``max_false_refusals`` of the in-scope questions, chosen in hindsight on these questions.
+
+    A question is refused when its score is at or above the threshold; one without a score (a
+    failed read) is never refused: an in-scope one still counts among the in-scope questions, an
+    out-of-scope one is missed. Returns ``nan`` without questions of both classes or without scores.
+    """
+    if len(y_true) != len(scores):
+        raise InputError(f"recall_at_false_refusals: {len(y_true)} labels but {len(scores)} scores")
+    if not 0.0 <= max_false_refusals < 1.0:
+        raise InputError(f"max_false_refusals must be in [0, 1), got {max_false_refusals}")
+    _check_labels(y_true)
+    n_in = sum(1 for y in y_true if y == "in_scope")
+    n_oos = len(y_true) - n_in
+    if not n_in or not n_oos or all(s is None for s in scores):
+        return math.nan
+    pairs = list(zip(y_true, scores, strict=True))
+    in_scores = sorted((float(s) for y, s in pairs if y == "in_scope" and s is not None), reverse=True)
+    allowed = math.floor(max_false_refusals * n_in + 1e-9)  # in-scope questions it may refuse
+    # refuse the scores above the first in-scope score it may not refuse (ties stay answered)
+    cut = in_scores[allowed] if allowed < len(in_scores) else -math.inf
+    caught = sum(1 for y, s in pairs if y == "out_of_scope" and s is not None and float(s) > cut)
+    return caught / n_oos
 
 
 def latency_percentiles(latencies_ms: Sequence[float], qs: Sequence[float] = (50, 95)) -> dict[str, float]:
@@ -154,8 +191,10 @@ def detection_metrics(y_true: Sequence[str], verdicts: Sequence[Verdict]) -> dic
         "f1_oos": f1,
         # in-scope questions the guard would refuse (an unknown is not a refusal)
         "false_refusal_rate": fp / n_in if n_in else math.nan,
+        "recall_oos_at_fr10": recall_at_false_refusals(y_true, [v.score for v in verdicts]),
         "auroc": auroc([y for y, _ in scored], [float(s) for _, s in scored]) if scored else math.nan,
         "unknown_rate": sum(1 for v in verdicts if v.label == "unknown") / n,
+        "hedged_share": sum(1 for v in verdicts if v.hedge) / n,
     }
     out.update(latency_percentiles([v.latency_ms for v in verdicts]))
     out["escalated_share"] = sum(1 for v in verdicts if v.escalated) / n
@@ -204,8 +243,8 @@ def run_detector(
 def per_question_records(
     dataset_name: str, dataset: Dataset, verdicts: Sequence[Verdict]
 ) -> list[dict[str, object]]:
-    """One JSON-able record per question: id, true label, verdict label, score, stage, uncovered,
-    latency, escalation and error (the rows of ``eval-detector --per-question``)."""
+    """One JSON-able record per question: id, true label, verdict label, score, stage, hedge,
+    uncovered, latency, escalation and error (the rows of ``eval-detector --per-question``)."""
     out: list[dict[str, object]] = []
     for q, v in zip(dataset.questions, verdicts, strict=False):
         out.append(
@@ -219,6 +258,7 @@ def per_question_records(
                 "score": v.score,
                 "stage": v.stage or v.detector,
                 "escalated": v.escalated,
+                "hedge": v.hedge,
                 "uncovered": list(v.uncovered),
                 "latency_ms": round(v.latency_ms, 3),
                 "llm_calls": v.llm_calls,

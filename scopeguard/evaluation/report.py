@@ -13,6 +13,13 @@ standard deviation (as in ELOQ Table 5) and the min and max topic. Judgements th
 parsed (unknown) and errored steps are left out of the rates and counted separately.
 The best prompt is the one with the highest defusion rate; the best *balanced* prompt maximises
 the mean of the defusion rate and ``1 - false-refusal rate``.
+
+With a detector, the report also puts each prompt behind the guard (``PromptReport.guarded``,
+``EvaluationReport.routes``; :mod:`scopeguard.evaluation._guarded` has the rules): the detector's
+verdict routes each question to the policy (refused), to a hedged answer (an in-scope verdict in
+a calibration profile's hedge band) or to the answer, and the defusion and false-refusal rates
+come with hedged answers counted as answers, and counted as defused / refused
+(``*_with_hedges``).
 """
 
 from __future__ import annotations
@@ -24,19 +31,32 @@ import os
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from scopeguard.data import atomic_write_text
+from scopeguard.evaluation._guarded import (
+    GuardedRates,
+    Routes,
+    guarded_markdown,
+    guarded_rates,
+    guarded_summary,
+    routes,
+)
+from scopeguard.evaluation._rates import Metric, RateSummary, rate_summary
+from scopeguard.evaluation._rates import markdown_table as _markdown
+from scopeguard.evaluation._rates import pct as _pct
 from scopeguard.evaluation.refusal import lexical_refusal
 from scopeguard.evaluation.store import DetectionRecord, ResponseRecord, RunConfig, RunStore
+from scopeguard.types import Verdict
 
 __all__ = [
     "EvaluationReport",
+    "GuardedRates",
     "PromptReport",
     "RateSummary",
+    "Routes",
     "build_report",
     "markdown_report",
     "report_from_records",
@@ -44,28 +64,9 @@ __all__ = [
     "write_evaluation_report",
 ]
 
-Metric = Literal["defusion", "false_refusal"]
-
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class RateSummary(_Record):
-    """One rate of one prompt, overall and per topic (rates in [0, 1]; ``None``: no data)."""
-
-    metric: Metric
-    rate: float | None
-    n: int
-    positives: int
-    unknown: int
-    errors: int
-    by_topic: dict[str, float]
-    n_by_topic: dict[str, int]
-    topic_mean: float | None
-    topic_std: float | None
-    min_topic: str | None
-    max_topic: str | None
 
 
 class PromptReport(_Record):
@@ -86,6 +87,9 @@ class PromptReport(_Record):
     judge_on_explicit_refusals: tuple[int, int] = (0, 0)
     """Judge sanity check: (judged defused, judged) over out-of-scope responses that open with an
     explicit refusal. A sound judge calls nearly all of them defused."""
+    guarded: GuardedRates | None = None
+    """The prompt behind the guard (a run with a detector): the detector's verdicts route the
+    questions; hedged answers counted as answers and, ``*_with_hedges``, as defused / refused."""
 
 
 class EvaluationReport(_Record):
@@ -98,6 +102,8 @@ class EvaluationReport(_Record):
     """``detection_metrics`` of the detector (``None`` for a metric that is undefined, e.g. AUROC)."""
     confusion: dict[str, dict[str, int]] | None = None
     """Detection confusion matrix: gold label -> predicted label -> count."""
+    routes: dict[str, Routes] | None = None
+    """Gold label -> how the detector's verdicts route the class: refused, hedged, answered."""
     best_prompt: str | None = None
     best_balanced_prompt: str | None = None
     worst_topic: str | None = None
@@ -124,27 +130,10 @@ def _summarise(metric: Metric, records: list[ResponseRecord]) -> RateSummary:
             unknown += 1
             continue
         values[r.topic].append(judgement.value)
-    by_topic = {t: float(np.mean(v)) for t, v in sorted(values.items())}
-    n = sum(len(v) for v in values.values())
-    positives = sum(sum(v) for v in values.values())
-    rates = list(by_topic.values())
-    return RateSummary(
-        metric=metric,
-        rate=positives / n if n else None,
-        n=n,
-        positives=positives,
-        unknown=unknown,
-        errors=errors,
-        by_topic=by_topic,
-        n_by_topic={t: len(v) for t, v in sorted(values.items())},
-        topic_mean=float(np.mean(rates)) if rates else None,
-        topic_std=float(np.std(rates)) if rates else None,
-        min_topic=min(by_topic, key=lambda t: by_topic[t]) if by_topic else None,
-        max_topic=max(by_topic, key=lambda t: by_topic[t]) if by_topic else None,
-    )
+    return rate_summary(metric, values, unknown, errors)
 
 
-def _prompt_report(prompt: str, records: list[ResponseRecord]) -> PromptReport:
+def _prompt_report(prompt: str, records: list[ResponseRecord], verdicts: dict[str, Verdict]) -> PromptReport:
     judgements = [j for r in records for j in (r.defusion, r.refusal) if j is not None]
     seconds = [r.seconds for r in records if r.error is None]
     return PromptReport(
@@ -159,6 +148,7 @@ def _prompt_report(prompt: str, records: list[ResponseRecord]) -> PromptReport:
         explicit_refusal_oos=_explicit_refusals(records, "out_of_scope"),
         explicit_refusal_in=_explicit_refusals(records, "in_scope"),
         judge_on_explicit_refusals=_judge_on_explicit_refusals(records),
+        guarded=guarded_rates(records, verdicts) if verdicts else None,
     )
 
 
@@ -206,10 +196,6 @@ def _detection(
     return metrics, confusion
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}"
-
-
 def build_report(run: str | os.PathLike[str] | RunStore) -> EvaluationReport:
     """Compute every number of the run in folder ``run`` from its stored records."""
     store = run if isinstance(run, RunStore) else RunStore(run)
@@ -226,7 +212,8 @@ def report_from_records(
     for r in responses:
         by_prompt[r.prompt].append(r)
     order = [p for p in config.prompts if p in by_prompt] + sorted(set(by_prompt) - set(config.prompts))
-    prompts = tuple(_prompt_report(p, by_prompt[p]) for p in order)
+    verdicts = {d.question_id: d.verdict for d in detections if d.verdict is not None}
+    prompts = tuple(_prompt_report(p, by_prompt[p], verdicts) for p in order)
     topics = tuple(sorted({r.topic for r in responses}))
     detection, confusion = _detection(detections)
 
@@ -250,6 +237,7 @@ def report_from_records(
         prompts=prompts,
         detection=detection,
         confusion=confusion,
+        routes=routes(detections) if verdicts else None,
         best_prompt=best,
         best_balanced_prompt=best_balanced,
         worst_topic=worst,
@@ -315,6 +303,8 @@ def _summary_text(report: EvaluationReport, topic_means: dict[str, float]) -> st
             f"Detector {report.config.detector}: accuracy {_pct(m.get('accuracy'))}%, "
             f"F1(out-of-scope) {_pct(m.get('f1_oos'))}% on n={int(m.get('n') or 0)}."
         )
+    if report.routes:
+        lines += guarded_summary(report.routes, [(p.prompt, p.guarded) for p in report.prompts])
     small = [p.prompt for p in report.prompts if p.defusion.n < 30]
     if small:
         lines.append("Few questions per prompt (n < 30): treat the rates as rough.")
@@ -340,12 +330,6 @@ def topic_table(report: EvaluationReport, metric: Metric) -> tuple[list[str], li
             ]
         )
     return header, rows
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _csv(header: list[str], rows: list[list[str]]) -> str:
@@ -382,6 +366,8 @@ def markdown_report(report: EvaluationReport) -> str:
                 ["gold", *cols], [[g, *(str(row[c]) for c in cols)] for g, row in report.confusion.items()]
             )
         )
+    if report.routes:
+        parts += ["", *guarded_markdown(report.routes, [(p.prompt, p.guarded) for p in report.prompts])]
     return "\n".join(parts) + "\n"
 
 

@@ -8,6 +8,15 @@ For every selected question and every answerer (one per RAG prompt, or the user'
    information is missing (a false refusal);
 3. once per question, the optional detector gives its out-of-scope verdict.
 
+With a detector the report also puts every prompt behind the guard: the verdict routes each
+question to the policy (refused), to a hedged answer or to the answer (see
+:mod:`scopeguard.evaluation.report`). Hedged verdicts come from a detector under a calibration
+profile with a hedge band: ``detector=calibrated(get_detector("default"), DIR)``
+(:func:`scopeguard.detection.profile.calibrated`). The judges judge what the system answered; a
+response that ends with the hedge caveat line (:data:`scopeguard.policies.HEDGE_CAVEAT`, as a
+guarded pipeline appends it) is judged without that line, so a caveat neither defuses nor refuses
+by itself: hedges are counted by the report's guarded view, both ways.
+
 Every record is appended and fsynced as soon as it exists (:class:`~.store.RunStore`); a re-run
 with the same ``out`` folder skips the (question, prompt) keys already done and retries those
 that ended in an error.
@@ -43,6 +52,7 @@ from scopeguard.evaluation.defusion import DefusionJudge
 from scopeguard.evaluation.refusal import RefusalJudge
 from scopeguard.evaluation.store import DetectionRecord, ResponseRecord, RunConfig, RunStore
 from scopeguard.llm.base import ChatModel
+from scopeguard.policies import HEDGE_CAVEAT
 from scopeguard.types import Document
 
 if TYPE_CHECKING:
@@ -107,6 +117,13 @@ def select_questions(dataset: Dataset, limit: int | None = None) -> list[Labeled
 
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _judged_text(response: str) -> str:
+    """What the judges read of ``response``: without a trailing hedge caveat line (see the module
+    docstring)."""
+    body = response.rstrip()
+    return body.removesuffix(HEDGE_CAVEAT).rstrip() if body.endswith(HEDGE_CAVEAT) else response
 
 
 def run_evaluation(
@@ -240,10 +257,11 @@ def _respond(
     try:
         update["response"] = response = answerer.answer(q.question, [doc])
         update["truncated"] = isinstance(answerer, PromptAnswerer) and answerer.truncated > capped
+        judged = _judged_text(response)
         if q.label == "out_of_scope":
-            update["defusion"] = defusion_judge.judge(q.question, [doc], response)
+            update["defusion"] = defusion_judge.judge(q.question, [doc], judged)
         elif refusal_judge is not None:
-            update["refusal"] = refusal_judge.judge(q.question, response)
+            update["refusal"] = refusal_judge.judge(q.question, judged)
     except LLMConnectionError:
         raise
     except ScopeGuardError as exc:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scopeguard._optional import require
 from scopeguard.detection.detectors.base import Detector
@@ -30,6 +30,9 @@ from scopeguard.serve._schemas import (
     to_documents,
 )
 from scopeguard.types import Document, Verdict, validate_question
+
+if TYPE_CHECKING:
+    from scopeguard.detection.profile import CalibrationProfile
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,20 @@ def checked_documents(config: ServeConfig, items: Documents) -> list[Document]:
     return docs
 
 
+def calibration_info(config: ServeConfig, profile: CalibrationProfile | None) -> dict[str, Any] | None:
+    """What ``/readyz`` and the start-up log say of the calibration profile (``None`` without one)."""
+    if profile is None:
+        return None
+    return {
+        "path": None if config.calibration is None else str(config.calibration),
+        "detector": profile.detector,
+        "threshold": profile.threshold,
+        "hedge_from": profile.hedge_from,
+        "budget": profile.budget,
+        "summary": profile.summary(),
+    }
+
+
 def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
     """The ASGI app for ``config`` (``detector``: an instance to use instead of ``config.detector``,
     for example a :class:`scopeguard.testing.ScriptedDetector`). Models load in the background at
@@ -73,7 +90,13 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
 
     from scopeguard.serve._proxy import add_proxy_routes
 
-    runtime = Runtime(config, detector=detector)
+    runtime = Runtime(config, detector=detector)  # a profile for another detector raises here
+    calibration = calibration_info(config, runtime.guard.calibration)
+    if calibration is not None:
+        logger.info("calibration profile: %s", calibration["summary"], extra={"calibration": calibration})
+        runtime.metrics.calibration.labels(calibration["detector"], f"{calibration['budget']:g}").set(
+            calibration["threshold"]
+        )
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -219,10 +242,10 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
     async def healthz() -> Any:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: the models are loaded")
+    @app.get("/readyz", summary="Readiness: the models are loaded (and the calibration profile)")
     async def readyz() -> Any:
         if runtime.ready:
-            return {"status": "ready", "detector": runtime.detector_name}
+            return {"status": "ready", "detector": runtime.detector_name, "calibration": calibration}
         if runtime.load_error:
             return fail(503, f"loading the detector failed: {runtime.load_error}", "not_ready")
         return fail(503, "loading the models", "not_ready", {"Retry-After": "1"})

@@ -33,6 +33,12 @@ class ServeConfig(BaseModel):
     port: int = Field(default=8000, ge=0, le=65535, description="Port to bind (0: a free one).")
     detector: str = Field(default="default", description="Detector name (see `scopeguard detectors`).")
     policy: str = Field(default="clarify", description="Policy for out-of-scope questions.")
+    calibration: Path | None = Field(
+        default=None,
+        description="A calibration profile (scopeguard calibrate's folder, or its profile.json): the "
+        "detector's verdicts are labelled by its threshold and hedge band; one made for another "
+        "detector stops the start.",
+    )
     upstream: str | None = Field(default=None, description="Base URL of the OpenAI-compatible LLM (…/v1).")
     upstream_model: str | None = Field(
         default=None, description="Model name sent upstream (default: the request's)."

@@ -67,6 +67,18 @@ class Metrics:
         self.reading_queue = prom.Gauge(
             "scopeguard_reading_queue_depth", "Calls waiting for or holding the reading model.", registry=r
         )
+        self.hedged = prom.Counter(
+            "scopeguard_hedged",
+            "In-scope verdicts in the calibration profile's hedge band (to answer with a caveat).",
+            registry=r,
+        )
+        self.calibration = prom.Gauge(
+            "scopeguard_calibration_threshold",
+            "The calibration profile's threshold on P(out of scope), by its detector and false-refusal "
+            "budget (absent without a profile).",
+            ["detector", "budget"],
+            registry=r,
+        )
         self.upstream_seconds = prom.Histogram(
             "scopeguard_upstream_seconds", "Upstream LLM latency (to the first byte when streaming).",
             buckets=_LATENCY_BUCKETS, registry=r,
@@ -75,6 +87,8 @@ class Metrics:
     def verdict(self, verdict: Verdict) -> None:
         self.verdicts.labels(verdict.label, verdict.stage or verdict.detector or "-").inc()
         self.check_seconds.labels(verdict.detector or "-").observe(verdict.latency_ms / 1000.0)
+        if verdict.hedge:
+            self.hedged.inc()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

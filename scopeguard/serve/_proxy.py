@@ -6,7 +6,9 @@ user message is checked against them. In scope (or with the ``flag`` policy) the
 ``documents``, goes to the upstream LLM and its reply comes back as it was sent; out of scope the
 policy's response comes back as a chat completion. ``stream: true`` streams either as server-sent
 events. The verdict rides along: a ``scopeguard`` field in the completion (in the first chunk when
-streaming) and the ``X-Scopeguard-Verdict`` / ``X-Scopeguard-Action`` headers.
+streaming) and the ``X-Scopeguard-Verdict`` / ``X-Scopeguard-Action`` headers. A verdict in a
+calibration profile's hedge band (``verdict.hedge``) is forwarded like any in-scope question: the
+upstream's reply is not rewritten, and ``X-Scopeguard-Hedge: true`` tells the client to add its caveat.
 
 Failures fail closed: no verdict in time is a 504, an upstream LLM that is down or sends garbage
 is a 502 (an error in the stream once it has started); the body says which, with the verdict.
@@ -86,7 +88,10 @@ def guard_field(verdict: Verdict, action: Action, failed_closed: bool) -> dict[s
 
 
 def guard_headers(verdict: Verdict, action: Action) -> dict[str, str]:
-    return {"X-Scopeguard-Verdict": verdict.label, "X-Scopeguard-Action": action.value}
+    headers = {"X-Scopeguard-Verdict": verdict.label, "X-Scopeguard-Action": action.value}
+    if verdict.hedge:  # in scope, in the calibration profile's hedge band: the client may add a caveat
+        headers["X-Scopeguard-Hedge"] = "true"
+    return headers
 
 
 def _chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:

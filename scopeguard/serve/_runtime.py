@@ -204,6 +204,7 @@ class Runtime:
             llm=self.upstream,
             on_error=config.on_error,
             deadline=config.deadline,
+            calibration=config.calibration,
         )
         self.ready = False
         self.load_error: str | None = None

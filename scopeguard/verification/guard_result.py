@@ -24,8 +24,9 @@ logger = logging.getLogger(__name__)
 OnContradiction = Literal["flag", "replace"]
 OnVerifyError = Literal["record", "raise"]
 
-_VERIFIABLE = (Action.ANSWERED, Action.FLAGGED, Action.DEFUSED)
-"""Actions whose response is an LLM answer (refusals and clarifications are canned text)."""
+_VERIFIABLE = (Action.ANSWERED, Action.HEDGED, Action.FLAGGED, Action.DEFUSED)
+"""Actions whose response is an LLM answer (refusals and clarifications are canned text); a hedged
+answer is one with a caveat line, verified as a whole."""
 
 
 def _check(on_contradiction: str, on_error: str) -> None:

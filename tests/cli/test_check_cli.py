@@ -17,7 +17,7 @@ from scopeguard.detection.detectors import register_detector
 from scopeguard.detection.detectors import registry as detector_registry
 from scopeguard.detection.detectors.cascade import CascadeDetector
 from scopeguard.llm.deadline import check_deadline, current
-from scopeguard.testing import ScriptedDetector
+from scopeguard.testing import ScriptedDetector, calibration_profile
 
 DOC = "The ferry Kestrel carries 180 passengers across the bay in 35 minutes."
 
@@ -157,3 +157,31 @@ def test_deadline_bounds_the_detect_call(doc: Path) -> None:
     register_detector("budgeted", lambda: _Budgeted(seconds=0.2))
     code, _, err = _check(doc, "--detector", "budgeted", "--deadline", "0.05")
     assert code == 2 and "ran past its deadline of 0.05s" in err, err
+
+
+# -- --calibration ----------------------------------------------------------------------------
+def test_calibration_relabels_and_names_the_profile(doc: Path, tmp_path: Path) -> None:
+    register_detector("scored", lambda: ScriptedDetector(lambda _q: 0.55, name="scored"))
+    assert "label:    out_of_scope" in _check(doc, "--detector", "scored")[1]  # its own threshold, 0.5
+    folder = calibration_profile("scored", folder=tmp_path / "cal")  # 0.6, hedged from 0.4
+    code, out, err = _check(doc, "--detector", "scored", "--calibration", str(folder))
+    assert code == 0, out + err
+    assert "label:    in_scope  (hedge: in scope, answer with a caveat)" in out
+    (line,) = [x for x in out.splitlines() if x.startswith("profile:")]
+    assert str(folder / "profile.json") in line and "scored at threshold 0.600, hedge from 0.400" in line
+    code, out, err = _check(doc, "--detector", "scored", "--calibration", str(folder), "--json")
+    assert code == 0 and f"calibration: {folder / 'profile.json'}: scored at threshold" in err
+    verdict = json.loads(out)
+    assert (verdict["label"], verdict["hedge"], verdict["score"]) == ("in_scope", True, 0.55)
+
+
+def test_calibration_for_another_detector_or_nowhere_exits_2(doc: Path, tmp_path: Path) -> None:
+    register_detector("scored", lambda: ScriptedDetector(lambda _q: 0.55, name="scored"))
+    folder = calibration_profile("other", folder=tmp_path / "cal")
+    code, out, err = _check(doc, "--detector", "scored", "--calibration", str(folder))
+    assert code == 2 and out == ""
+    assert "made for another detector (detector: profile 'other', detector 'scored')" in err
+    assert len(err.strip().splitlines()) == 1
+    # a missing profile is reported before the detector is built
+    code, _, err = _check(doc, "--detector", "exploding", "--calibration", str(tmp_path / "nowhere"))
+    assert code == 2 and "no calibration profile at" in err, err

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from scopeguard.cli._app import app
 from scopeguard.llamacpp import _canary
+from scopeguard.testing import calibration_profile
 
 runner = CliRunner()
 
@@ -78,3 +79,55 @@ def test_doctor_checks_and_times_a_tuned_reader_with_its_adapter(
     assert f"adapter         {report['adapter_key']} ({adapter})" in res.stdout
     speed = [line for line in res.stdout.splitlines() if line.startswith("read speed")]
     assert speed and float(speed[0].split()[2]) > 0
+
+
+# -- --calibration ----------------------------------------------------------------------------
+def _profile(folder: Path, identity: dict[str, str]) -> Path:
+    """A profile at threshold 0.7, without a hedge band."""
+    return calibration_profile(
+        identity["detector"], identity=identity, threshold=0.7, hedge_from=None, folder=folder
+    )
+
+
+def test_doctor_names_a_calibration_profile_and_checks_its_detector(
+    smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(_canary.ENV_VAR, "off")
+    base = ["doctor", "--no-speed", "--model", "smollm2"]
+    assert json.loads(runner.invoke(app, [*base, "--json"]).stdout)["calibration"] is None  # as before
+    made = _profile(tmp_path / "lexical", {"detector": "lexical"})
+    res = runner.invoke(app, [*base, "--json", "--calibration", str(made), "--detector", "lexical"])
+    assert res.exit_code == 0, res.output
+    check = json.loads(res.stdout)["calibration"]
+    assert check["path"] == str(made / "profile.json") and check["matches"] is True
+    assert check["summary"].startswith("lexical at threshold 0.700") and check["error"] is None
+    res = runner.invoke(app, [*base, "--calibration", str(made), "--detector", "lexical"])
+    assert f"calibration     {made / 'profile.json'}: lexical at threshold 0.700" in res.stdout
+    assert "made for lexical" in res.stdout
+    # a profile for another detector, or none there: said in the report (exit 0, like a missing model)
+    other = _profile(tmp_path / "fast", {"detector": "fast"})
+    res = runner.invoke(app, [*base, "--json", "--calibration", str(other), "--detector", "lexical"])
+    check = json.loads(res.stdout)["calibration"]
+    assert res.exit_code == 0 and check["matches"] is False and check["summary"].startswith("fast at")
+    assert "made for another detector (detector: profile 'fast', detector 'lexical')" in check["error"]
+    res = runner.invoke(app, [*base, "--calibration", str(other), "--detector", "lexical"])
+    assert "NOT usable with lexical: this calibration profile was made for another detector" in res.stdout
+    res = runner.invoke(app, [*base, "--json", "--calibration", str(tmp_path / "nowhere")])
+    check = json.loads(res.stdout)["calibration"]
+    assert check["summary"] is None and "no calibration profile at" in check["error"]
+
+
+def test_doctor_checks_a_profile_against_the_default_detectors_identity(
+    local_gguf: Path, tmp_path: Path
+) -> None:
+    from scopeguard._doctor import check_calibration
+    from scopeguard.detection.detectors import get_detector
+    from scopeguard.detection.profile import detector_identity
+
+    identity = detector_identity(get_detector("default"))  # head weights and reading model, not loaded
+    assert set(identity) == {"detector", "head", "reader"}
+    made = _profile(tmp_path / "made", identity)
+    assert check_calibration(made).matches is True
+    stale = _profile(tmp_path / "stale", {**identity, "head": "000000000000"})
+    check = check_calibration(stale)
+    assert check.matches is False and "head: profile '000000000000'" in (check.error or "")

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scopeguard.cli._app import app
+from scopeguard.testing import calibration_profile
 
 runner = CliRunner()
 
@@ -57,9 +58,12 @@ def test_json_output_has_all_metrics(tiny: Path) -> None:
         "latency_ms_p50",
         "latency_ms_p95",
         "escalated_share",
+        "recall_oos_at_fr10",
+        "hedged_share",
     ):
         assert key in out
-    assert out["n"] == 4 and out["detector"] == "lexical"
+    assert out["n"] == 4 and out["detector"] == "lexical" and out["calibration"] is None
+    assert out["recall_oos_at_fr10"] == 1.0  # separable: both caught without a false refusal
     assert out["accuracy"] == 1.0 and out["auroc"] == 1.0
 
 
@@ -68,6 +72,7 @@ def test_table_output_and_limit(tiny: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "accuracy" in res.stdout and "latency p95 (ms)" in res.stdout
     assert re.search(r"questions +2\n", res.stdout) and "false refusals (in scope)" in res.stdout
+    assert "caught at <=10% false refusals" in res.stdout and "hedged" not in res.stdout
 
 
 def test_one_class_auroc_is_null_in_json(tiny: Path) -> None:
@@ -142,3 +147,34 @@ def test_llm_is_refused_for_a_detector_that_reads_no_llm(tiny: Path) -> None:
     res = runner.invoke(app, ["eval-detector", str(tiny), "--detector", "lexical", "--llm", "local:smollm2"])
     assert res.exit_code == 2
     assert "--llm does not apply to --detector lexical" in res.output
+
+
+def test_calibration_relabels_and_is_named(tiny: Path, tmp_path: Path) -> None:
+    folder = calibration_profile("lexical", threshold=0.99, hedge_from=0.01, folder=tmp_path / "cal")
+    pq = tmp_path / "pq.jsonl"
+    args = ["eval-detector", str(tiny), "-d", "lexical", "--calibration", str(folder), "--no-progress"]
+    res = runner.invoke(app, [*args, "--per-question", str(pq)])
+    assert res.exit_code == 0, res.output
+    assert f"calibration {folder / 'profile.json'}: lexical at threshold 0.990" in res.stdout
+    assert "hedged (calibration)" in res.stdout and "caught at <=10% false refusals" in res.stdout
+    rows = {r["id"]: r for r in map(json.loads, pq.read_text().splitlines())}
+    # lexical calls q2 out of scope at its own threshold (score 0.86); under 0.99 it is in scope, hedged
+    assert (rows["q2"]["predicted"], rows["q2"]["hedge"], rows["q2"]["correct"]) == ("in_scope", True, False)
+    assert (rows["q4"]["predicted"], rows["q4"]["hedge"]) == ("out_of_scope", False)  # score 1.0
+    assert (rows["q1"]["predicted"], rows["q1"]["hedge"]) == ("in_scope", False)  # score 0.0
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["calibration"] == str(folder) and out["false_refusal_rate"] == 0.0
+    assert out["recall_oos"] == 0.5 and out["recall_oos_at_fr10"] == 1.0  # the threshold, not the scores
+    assert out["hedged_share"] == 0.5  # q2 and q3 (0.4)
+    assert "calibration " in res.stderr  # the profile's line, off stdout's JSON lines
+
+
+def test_calibration_for_another_detector_exits_2(tiny: Path, tmp_path: Path) -> None:
+    folder = calibration_profile("fast", folder=tmp_path / "cal")
+    res = runner.invoke(app, ["eval-detector", str(tiny), "-d", "lexical", "--calibration", str(folder)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "made for another detector (detector: profile 'fast', detector 'lexical')" in res.output
+    res = runner.invoke(app, ["eval-detector", str(tiny), "--calibration", str(tmp_path / "nowhere")])
+    assert res.exit_code == 2 and "no calibration profile at" in res.output

@@ -15,6 +15,7 @@ from scopeguard.evaluation.detection import (
     correctness,
     detection_metrics,
     latency_percentiles,
+    recall_at_false_refusals,
 )
 from scopeguard.types import Verdict
 
@@ -53,6 +54,9 @@ def test_metrics_match_hand_computation() -> None:
     assert m["latency_ms_p95"] == pytest.approx(48.0)  # 40 + 0.8 * (50 - 40)
     assert m["escalated_share"] == pytest.approx(0.2)
     assert m["llm_calls_mean"] == pytest.approx(1.0)
+    # at most floor(10% of 2) = 0 in-scope refusals: refuse above 0.4, catching #0 of the three
+    assert m["recall_oos_at_fr10"] == pytest.approx(1 / 3)
+    assert m["hedged_share"] == 0.0
 
 
 def test_auroc_all_ties_is_one_half_and_perfect_is_one() -> None:
@@ -97,3 +101,31 @@ def test_latency_percentiles() -> None:
     got = latency_percentiles([5.0, 1.0, 3.0])
     assert got == {"latency_ms_p50": 3.0, "latency_ms_p95": pytest.approx(4.8)}
     assert math.isnan(latency_percentiles([])["latency_ms_p50"])
+
+
+def test_recall_at_false_refusals_picks_the_threshold_in_hindsight() -> None:
+    y = [INS] * 10 + [OOS] * 4
+    scores: list[float | None] = [i / 10 for i in range(10)] + [0.95, 0.85, 0.5, None]
+    # 10%: one in-scope question (0.9) may be refused, so refuse above 0.8: 0.95 and 0.85 caught
+    assert recall_at_false_refusals(y, scores) == pytest.approx(0.5)
+    assert recall_at_false_refusals(y, scores, 0.0) == pytest.approx(0.25)  # above 0.9 only
+    assert recall_at_false_refusals(y, scores, 0.5) == pytest.approx(0.75)  # above 0.4; None is missed
+    # ties with the first in-scope score it may not refuse stay answered
+    assert recall_at_false_refusals([INS] * 10 + [OOS, OOS], [0.5] * 11 + [0.6]) == pytest.approx(0.5)
+    # in-scope questions without a score count, and are never refused: refusing the one scored
+    # in-scope question is 1 of 10, within 10%
+    y, scores = [INS] * 10 + [OOS], [None] * 9 + [0.7, 0.6]
+    assert recall_at_false_refusals(y, scores) == 1.0
+    assert recall_at_false_refusals(y, scores, 0.05) == 0.0
+    assert math.isnan(recall_at_false_refusals([INS, INS], [0.1, 0.2]))
+    assert math.isnan(recall_at_false_refusals([INS, OOS], [None, None]))
+    with pytest.raises(InputError):
+        recall_at_false_refusals([INS, OOS], [0.1])
+    with pytest.raises(InputError):
+        recall_at_false_refusals([INS, OOS], [0.1, 0.2], 1.0)
+
+
+def test_hedged_share_counts_the_hedge_band() -> None:
+    hedged = Verdict(label=INS, score=0.45, hedge=True)
+    m = detection_metrics([INS, INS, OOS, OOS], [hedged, Verdict(label=INS, score=0.1), hedged, hedged])
+    assert m["hedged_share"] == pytest.approx(0.75)

@@ -6,6 +6,7 @@ import pytest
 from verify_helpers import CORPUS, TinyRetriever
 
 from scopeguard.errors import ConfigurationError, LLMConnectionError
+from scopeguard.policies import HEDGE_CAVEAT
 from scopeguard.prompts import render
 from scopeguard.testing import ScriptedChatModel
 from scopeguard.types import Action, GuardResult, Verdict
@@ -62,6 +63,14 @@ def test_defaults_to_the_results_own_documents() -> None:
     out = verify_guard_result(answered(), verifier("No"))
     assert out.action == Action.FLAGGED
     assert out.metadata["verification"].evidence[0].id == "p1#p0"
+
+
+def test_a_hedged_answer_is_verified_like_an_answer(tiny: TinyRetriever) -> None:
+    hedged = answered(f"It was painted red.\n\n{HEDGE_CAVEAT}", action=Action.HEDGED)
+    out = verify_guard_result(hedged, verifier("No", tiny), on_contradiction="replace")
+    assert out.action == Action.REFUSED and out.metadata["original_response"] == hedged.response
+    kept = verify_guard_result(hedged, verifier("Yes", tiny))
+    assert kept.action == Action.HEDGED and kept.metadata["verification"].verdict == "supported"
 
 
 def test_results_without_an_llm_answer_are_not_verified(tiny: TinyRetriever) -> None:

@@ -74,13 +74,16 @@ def verdict_config(metadata: dict[str, Any]) -> RunnableConfig:
     """Run metadata and tags for a verdict (a :func:`verdict_metadata` dict).
 
     Flat ``scopeguard_*`` metadata keys (label, score, detector, stage, out_of_scope,
-    failed_closed, error_kind) and a ``scopeguard:<label>`` tag (plus ``scopeguard:failed_closed``), so a
-    tracer such as LangSmith can filter runs on them.
+    failed_closed, error_kind, hedge) and a ``scopeguard:<label>`` tag (plus
+    ``scopeguard:failed_closed`` and ``scopeguard:hedge``), so a tracer such as LangSmith can
+    filter runs on them.
     """
-    keys = ("label", "score", "detector", "stage", "out_of_scope", "failed_closed", "error_kind")
+    keys = ("label", "score", "detector", "stage", "out_of_scope", "failed_closed", "error_kind", "hedge")
     tags = [f"scopeguard:{metadata['label']}"]
     if metadata.get("failed_closed"):
         tags.append("scopeguard:failed_closed")
+    if metadata.get("hedge"):
+        tags.append("scopeguard:hedge")
     return {"metadata": {f"scopeguard_{k}": metadata.get(k) for k in keys}, "tags": tags}
 
 

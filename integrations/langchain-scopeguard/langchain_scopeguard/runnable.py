@@ -27,7 +27,15 @@ from langchain_scopeguard._common import (
     verdict_metadata,
 )
 from scopeguard import Action, ConfigurationError, InputError, Verdict
-from scopeguard.policies import FlagOnlyPolicy, PolicyContext, PolicyOutcome, allm_answer, llm_answer
+from scopeguard.policies import (
+    FlagOnlyPolicy,
+    HedgePolicy,
+    Policy,
+    PolicyContext,
+    PolicyOutcome,
+    allm_answer,
+    llm_answer,
+)
 from scopeguard.prompts import fenced, render
 from scopeguard.types import validate_question
 
@@ -94,6 +102,12 @@ def _text(output: Any) -> str:
 class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
     """A guarded RAG chain: answers in-scope questions, responds with the policy otherwise.
 
+    An in-scope question in the calibration profile's hedge band (``Guard(calibration=DIR)``,
+    ``verdict.hedge``) is answered the normal way (the chain, or the guard's LLM) and the guard's
+    ``hedge`` policy qualifies it: with :class:`~scopeguard.policies.HedgePolicy` (the default)
+    the answer is followed by its caveat line and the action is ``Action.HEDGED``; with
+    ``Guard(hedge=None)`` it is answered plainly.
+
     Input: a question string, or a dict holding it under ``input_key``. Output: a dict with
     ``question``, ``documents`` (what the retriever returned), ``verdict`` (a
     :class:`scopeguard.Verdict`), ``failed_closed``, ``action`` (a :class:`scopeguard.Action`)
@@ -104,14 +118,16 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
     ``rag_prompt() | chat_model | StrOutputParser()``). Without a chain the guard's own LLM
     answers with its ``answer_template``. ``stream``/``astream`` first yield the question,
     documents and verdict, then the chain's chunks as ``{"answer": chunk}`` when in scope, or
-    the policy's response in one chunk when not (``policy="flag"`` streams the chain's answer).
+    the policy's response in one chunk when not (``policy="flag"`` streams the chain's answer; a
+    hedged answer streams, then the caveat comes as a final chunk).
 
     Tracing: the retriever, the detection step (``ScopeGuardCheck``) and the chain run as child
     runs. The verdict is also put where tracers filter runs: a ``ScopeGuardVerdict`` child run,
-    and the answer chain's (or the policy's ``ScopeGuardPolicy``) run with everything under it,
-    carry ``scopeguard_label``, ``scopeguard_score``, ``scopeguard_detector``,
-    ``scopeguard_stage``, ``scopeguard_out_of_scope`` and ``scopeguard_failed_closed`` in their
-    metadata and a ``scopeguard:<label>`` tag.
+    and the answer chain's (or the policy's ``ScopeGuardPolicy``, or the hedge policy's
+    ``ScopeGuardHedge``) run with everything under it, carry ``scopeguard_label``,
+    ``scopeguard_score``, ``scopeguard_detector``, ``scopeguard_stage``,
+    ``scopeguard_out_of_scope``, ``scopeguard_failed_closed`` and ``scopeguard_hedge`` in their
+    metadata and a ``scopeguard:<label>`` tag (and ``scopeguard:hedge`` for a hedged answer).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -205,38 +221,56 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
         await atrace_verdicts(config.get("callbacks"), [meta])
         return head, oos, merge_configs(config, verdict_config(meta))
 
-    def _streams_answer(self, oos: bool) -> bool:
-        """Whether the answer is streamed: in scope, or out of scope under the flag policy."""
+    def _hedge(self, head: AddableDict, oos: bool) -> Policy | None:
+        """The guard's hedge policy for an in-scope verdict in the hedge band, else ``None``."""
+        return None if oos else self.guard.hedging(head["verdict"])
+
+    def _streams_answer(self, oos: bool, hedge: Policy | None = None) -> bool:
+        """Whether the answer is streamed: in scope (hedged by :class:`HedgePolicy`, whose caveat
+        follows as a last chunk), or out of scope under the flag policy."""
+        if hedge is not None:
+            return isinstance(hedge, HedgePolicy)
         return not oos or isinstance(self.guard.policy, FlagOnlyPolicy)
 
-    def _policy_step(self, head: AddableDict) -> Runnable[Any, PolicyOutcome]:
-        """The policy as a traced step; a chain it calls (``flag``) runs as its child."""
+    def _policy_step(self, head: AddableDict, hedge: Policy | None = None) -> Runnable[Any, PolicyOutcome]:
+        """The policy (or the ``hedge`` policy) as a traced step; a chain it calls (``flag``,
+        ``hedge``) runs as its child."""
+        policy = self.guard.policy if hedge is None else hedge
 
         def apply(_: Any, config: RunnableConfig) -> PolicyOutcome:
             ctx = self._context(head["question"], head["documents"], head["verdict"], config)
-            return self.guard.policy.apply(ctx)
+            return policy.apply(ctx)
 
         async def aapply(_: Any, config: RunnableConfig) -> PolicyOutcome:
             ctx = self._context(head["question"], head["documents"], head["verdict"], config)
-            return await self.guard.policy.aapply(ctx)
+            return await policy.aapply(ctx)
 
-        return RunnableLambda(apply, afunc=aapply, name="ScopeGuardPolicy")
+        return RunnableLambda(
+            apply, afunc=aapply, name="ScopeGuardPolicy" if hedge is None else "ScopeGuardHedge"
+        )
 
-    def _respond(self, head: AddableDict, config: RunnableConfig) -> AddableDict:
-        outcome = self._policy_step(head).invoke(head["question"], config)
+    def _respond(self, head: AddableDict, config: RunnableConfig, hedge: Policy | None = None) -> AddableDict:
+        outcome = self._policy_step(head, hedge).invoke(head["question"], config)
         return AddableDict(action=outcome.action, answer=outcome.response)
 
-    async def _arespond(self, head: AddableDict, config: RunnableConfig) -> AddableDict:
-        outcome = await self._policy_step(head).ainvoke(head["question"], config)
+    async def _arespond(
+        self, head: AddableDict, config: RunnableConfig, hedge: Policy | None = None
+    ) -> AddableDict:
+        outcome = await self._policy_step(head, hedge).ainvoke(head["question"], config)
         return AddableDict(action=outcome.action, answer=outcome.response)
+
+    @staticmethod
+    def _streamed_action(oos: bool, hedge: Policy | None) -> Action:
+        return Action.HEDGED if hedge is not None else Action.FLAGGED if oos else Action.ANSWERED
 
     # -- invoke -------------------------------------------------------------------------------
     def _invoke(
         self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> AddableDict:
         head, oos, config = self._prepare(value, config)
-        if oos:
-            return head + self._respond(head, config)
+        hedge = self._hedge(head, oos)
+        if oos or hedge is not None:
+            return head + self._respond(head, config, hedge)
         answer = self._answer(head["question"], head["documents"], config)
         return head + AddableDict(action=Action.ANSWERED, answer=answer)
 
@@ -244,8 +278,9 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
         self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> AddableDict:
         head, oos, config = await self._aprepare(value, config)
-        if oos:
-            return head + await self._arespond(head, config)
+        hedge = self._hedge(head, oos)
+        if oos or hedge is not None:
+            return head + await self._arespond(head, config, hedge)
         answer = await self._aanswer(head["question"], head["documents"], config)
         return head + AddableDict(action=Action.ANSWERED, answer=answer)
 
@@ -263,32 +298,49 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
     ) -> Iterator[AddableDict]:
         head, oos, config = self._prepare(_combine(list(inputs)), config)
         yield head
-        if not self._streams_answer(oos):
-            yield self._respond(head, config)
+        hedge = self._hedge(head, oos)
+        if not self._streams_answer(oos, hedge):
+            yield self._respond(head, config, hedge)
             return
-        yield AddableDict(action=Action.FLAGGED if oos else Action.ANSWERED)
+        yield AddableDict(action=self._streamed_action(oos, hedge))
+        texts = self._stream_texts(head, config)
+        if isinstance(hedge, HedgePolicy):
+            texts = hedge.caveat_stream(texts)
+        for text in texts:
+            yield AddableDict(answer=text)
+
+    def _stream_texts(self, head: AddableDict, config: RunnableConfig) -> Iterator[str]:
+        """The answer's text chunks: the chain's, or the guard's LLM answer in one."""
         if self.chain is None:
-            yield AddableDict(answer=self._answer(head["question"], head["documents"], config))
+            yield self._answer(head["question"], head["documents"], config)
             return
         for chunk in self.chain.stream(self._chain_input(head["question"], head["documents"]), config):
             if text := _text(chunk):
-                yield AddableDict(answer=text)
+                yield text
 
     async def _atransform(
         self, inputs: AsyncIterator[Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> AsyncIterator[AddableDict]:
         head, oos, config = await self._aprepare(_combine([x async for x in inputs]), config)
         yield head
-        if not self._streams_answer(oos):
-            yield await self._arespond(head, config)
+        hedge = self._hedge(head, oos)
+        if not self._streams_answer(oos, hedge):
+            yield await self._arespond(head, config, hedge)
             return
-        yield AddableDict(action=Action.FLAGGED if oos else Action.ANSWERED)
+        yield AddableDict(action=self._streamed_action(oos, hedge))
+        texts = self._astream_texts(head, config)
+        if isinstance(hedge, HedgePolicy):
+            texts = hedge.acaveat_stream(texts)
+        async for text in texts:
+            yield AddableDict(answer=text)
+
+    async def _astream_texts(self, head: AddableDict, config: RunnableConfig) -> AsyncIterator[str]:
         if self.chain is None:
-            yield AddableDict(answer=await self._aanswer(head["question"], head["documents"], config))
+            yield await self._aanswer(head["question"], head["documents"], config)
             return
         async for chunk in self.chain.astream(self._chain_input(head["question"], head["documents"]), config):
             if text := _text(chunk):
-                yield AddableDict(answer=text)
+                yield text
 
     def stream(
         self, input: GuardedInput, config: RunnableConfig | None = None, **kwargs: Any

@@ -87,6 +87,8 @@ class ScopeGuardVerdictEvent(BaseEvent):
     out_of_scope: bool
     failed_closed: bool
     action: str | None = None
+    hedge: bool = False
+    """In scope, in the calibration profile's hedge band (answered with a caveat)."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -109,5 +111,6 @@ def dispatch_verdict(query: str, component: str, metadata: dict[str, Any], actio
             out_of_scope=metadata["out_of_scope"],
             failed_closed=metadata["failed_closed"],
             action=action,
+            hedge=bool(metadata.get("hedge")),
         )
     )

@@ -29,7 +29,7 @@ from llama_index_scopeguard._common import (
 )
 from llama_index_scopeguard.llm import ScopeGuardLLM
 from scopeguard import Action, ConfigurationError, Verdict
-from scopeguard.policies import PolicyContext
+from scopeguard.policies import HedgePolicy, Policy, PolicyContext, PolicyOutcome, with_caveat
 from scopeguard.prompts import fenced, render
 from scopeguard.types import validate_question
 
@@ -68,6 +68,12 @@ class GuardedQueryEngine(CustomQueryEngine):
     ``StreamingResponse`` (``AsyncStreamingResponse`` from ``aquery``) whose generator yields the
     policy's response, like an answer would. Each verdict is also sent as a
     :class:`~llama_index_scopeguard.ScopeGuardVerdictEvent` inside the engine's span.
+
+    An in-scope question in the calibration profile's hedge band (``Guard(calibration=DIR)``,
+    ``verdict.hedge``) is synthesized as usual and the guard's ``hedge`` policy qualifies it: with
+    :class:`~scopeguard.policies.HedgePolicy` (the default) its caveat line follows the answer
+    (a streamed answer yields it as a final token) and the action is ``Action.HEDGED``; another
+    hedge policy responds like an out-of-scope policy; ``Guard(hedge=None)`` answers plainly.
 
     Args:
         retriever: any LlamaIndex retriever (``index.as_retriever()``).
@@ -139,20 +145,42 @@ class GuardedQueryEngine(CustomQueryEngine):
         meta = verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed)
         dispatch_verdict(question, "GuardedQueryEngine", meta, action.value)
 
+    def _policy_result(
+        self,
+        outcome: PolicyOutcome,
+        question: str,
+        nodes: list[NodeWithScore],
+        verdict: Verdict,
+        oos: bool,
+        closed: bool,
+        *,
+        is_async: bool,
+    ) -> RESPONSE_TYPE:
+        self._trace(question, verdict, oos, closed, outcome.action)
+        metadata = self._verdict_metadata(verdict, outcome.action, closed)
+        return self._policy_response(outcome.response, nodes, metadata, is_async=is_async)
+
+    def _answered(
+        self, response: RESPONSE_TYPE, hedge: Policy | None, verdict: Verdict, closed: bool
+    ) -> RESPONSE_TYPE:
+        """The synthesizer's response, with the caveat of a :class:`HedgePolicy` after it."""
+        if isinstance(hedge, HedgePolicy):
+            response = _with_caveat(response, hedge)
+        return self._tag(response, self._verdict_metadata(verdict, _answer_action(hedge), closed))
+
     def custom_query(self, query_str: str) -> RESPONSE_TYPE:
         question = validate_question(query_str)
         nodes = self.retriever.retrieve(question)
         docs = to_scopeguard(nodes)
         verdict = self.guard.check(question, docs) if docs else no_documents_verdict(self.guard)
         oos, closed = self.guard.decide(verdict)
-        if oos:
-            outcome = self.guard.policy.apply(self._context(question, nodes, verdict))
-            self._trace(question, verdict, oos, closed, outcome.action)
-            metadata = self._verdict_metadata(verdict, outcome.action, closed)
-            return self._policy_response(outcome.response, nodes, metadata, is_async=False)
-        self._trace(question, verdict, oos, closed, Action.ANSWERED)
+        hedge = None if oos else self.guard.hedging(verdict)
+        if oos or (hedge is not None and not isinstance(hedge, HedgePolicy)):
+            outcome = (hedge or self.guard.policy).apply(self._context(question, nodes, verdict))
+            return self._policy_result(outcome, question, nodes, verdict, oos, closed, is_async=False)
+        self._trace(question, verdict, oos, closed, _answer_action(hedge))
         response = self._synthesizer.synthesize(question, nodes)
-        return self._tag(response, self._verdict_metadata(verdict, Action.ANSWERED, closed))
+        return self._answered(response, hedge, verdict, closed)
 
     async def acustom_query(self, query_str: str) -> RESPONSE_TYPE:
         question = validate_question(query_str)
@@ -160,14 +188,32 @@ class GuardedQueryEngine(CustomQueryEngine):
         docs = to_scopeguard(nodes)
         verdict = await self.guard.acheck(question, docs) if docs else no_documents_verdict(self.guard)
         oos, closed = self.guard.decide(verdict)
-        if oos:
-            outcome = await self.guard.policy.aapply(self._context(question, nodes, verdict))
-            self._trace(question, verdict, oos, closed, outcome.action)
-            metadata = self._verdict_metadata(verdict, outcome.action, closed)
-            return self._policy_response(outcome.response, nodes, metadata, is_async=True)
-        self._trace(question, verdict, oos, closed, Action.ANSWERED)
+        hedge = None if oos else self.guard.hedging(verdict)
+        if oos or (hedge is not None and not isinstance(hedge, HedgePolicy)):
+            outcome = await (hedge or self.guard.policy).aapply(self._context(question, nodes, verdict))
+            return self._policy_result(outcome, question, nodes, verdict, oos, closed, is_async=True)
+        self._trace(question, verdict, oos, closed, _answer_action(hedge))
         response = await self._synthesizer.asynthesize(question, nodes)
-        return self._tag(response, self._verdict_metadata(verdict, Action.ANSWERED, closed))
+        return self._answered(response, hedge, verdict, closed)
+
+
+def _answer_action(hedge: Policy | None) -> Action:
+    return Action.ANSWERED if hedge is None else Action.HEDGED
+
+
+def _with_caveat(response: RESPONSE_TYPE, hedge: HedgePolicy) -> RESPONSE_TYPE:
+    """``response`` with ``hedge``'s caveat after its text (streamed: as a final token). A
+    structured (``PydanticResponse``) answer has no text to add it to: its metadata says hedged."""
+    if isinstance(response, Response):
+        if response.response is not None:
+            response.response = with_caveat(response.response, hedge.caveat)
+    elif isinstance(response, (StreamingResponse, AsyncStreamingResponse)) and response.response_txt:
+        response.response_txt = with_caveat(response.response_txt, hedge.caveat)  # already read
+    elif isinstance(response, AsyncStreamingResponse):
+        response.response_gen = hedge.acaveat_stream(response.response_gen)  # type: ignore[assignment]
+    elif isinstance(response, StreamingResponse) and response.response_gen is not None:
+        response.response_gen = hedge.caveat_stream(response.response_gen)  # type: ignore[assignment]
+    return response
 
 
 def _one_token_sync(text: str) -> Generator[str, None, None]:

@@ -108,6 +108,11 @@ class DefaultDetector(BaseDetector):
                 )
         return self._reader
 
+    def identity(self) -> dict[str, str]:
+        """What a calibration profile must match: the head's weights (not its threshold, which a
+        profile replaces) and the reading model with its adapter."""
+        return {"detector": self.name, "head": self.head.weights_sha256(), "reader": self.reader.scorer.name}
+
     def load(self) -> None:
         """Load the reading model now (otherwise on the first question)."""
         self.reader.load()

@@ -18,6 +18,8 @@ scope) wins), and reading stops at the first passage that clearly answers it. Mo
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,6 +92,13 @@ class LogProbDetector(BaseDetector):
     def scorer(self) -> VerdictScorer:
         """The verdict scorer the reader asks."""
         return self.reader.scorer
+
+    def identity(self) -> dict[str, str]:
+        """What a calibration profile must match: the reading model (with its adapter) and the
+        head's calibration of its margin (not its threshold, which a profile replaces)."""
+        head = {k: v for k, v in self.head.to_dict().items() if k not in ("threshold", "info")}
+        sha = hashlib.sha256(json.dumps(head, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return {"detector": self.name, "head": sha, "reader": self.reader.scorer.name}
 
     def load(self) -> None:
         """Load the verdict model now (otherwise it loads on the first question)."""

@@ -3,16 +3,22 @@
 Entries are lazy (``"module:factory"``) so that asking for ``fast`` never imports torch
 transformers for ``probe``. ``get_detector(name, **kwargs)`` builds one; an unknown name
 raises :class:`~scopeguard.errors.ConfigurationError` listing the valid names.
+``get_detector(name, calibration=DIR)`` labels its verdicts by a calibration profile
+(:mod:`scopeguard.detection.profile`).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from scopeguard.detection.profile import CalibrationProfile
 
 __all__ = ["available_detectors", "detector_takes", "get_detector", "register_detector"]
 
@@ -70,15 +76,37 @@ def detector_takes(name: str, option: str) -> bool:
     return p is not None and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
 
 
-def get_detector(name: str | Detector, **kwargs: Any) -> Detector:
-    """Build the detector registered as ``name`` (a detector instance passes through)."""
+def get_detector(
+    name: str | Detector,
+    *,
+    calibration: str | os.PathLike[str] | CalibrationProfile | None = None,
+    **kwargs: Any,
+) -> Detector:
+    """Build the detector registered as ``name`` (a detector instance passes through).
+
+    ``calibration``: a profile from ``scopeguard calibrate`` (its folder, its ``profile.json`` or a
+    :class:`~scopeguard.detection.profile.CalibrationProfile`): the detector's verdicts are then
+    labelled by the profile's threshold and hedge band
+    (:class:`~scopeguard.detection.profile.CalibratedDetector`). A profile made for another
+    detector raises :class:`~scopeguard.errors.ConfigurationError`.
+    """
     if not isinstance(name, str):
-        return name
+        return _calibrated(name, calibration)
     factory = _factory(name)
     try:
-        return factory(**kwargs)  # type: ignore[operator, no-any-return]
+        built = factory(**kwargs)
     except TypeError as exc:
         if "unexpected keyword argument" not in str(exc):
             raise
         bad = str(exc).rsplit("argument", 1)[-1].strip()
         raise ConfigurationError(f"detector {name!r} does not take the option {bad}") from None
+    return _calibrated(built, calibration)
+
+
+def _calibrated(detector: Detector, calibration: Any) -> Detector:
+    if calibration is None:
+        return detector
+    from scopeguard.detection.profile import calibrated
+
+    wrapped: Detector = calibrated(detector, calibration)
+    return wrapped

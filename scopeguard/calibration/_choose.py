@@ -1,0 +1,88 @@
+"""The operating point for a false-refusal budget, and what it does on the calibration questions.
+
+The threshold is :func:`~scopeguard.detection.profile.budget_threshold` of the in-scope scores for
+the budget; the hedge band starts at the threshold for the hedge budget (never above the
+threshold). Rates are counted on the calibration questions, with exact 95% intervals
+(:func:`~scopeguard.detection.profile.rate`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scopeguard.detection.profile import Rate, budget_threshold, rate
+from scopeguard.errors import ConfigurationError
+
+__all__ = ["BudgetRow", "OperatingPoint", "budget_rows", "needed_in_scope", "operating_point"]
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """A threshold (a score at or above it is out of scope), the start of the hedge band (``None``:
+    no band), and on the calibration questions: answerable ones refused, out-of-scope ones caught
+    and answerable ones hedged."""
+
+    threshold: float
+    hedge_from: float | None
+    false_refusals: Rate
+    caught: Rate
+    hedged: Rate | None
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """One line of the report card's table: the point for ``budget``, or ``None`` with ``needed``
+    in-scope questions when there are too few."""
+
+    budget: float
+    point: OperatingPoint | None
+    needed: int
+
+
+def needed_in_scope(budget: float) -> int:
+    """The fewest in-scope questions :func:`budget_threshold` takes for ``budget`` (its rank rule)."""
+    n = 1
+    while math.ceil((n + 1) * (1.0 - budget)) > n:
+        n += 1
+    return n
+
+
+def operating_point(
+    in_scope: Sequence[float], out_of_scope: Sequence[float], budget: float, hedge_budget: float | None = None
+) -> OperatingPoint:
+    """The point for ``budget`` (and the hedge band for ``hedge_budget``) on these scores; a
+    :class:`ConfigurationError` when there are too few in-scope scores for the budget."""
+    threshold = budget_threshold(in_scope, budget)
+    hedge_from = None
+    if hedge_budget is not None:
+        hedge_from = min(budget_threshold(in_scope, hedge_budget), threshold)
+    refused = sum(s >= threshold for s in in_scope)
+    caught = sum(s >= threshold for s in out_of_scope)
+    hedged = (
+        None
+        if hedge_from is None
+        else rate(sum(hedge_from <= s < threshold for s in in_scope), len(in_scope))
+    )
+    return OperatingPoint(
+        threshold=threshold,
+        hedge_from=hedge_from,
+        false_refusals=rate(refused, len(in_scope)),
+        caught=rate(caught, len(out_of_scope)),
+        hedged=hedged,
+    )
+
+
+def budget_rows(
+    in_scope: Sequence[float], out_of_scope: Sequence[float], budgets: Sequence[float]
+) -> list[BudgetRow]:
+    """The point at each of ``budgets`` (none where the questions are too few)."""
+    rows = []
+    for budget in budgets:
+        try:
+            point: OperatingPoint | None = operating_point(in_scope, out_of_scope, budget)
+        except ConfigurationError:
+            point = None
+        rows.append(BudgetRow(budget=budget, point=point, needed=needed_in_scope(budget)))
+    return rows

@@ -1,0 +1,139 @@
+"""The report card, ``DIR/report.md``: what was chosen, from what, and how far to trust it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from scopeguard.calibration._choose import BudgetRow
+from scopeguard.data import atomic_write_text
+from scopeguard.detection.profile import CalibrationProfile, Rate
+
+__all__ = ["REPORT_FILE", "write_report"]
+
+REPORT_FILE = "report.md"
+
+
+def _rate(r: Rate | None) -> str:
+    return "n/a" if r is None else str(r)
+
+
+def _trust(profile: CalibrationProfile, *, generated: bool, joined: int) -> str:
+    fr = profile.false_refusals
+    lines = [
+        f"The threshold is the split-conformal quantile of the {fr.n} answerable calibration questions' "
+        f"scores: a new answerable question like them (exchangeable with them) is refused with "
+        f"probability at most {profile.budget:g}. The rates above are counted on these questions; their "
+        f"95% intervals come from n alone (false refusals [{fr.low:.2f}, {fr.high:.2f}] with n={fr.n}, "
+        f"caught [{profile.caught.low:.2f}, {profile.caught.high:.2f}] with n={profile.caught.n}): more "
+        "questions (a larger --sample, or more --labelled questions) narrow them."
+    ]
+    if generated:
+        lines.append(
+            "Generated questions may be easier than your users' questions: a model wrote them from the "
+            "document, and the out-of-scope ones ask for details it lacks, while users' questions are "
+            "vaguer, longer and closer to the edge. Label a sample of real questions and calibrate with "
+            "--labelled (and --also-generate) to check."
+        )
+    if joined:
+        lines.append(
+            f"{joined} of the documents the questions were written on were joined from short passages of "
+            "one source, as a retriever's top passages are shown together to the guard; questions read "
+            "against single short passages may score differently."
+        )
+    lines.append(
+        "Recalibrate when the corpus changes (new kinds of documents), and when the detector, its "
+        "head, its reading model or its adapter changes: a profile made for another detector is "
+        "refused."
+    )
+    return "\n\n".join(lines)
+
+
+def write_report(
+    folder: str | os.PathLike[str],
+    profile: CalibrationProfile,
+    rows: Sequence[BudgetRow],
+    *,
+    plot: str,
+    unread: int = 0,
+    generated: bool = True,
+    joined: int = 0,
+) -> Path:
+    """Write ``folder/report.md``. ``plot`` is the plot's file name, or the line saying why there
+    is none (it then has a space); ``unread``: questions the detector could not read."""
+    identity = ", ".join(f"{k}={v}" for k, v in sorted(profile.identity.items()))
+    hedge = (
+        f"[{profile.hedge_from:.4f}, {profile.threshold:.4f}): answered with a caveat "
+        f"(at most {profile.hedge_budget:g} of answerable questions refused or hedged)"
+        if profile.hedge_from is not None and profile.hedge_budget is not None
+        else "none"
+    )
+    fr, caught = profile.false_refusals, profile.caught
+    table = [
+        ("detector", f"`{profile.detector}`"),
+        ("identity", f"`{identity}`"),
+        ("false-refusal budget", f"{profile.budget:g}"),
+        ("threshold", f"{profile.threshold:.4f} (a score at or above it is out of scope)"),
+        ("hedge band", hedge),
+        ("expected false refusals", f"{_rate(fr)} answerable questions refused"),
+        ("expected caught", f"{_rate(caught)} out-of-scope questions refused"),
+        ("hedged", f"{_rate(profile.hedged)} answerable questions answered with a caveat"),
+        (
+            "questions",
+            f"{fr.n} in scope, {caught.n} out of scope"
+            + (f"; {unread} could not be read and are left out" if unread else ""),
+        ),
+        ("made", f"{profile.created} on {profile.machine}, scopeguard {profile.scopeguard_version}"),
+    ]
+    out = [
+        f"# Calibration report: `{profile.detector}` at a false-refusal budget of {profile.budget:g}",
+        "",
+        profile.summary(),
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in table),
+        "",
+        "## Data",
+        "",
+        *(f"- {s}" for s in profile.sources),
+        "",
+        "SHA-256 of the data:",
+        "",
+        *(f"- {name}: `{sha}`" for name, sha in sorted(profile.data.items())),
+        "",
+    ]
+    if profile.notes:
+        out += ["Notes:", "", *(f"- {n}" for n in profile.notes), ""]
+    out += ["## How far to trust it", "", _trust(profile, generated=generated, joined=joined), ""]
+    out += [
+        "## Other budgets",
+        "",
+        "On the same questions, at the same rule:",
+        "",
+        "| budget | threshold | false refusals | caught |",
+        "|---|---|---|---|",
+    ]
+    for row in rows:
+        if row.point is None:
+            out.append(f"| {row.budget:g} | needs {row.needed} in-scope questions, got {fr.n} | | |")
+        else:
+            p = row.point
+            out.append(f"| {row.budget:g} | {p.threshold:.4f} | {p.false_refusals} | {p.caught} |")
+    out += ["", "## Plot", ""]
+    out.append(f"![scores and the false-refusal trade-off]({plot})" if " " not in plot else plot)
+    out += [
+        "",
+        "## Use it",
+        "",
+        "```python",
+        "from scopeguard import Guard",
+        "",
+        f'guard = Guard(detector="{profile.detector}", calibration="{Path(folder).as_posix()}")',
+        "```",
+        "",
+    ]
+    path = Path(folder) / REPORT_FILE
+    atomic_write_text(path, "\n".join(out))
+    return path

@@ -1,0 +1,305 @@
+"""The calibration job: corpus -> sampled documents -> generated questions -> read -> thresholds for
+the budget -> profile + report card. Every step resumes: the generator's run folder
+(``DIR/generation/``), the scores (``DIR/scores.jsonl``), the settings (``DIR/calibration.json``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from scopeguard.calibration._choose import budget_rows, operating_point
+from scopeguard.calibration._config import (
+    REPORT_BUDGETS,
+    CalibrationConfig,
+    CalibrationRunConfig,
+    calibration_folder,
+    make_config,
+)
+from scopeguard.calibration._passages import corpus_sha256, load_documents, sample_documents
+from scopeguard.calibration._plot import plot_calibration
+from scopeguard.calibration._questions import QuestionSet, generated_set, labelled_set
+from scopeguard.calibration._report import write_report
+from scopeguard.calibration._scores import SCORES_FILE, read_scores
+from scopeguard.detection.detectors.base import Detector
+from scopeguard.detection.detectors.registry import get_detector
+from scopeguard.detection.profile import CalibrationProfile, detector_identity
+from scopeguard.errors import ConfigurationError, MissingDependencyError
+from scopeguard.generation.checkpoint import CheckpointStore
+from scopeguard.generation.config import GenerationConfig
+from scopeguard.generation.summary import RunSummary
+from scopeguard.llm.base import ChatModel
+from scopeguard.types import Document
+
+__all__ = ["GENERATION_DIR", "PLOT_FILE", "CalibrationRun", "calibrate", "run_calibration"]
+
+logger = logging.getLogger(__name__)
+
+GENERATION_DIR = "generation"
+PLOT_FILE = "report.png"
+
+
+class CalibrationRun(BaseModel):
+    """What :func:`run_calibration` did: the profile, where it wrote it and the report card, and
+    how many calibration questions were read (``reused`` from an earlier run; ``unread``: failed
+    reads, left out of the profile; a rerun tries them again). ``generation_failed`` documents got
+    no questions (their checkpoints in ``DIR/generation`` say why)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    profile: CalibrationProfile
+    folder: str
+    report: str
+    plot: str | None
+    questions: int
+    read: int
+    reused: int
+    unread: int
+    first_error: str = ""
+    documents: int = 0
+    generation_failed: int = 0
+
+
+def _version() -> str:
+    try:
+        return metadata.version("scopeguard")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _machine() -> str:
+    from scopeguard.llamacpp._system import cpu_name
+
+    return f"{cpu_name()}, {os.cpu_count() or 1} cores"
+
+
+def _llm_name(llm: str | ChatModel | None) -> str | None:
+    return llm if isinstance(llm, str) or llm is None else str(llm.name)
+
+
+def _generate(
+    sample: tuple[Document, ...],
+    out: Path,
+    *,
+    llm: str | ChatModel | None,
+    config: GenerationConfig | None,
+    progress: bool | None,
+) -> RunSummary:
+    """The project's generator on the sampled documents, into its own resumable run folder."""
+    from scopeguard.generation.corpus import Corpus
+    from scopeguard.generation.pipeline import Generator
+
+    # no llm: the generator's own default, the one `scopeguard generate` uses
+    generator = (
+        Generator(config=config, progress=progress)
+        if llm is None
+        else Generator(llm, config=config, progress=progress)
+    )
+    logger.info("generating questions on %d documents into %s", len(sample), out)
+    return generator.run(Corpus(documents=sample, skipped=()), out)
+
+
+def _nothing_generated(summary: RunSummary, n: int, out: Path) -> str:
+    reason = next(
+        (r.error for r in CheckpointStore(out).iter_records() if r.status != "done" and r.error), None
+    )
+    return (
+        f"generation wrote no questions on the {n} sampled documents ({summary.docs_done} done, "
+        f"{summary.docs_unusable} unusable, {summary.docs_failed} failed, {summary.docs_errored_run} "
+        f"with an LLM error" + (f"; first reason: {reason}" if reason else "") + f"; see {out}): "
+        "calibrate needs questions, generated or --labelled"
+    )
+
+
+def run_calibration(
+    corpus: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    detector: str | Detector = "default",
+    llm: str | ChatModel | None = None,
+    config: CalibrationConfig | None = None,
+    generation_config: GenerationConfig | None = None,
+    progress: bool | None = None,
+    **settings: Any,
+) -> CalibrationRun:
+    """Calibrate ``detector`` on ``corpus`` into the folder ``out`` (see :func:`calibrate`) and say
+    what was read; :func:`calibrate` returns the profile alone."""
+    cfg = make_config(config, **settings)
+    root = Path(out)
+    corpus_sha = corpus_sha256(corpus)
+    # every input is checked before a model loads or a question is written
+    sets: list[QuestionSet] = [labelled_set(p) for p in cfg.labelled]
+    given = (
+        None
+        if cfg.generation is None
+        else generated_set(cfg.generation, name=f"generation:{Path(cfg.generation).resolve().name}")
+    )
+    sample: tuple[Document, ...] = ()
+    n_documents = left_out = 0
+    if cfg.generates() and given is None:
+        docs = load_documents(corpus, min_words=cfg.min_words, max_words=cfg.max_words)
+        sample = sample_documents(docs.documents, cfg.sample, cfg.seed)
+        n_documents, left_out = len(docs.documents), docs.left_out
+    det = get_detector(detector)
+    identity = detector_identity(det)
+    folder = calibration_folder(root)
+    folder.open(
+        CalibrationRunConfig(
+            **cfg.model_dump(),
+            corpus=str(corpus),
+            corpus_sha256=corpus_sha,
+            detector=str(det.name),
+            llm=_llm_name(llm),
+        )
+    )
+    notes: list[str] = []
+    generation_failed = 0
+    joined = sum(isinstance(d.metadata.get("joined"), list) for d in sample)
+    if given is not None:
+        sets.append(given)
+    elif sample:
+        gen_dir = root / GENERATION_DIR
+        summary = _generate(sample, gen_dir, llm=llm, config=generation_config, progress=progress)
+        ids = {d.id for d in sample}
+        status = Counter(r.status for r in CheckpointStore(gen_dir).iter_records() if r.doc_id in ids)
+        generation_failed = status["failed"] + summary.docs_errored_run
+        made = generated_set(gen_dir, doc_ids=ids)
+        described = (
+            f"{len(made.questions)} questions generated by {summary.model} ({summary.mode} mode) on "
+            f"{len(sample)} of the {n_documents} documents of {corpus} (seed {cfg.seed}"
+            + (f"; {joined} joined from short passages" if joined else "")
+            + ")"
+        )
+        if not made.questions and not sets:
+            raise ConfigurationError(_nothing_generated(summary, len(sample), gen_dir))
+        sets.append(QuestionSet(name=made.name, description=described, questions=made.questions))
+        if generation_failed:
+            notes.append(
+                f"{generation_failed} documents got no questions in generation (see {gen_dir}; a rerun "
+                "retries the ones with an LLM error)"
+            )
+        if status["skipped"]:
+            notes.append(
+                f"{status['skipped']} sampled documents were unusable for generation (see {gen_dir})"
+            )
+        if joined:
+            notes.append(f"{joined} of the {len(sample)} sampled documents were joined from short passages")
+        if left_out:
+            notes.append(
+                f"{left_out} passages under {cfg.min_words} words with no neighbour of their source to join "
+                "were left out of the draw"
+            )
+    questions = tuple(q for s in sets for q in s.questions)
+    if not questions:
+        raise ConfigurationError("no calibration questions: the question sets given are empty")
+    reading = read_scores(det, identity, questions, folder.log(SCORES_FILE), progress=progress)
+    first_error = reading.failed[0][1] if reading.failed else ""
+    if not reading.scored:
+        raise ConfigurationError(
+            f"the detector {det.name!r} could read none of the {len(questions)} calibration questions "
+            f"(first error: {first_error})"
+        )
+    if reading.failed:
+        notes.append(
+            f"{len(reading.failed)} questions could not be read and are left out (first error: "
+            f"{first_error}); a rerun tries them again"
+        )
+    hedge_budget = cfg.hedge_level()
+    if cfg.hedge and hedge_budget is None:
+        notes.append(f"no hedge band: a budget of {cfg.budget:g} leaves no room for one below 0.5")
+    in_scope, out_of_scope = reading.scores("in_scope"), reading.scores("out_of_scope")
+    point = operating_point(in_scope, out_of_scope, cfg.budget, hedge_budget)
+    profile = CalibrationProfile(
+        detector=str(det.name),
+        identity=identity,
+        threshold=point.threshold,
+        hedge_from=point.hedge_from,
+        budget=cfg.budget,
+        hedge_budget=hedge_budget,
+        false_refusals=point.false_refusals,
+        caught=point.caught,
+        hedged=point.hedged,
+        sources=tuple(s.description for s in sets),
+        data={"corpus": corpus_sha, **{s.name: s.sha256 for s in sets}},
+        machine=_machine(),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        scopeguard_version=_version(),
+        notes=tuple(notes),
+    )
+    profile.save(root)
+    plot: Path | None = root / PLOT_FILE
+    try:
+        plot_calibration(profile, in_scope, out_of_scope, root / PLOT_FILE)
+        plot_line = PLOT_FILE
+    except MissingDependencyError as exc:
+        plot, plot_line = None, f"The plot was skipped: {exc}"
+        logger.warning("%s", plot_line)
+    report = write_report(
+        root,
+        profile,
+        budget_rows(in_scope, out_of_scope, REPORT_BUDGETS),
+        plot=plot_line,
+        unread=len(reading.failed),
+        generated=any(s.name == "generated" or s.name.startswith("generation:") for s in sets),
+        joined=joined,
+    )
+    return CalibrationRun(
+        profile=profile,
+        folder=str(root),
+        report=str(report),
+        plot=None if plot is None else str(plot),
+        questions=len(questions),
+        read=len(reading.scored) - reading.reused,
+        reused=reading.reused,
+        unread=len(reading.failed),
+        first_error=first_error,
+        documents=len(sample),
+        generation_failed=generation_failed,
+    )
+
+
+def calibrate(
+    corpus: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    detector: str | Detector = "default",
+    llm: str | ChatModel | None = None,
+    config: CalibrationConfig | None = None,
+    generation_config: GenerationConfig | None = None,
+    progress: bool | None = None,
+    **settings: Any,
+) -> CalibrationProfile:
+    """Calibrate ``detector`` on ``corpus`` for a false-refusal budget; write ``out/profile.json``
+    and the report card ``out/report.md`` (with ``report.png`` when matplotlib is installed).
+
+    ``corpus``: a ``documents.jsonl`` file, a dataset folder or a folder of ``.txt`` / ``.md`` files.
+    ``detector``: a registered name or a detector that scores. ``llm`` writes the questions (a spec
+    or a :class:`~scopeguard.llm.ChatModel`; default: the generator's, as ``scopeguard generate``),
+    with ``generation_config`` (default: the generator's). ``settings`` are
+    :class:`CalibrationConfig` fields (``budget=0.05``, ``sample=60``, ``labelled=[...]``, ...),
+    replacing those of ``config``. Rerun on the same ``out`` to resume: generated documents and
+    read questions are not done again.
+
+    >>> profile = calibrate("docs.jsonl", "calibration/", budget=0.05)  # doctest: +SKIP
+    >>> guard = Guard(detector="default", calibration="calibration/")  # doctest: +SKIP
+
+    Raises :class:`~scopeguard.errors.ConfigurationError` when the questions are too few for the
+    budget (one line saying how many are needed), :class:`~scopeguard.errors.InputError` for a
+    missing or empty corpus or a dataset without labels.
+    """
+    return run_calibration(
+        corpus,
+        out,
+        detector=detector,
+        llm=llm,
+        config=config,
+        generation_config=generation_config,
+        progress=progress,
+        **settings,
+    ).profile

@@ -1,0 +1,121 @@
+"""``scopeguard calibrate``: a detector's threshold for a false-refusal budget on the user's corpus.
+
+A thin layer over :func:`scopeguard.calibration.run_calibration`; every option's default is the
+:class:`~scopeguard.calibration.CalibrationConfig` field's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from scopeguard.calibration import CalibrationConfig
+from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors
+
+
+@app.command("calibrate")
+@handle_errors
+def calibrate_command(
+    corpus: Path = typer.Argument(
+        ...,
+        help="The documents: a documents.jsonl file, a dataset folder (its questions are read only "
+        "when it is also given to --labelled) or a folder of .txt/.md files.",
+    ),
+    out: Path = typer.Option(
+        ..., "--out", help="Output folder (profile.json, report.md); re-run on it to resume."
+    ),
+    max_false_refusals: float = typer.Option(
+        config_default(CalibrationConfig, "budget"),
+        "--max-false-refusals",
+        help="The budget B: at most this share of answerable questions is refused, in (0, 0.5].",
+    ),
+    hedge_budget: float | None = typer.Option(
+        config_default(CalibrationConfig, "hedge_budget"),
+        "--hedge-budget",
+        help="At most this share of answerable questions is refused or answered with a caveat; "
+        "between the two thresholds the guard hedges (default: min(2 B, 0.5)).",
+    ),
+    hedge: bool = typer.Option(
+        config_default(CalibrationConfig, "hedge"), "--hedge/--no-hedge", help="Choose a hedge band."
+    ),
+    detector: str = typer.Option("default", "--detector", "-d", help="The detector to calibrate."),
+    sample: int = typer.Option(
+        config_default(CalibrationConfig, "sample"),
+        "--sample",
+        help="Documents drawn from the corpus to generate questions on.",
+    ),
+    seed: int = typer.Option(config_default(CalibrationConfig, "seed"), "--seed", help="Seed of the draw."),
+    min_words: int = typer.Option(
+        config_default(CalibrationConfig, "min_words"),
+        "--min-words",
+        help="Passages shorter than this are joined with their neighbours of the same source "
+        "(source, title, topic, url field) to generate on.",
+    ),
+    llm: str | None = typer.Option(
+        None,
+        "--llm",
+        help="LLM spec that writes the questions (default: the one scopeguard generate uses).",
+    ),
+    generation: Path | None = typer.Option(
+        config_default(CalibrationConfig, "generation"),
+        "--generation",
+        help="A finished scopeguard generate folder: its questions are read instead of generating.",
+    ),
+    labelled: list[Path] = typer.Option(
+        [],
+        "--labelled",
+        help="A dataset folder of questions labelled by people, read instead of generated ones (repeatable).",
+    ),
+    also_generate: bool = typer.Option(
+        config_default(CalibrationConfig, "also_generate"),
+        "--also-generate",
+        help="With --labelled: read generated questions as well.",
+    ),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on a terminal."),
+) -> None:
+    """Choose a detector's threshold on your corpus so that it refuses at most a budget of
+    answerable questions; write DIR/profile.json (for Guard(calibration=DIR)) and a report card.
+
+    Exits 1 when some questions could not be read or some documents failed in generation (the
+    profile is written from the rest; re-run on the same --out to retry), 2 when it could not run
+    (including too few questions for the budget).
+    """
+    from scopeguard.calibration import run_calibration
+
+    run = run_calibration(
+        corpus,
+        out,
+        detector=detector,
+        llm=llm,
+        progress=None if progress else False,
+        budget=max_false_refusals,
+        hedge_budget=hedge_budget,
+        hedge=hedge,
+        sample=sample,
+        seed=seed,
+        min_words=min_words,
+        generation=generation,
+        labelled=tuple(labelled),
+        also_generate=also_generate,
+    )
+    typer.echo(run.profile.summary())
+    typer.echo(
+        f"questions: {run.questions} ({run.read} read now, {run.reused} from an earlier run, "
+        f"{run.unread} unread)"
+    )
+    typer.echo(f"profile: {Path(run.folder) / 'profile.json'}")
+    typer.echo(f"report: {run.report}" + ("" if run.plot else " (no plot: pip install 'scopeguard[plots]')"))
+    exit_if_failed(
+        run.unread,
+        run.questions,
+        "questions",
+        f"the detector could not read them (left out; first error: {run.first_error}); re-run on the "
+        "same --out to retry",
+    )
+    exit_if_failed(
+        run.generation_failed,
+        run.documents,
+        "documents",
+        "they got no questions in generation; re-run on the same --out to retry those with an LLM error",
+    )

@@ -1,0 +1,149 @@
+"""``scopeguard calibrate`` end to end on an invented corpus: generation, reading, the profile, the
+report card and the plot."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from scopeguard.cli._app import app
+from scopeguard.data import load_dataset
+from scopeguard.detection.profile import CalibratedDetector, load_profile
+from scopeguard.testing import ScriptedChatModel
+
+from .conftest import IdentifiedDetector, calibrate_args
+
+runner = CliRunner()
+
+
+def _scores(out: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+
+
+def test_calibrate_end_to_end(
+    tmp_path: Path, corpus: Path, llm: ScriptedChatModel, detector: IdentifiedDetector
+) -> None:
+    out = tmp_path / "calib"
+    args = calibrate_args(corpus, str(out))
+    result = runner.invoke(app, [*args, "--sample", "5", "--max-false-refusals", "0.2", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    profile = load_profile(out)
+    assert f"calib-scripted at threshold {profile.threshold:.3f}" in result.output
+    assert f"profile: {out / 'profile.json'}" in result.output
+
+    # the questions were generated on 5 of the 6 documents, in the generator's run folder
+    generated = load_dataset(out / "generation")
+    assert len(generated.documents) == 5 and llm.calls
+    rows = _scores(out)
+    assert len(rows) == len(generated.questions) == detector.calls
+    assert {r["id"] for r in rows} == {q.id for q in generated.questions}
+
+    # the threshold meets the budget on the calibration scores, and the rates count them
+    in_scope = [float(r["score"]) for r in rows if r["label"] == "in_scope"]  # type: ignore[arg-type]
+    out_of_scope = [float(r["score"]) for r in rows if r["label"] == "out_of_scope"]  # type: ignore[arg-type]
+    refused = sum(s >= profile.threshold for s in in_scope)
+    assert refused / len(in_scope) <= profile.budget == 0.2
+    assert (profile.false_refusals.k, profile.false_refusals.n) == (refused, len(in_scope))
+    caught = sum(s >= profile.threshold for s in out_of_scope)
+    assert (profile.caught.k, profile.caught.n) == (caught, len(out_of_scope))
+    # just above an in-scope score: one step lower and that question would be refused too
+    below = max(s for s in in_scope if s < profile.threshold)
+    assert profile.threshold == math.nextafter(below, math.inf)
+    assert profile.false_refusals.low <= profile.false_refusals.value <= profile.false_refusals.high  # type: ignore[operator]
+
+    # hedge band from the default hedge budget min(2 * 0.2, 0.5)
+    assert profile.hedge_budget == pytest.approx(0.4)
+    assert profile.hedge_from is not None and profile.hedge_from <= profile.threshold
+    hedged = sum(profile.hedge_from <= s < profile.threshold for s in in_scope)
+    assert profile.hedged is not None and profile.hedged.k == hedged
+    assert (refused + hedged) / len(in_scope) <= 0.4
+
+    # what the profile records
+    assert profile.detector == "calib-scripted"
+    assert profile.identity == {"detector": "calib-scripted", "head": "h1"}
+    assert set(profile.data) == {"corpus", "generated"} and all(len(v) == 64 for v in profile.data.values())
+    assert "fake-calib" in profile.sources[0] and "5 of the 6 documents" in profile.sources[0]
+    assert profile.machine and "cores" in profile.machine
+    assert profile.created[:4].isdigit() and profile.scopeguard_version
+    CalibratedDetector(detector, out)  # made for this detector: accepted
+
+
+def test_report_card(
+    tmp_path: Path, corpus: Path, llm: ScriptedChatModel, detector: IdentifiedDetector
+) -> None:
+    out = tmp_path / "calib"
+    args = calibrate_args(corpus, str(out))
+    result = runner.invoke(app, [*args, "--sample", "6", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    profile = load_profile(out)
+    report = (out / "report.md").read_text()
+    assert "`calib-scripted`" in report and "head=h1" in report
+    assert f"{profile.threshold:.4f}" in report and f"{profile.hedge_from:.4f}" in report
+    assert str(profile.false_refusals) in report and str(profile.caught) in report
+    assert "## How far to trust it" in report
+    assert "Generated questions may be easier" in report and "Recalibrate when the corpus changes" in report
+    assert f"n={profile.false_refusals.n}" in report
+    assert profile.data["corpus"] in report and profile.sources[0] in report
+    # the table of budgets: 18 in-scope questions are too few for 0.05 (19 needed), enough for the rest
+    in_scope = profile.false_refusals.n
+    assert in_scope == 18
+    assert f"| 0.05 | needs 19 in-scope questions, got {in_scope} |" in report
+    for budget in ("0.1", "0.15", "0.2"):
+        assert f"\n| {budget} | 0." in report
+    assert f"| 0.1 | {profile.threshold:.4f} | {profile.false_refusals} | {profile.caught} |" in report
+
+
+def test_plot_written_when_matplotlib_is_installed(
+    tmp_path: Path, corpus: Path, llm: ScriptedChatModel, detector: IdentifiedDetector
+) -> None:
+    pytest.importorskip("matplotlib", reason="the plot needs scopeguard[plots]")
+    out = tmp_path / "calib"
+    result = runner.invoke(
+        app,
+        calibrate_args(corpus, str(out), "--no-progress"),
+    )
+    assert result.exit_code == 0, result.output
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![scores and the false-refusal trade-off](report.png)" in (out / "report.md").read_text()
+
+
+def test_no_plot_without_matplotlib(
+    tmp_path: Path,
+    corpus: Path,
+    llm: ScriptedChatModel,
+    detector: IdentifiedDetector,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scopeguard.calibration import _plot
+    from scopeguard.errors import MissingDependencyError
+
+    def missing(module: str, **kw: str) -> None:
+        raise MissingDependencyError(module, kw["extra"], kw["feature"])
+
+    monkeypatch.setattr(_plot, "require", missing)
+    out = tmp_path / "calib"
+    result = runner.invoke(
+        app,
+        calibrate_args(corpus, str(out), "--no-progress"),
+    )
+    assert result.exit_code == 0, result.output
+    assert not (out / "report.png").exists()
+    report = (out / "report.md").read_text()
+    assert "The plot was skipped" in report and "pip install 'scopeguard[plots]'" in report
+    assert "no plot" in result.output
+
+
+def test_no_hedge(tmp_path: Path, corpus: Path, llm: ScriptedChatModel, detector: IdentifiedDetector) -> None:
+    out = tmp_path / "calib"
+    result = runner.invoke(
+        app,
+        calibrate_args(corpus, str(out), "--no-hedge", "--no-progress"),
+    )
+    assert result.exit_code == 0, result.output
+    profile = load_profile(out)
+    assert profile.hedge_from is None and profile.hedge_budget is None and profile.hedged is None
+    assert "| hedge band | none |" in (out / "report.md").read_text()

@@ -1,0 +1,160 @@
+"""Where the calibration questions come from: --labelled datasets (instead of generated questions,
+or with --also-generate as well), and a finished generation folder (--generation)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from scopeguard.cli._app import app
+from scopeguard.detection.detectors import registry as detector_registry
+from scopeguard.detection.profile import load_profile
+from scopeguard.generation import Generator
+from scopeguard.testing import ScriptedChatModel
+
+from .conftest import IdentifiedDetector, calibrate_args, fake_score, write_jsonl
+
+runner = CliRunner()
+
+DOCS = [
+    {"doc_id": "d1", "text": "The Brindlewick library opened on Saturday. It cost 12 million dollars."},
+    {"doc_id": "d2", "text": "A storm closed the Kessling harbour for two days. Repairs take a week."},
+]
+
+
+def _labelled(folder: Path, n_in: int = 12, n_out: int = 8) -> dict[str, float]:
+    """An invented labelled dataset; returns each question's scripted score."""
+    rows, scores = [], {}
+    for i in range(n_in + n_out):
+        label = "in_scope" if i < n_in else "out_of_scope"
+        question = f"Labelled question {i} about the {'library' if i % 2 else 'harbour'}?"
+        rows.append({"id": f"q{i}", "doc_id": f"d{1 + i % 2}", "question": question, "label": label})
+        scores[question] = round(0.03 * i if label == "in_scope" else 0.3 + 0.03 * (i - n_in), 4)
+    write_jsonl(folder / "documents.jsonl", DOCS)
+    write_jsonl(folder / "questions.jsonl", rows)
+    return scores
+
+
+def _register(monkeypatch: pytest.MonkeyPatch, scores: dict[str, float]) -> IdentifiedDetector:
+    det = IdentifiedDetector(lambda q: scores[q] if q in scores else fake_score(q), name="calib-scripted")
+    monkeypatch.setitem(detector_registry._DETECTORS, "calib-scripted", lambda **_: det)
+    return det
+
+
+def test_labelled_questions_instead_of_generated(
+    tmp_path: Path, corpus: Path, no_llm: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scores = _labelled(tmp_path / "people")
+    det = _register(monkeypatch, scores)
+    out = tmp_path / "calib"
+    result = runner.invoke(
+        app,
+        calibrate_args(
+            corpus, str(out), "--labelled", str(tmp_path / "people"), "--no-progress", llm="nollm"
+        ),
+    )
+    assert result.exit_code == 0, result.output
+    assert not no_llm.calls and not (out / "generation").exists() and det.calls == 20
+    profile = load_profile(out)
+    assert (profile.false_refusals.n, profile.caught.n) == (12, 8)
+    in_scope = sorted(s for q, s in scores.items() if int(q.split()[2]) < 12)
+    refused = sum(s >= profile.threshold for s in in_scope)
+    assert refused == profile.false_refusals.k and refused / 12 <= 0.1
+    assert set(profile.data) == {"corpus", "labelled:people"}
+    assert "labelled by people" in profile.sources[0]
+    assert "Generated questions may be easier" not in (out / "report.md").read_text()
+    rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert {r["source"] for r in rows} == {"labelled:people"}
+
+
+def test_labelled_and_generated(
+    tmp_path: Path, corpus: Path, llm: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scores = _labelled(tmp_path / "people")
+    det = _register(monkeypatch, scores)
+    out = tmp_path / "calib"
+    result = runner.invoke(
+        app,
+        calibrate_args(
+            corpus,
+            str(out),
+            "--labelled",
+            str(tmp_path / "people"),
+            "--also-generate",
+            "--sample",
+            "3",
+            "--no-progress",
+        ),
+    )
+    assert result.exit_code == 0, result.output
+    profile = load_profile(out)
+    assert set(profile.data) == {"corpus", "labelled:people", "generated"}
+    generated = [
+        json.loads(line) for line in (out / "generation" / "questions.jsonl").read_text().splitlines()
+    ]
+    assert det.calls == 20 + len(generated) == profile.false_refusals.n + profile.caught.n
+    assert "Generated questions may be easier" in (out / "report.md").read_text()
+
+
+def test_a_finished_generation_folder(
+    tmp_path: Path,
+    corpus: Path,
+    llm: ScriptedChatModel,
+    no_llm: ScriptedChatModel,
+    detector: IdentifiedDetector,
+) -> None:
+    gen = tmp_path / "testset"
+    Generator(llm, progress=False).run(corpus, gen)
+    n = len((gen / "questions.jsonl").read_text().splitlines())
+    out = tmp_path / "calib"
+    result = runner.invoke(
+        app,
+        calibrate_args(corpus, str(out), "--generation", str(gen), "--no-progress", llm="nollm"),
+    )
+    assert result.exit_code == 0, result.output
+    assert not no_llm.calls and not (out / "generation").exists() and detector.calls == n
+    profile = load_profile(out)
+    assert profile.false_refusals.n + profile.caught.n == n
+    assert set(profile.data) == {"corpus", "generation:testset"}
+    assert "fake-calib" in profile.sources[0] and str(gen) in profile.sources[0]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: write_jsonl(p / "documents.jsonl", DOCS), "questions.jsonl: file not found"),
+        (
+            lambda p: (
+                write_jsonl(p / "documents.jsonl", DOCS),
+                write_jsonl(p / "questions.jsonl", [{"id": "q", "doc_id": "d1", "question": "Why?"}]),
+            ),
+            "missing or empty field(s): label",
+        ),
+    ],
+    ids=["no questions", "no labels"],
+)
+def test_a_dataset_without_labels_is_one_line(
+    tmp_path: Path, corpus: Path, detector: IdentifiedDetector, make: object, message: str
+) -> None:
+    make(tmp_path / "people")  # type: ignore[operator]
+    (tmp_path / "people").mkdir(exist_ok=True)
+    result = runner.invoke(
+        app,
+        calibrate_args(corpus, str(tmp_path / "o"), "--labelled", str(tmp_path / "people"), llm=None),
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --labelled") and message in lines[0]
+    assert detector.calls == 0 and not (tmp_path / "o").exists()
+
+
+def test_a_generation_folder_must_be_one(tmp_path: Path, corpus: Path, detector: IdentifiedDetector) -> None:
+    (tmp_path / "empty").mkdir()
+    result = runner.invoke(
+        app,
+        calibrate_args(corpus, str(tmp_path / "o"), "--generation", str(tmp_path / "empty"), llm=None),
+    )
+    assert result.exit_code == 2 and "is not a run folder (no run.json)" in result.output
