@@ -52,6 +52,26 @@ def dataset_path(name: str) -> Path:
     return OWN / name if (OWN / name / "questions.jsonl").is_file() else DATA / name
 
 
+def parse_sets(raw: str) -> list[tuple[str, int]]:
+    """``NAME:DOCS,...`` as (name, documents drawn; 0 for all)."""
+    return [(n.strip(), int(k or 0)) for n, _, k in (item.partition(":") for item in raw.split(","))]
+
+
+def read_sets(sets: list[tuple[str, int]], head: Any) -> Any:
+    """The signals ``head`` reads on ``sets`` (the cached reads of the packaged reader)."""
+    from scopeguard.detection.head.fitting import load_signals
+
+    return load_signals(
+        [str(dataset_path(name)) for name, _ in sets],
+        fast=False,
+        read=True,
+        max_docs=[n or None for _, n in sets],
+        seed=0,
+        layers=(head.layer,) if head.layer else (),
+        progress=True,
+    )
+
+
 def balanced_ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
     """Expected calibration error with each class weighing the same (the fit's prior)."""
     w = np.where(y == 1, 0.5 / max((y == 1).sum(), 1), 0.5 / max((y == 0).sum(), 1))
@@ -109,6 +129,13 @@ def ship(
     card's figures at it."""
     import dataclasses
 
+    if head.info.get("platt"):
+        raise SystemExit(
+            "the packaged head is Platt-scaled already (its card says so): --ship from the unscaled "
+            "head (git show daa23ba~1:scopeguard/_assets/default_head.json), or fit one with "
+            "scopeguard train-detector --platt-lodo --threshold-on lodo"
+        )
+
     from scopeguard.detection.head.calibration import caught_at, operating_point, rescaled
     from scopeguard.detection.head.default import default_head_path
 
@@ -154,20 +181,11 @@ def main() -> None:
         os.environ["SCOPEGUARD_N_THREADS"] = str(args.threads)
 
     from scopeguard.detection.head.default import DefaultHead, default_head_path, fit_default_head
-    from scopeguard.detection.head.fitting import load_signals
 
     shipped = DefaultHead.load(default_head_path())
     t0 = time.perf_counter()
-    sets = [(n.strip(), int(k or 0)) for n, _, k in (item.partition(":") for item in args.sets.split(","))]
-    signals = load_signals(
-        [str(dataset_path(name)) for name, _ in sets],
-        fast=False,
-        read=True,
-        max_docs=[n or None for _, n in sets],
-        seed=0,
-        layers=(shipped.layer,) if shipped.layer else (),
-        progress=True,
-    )
+    sets = parse_sets(args.sets)
+    signals = read_sets(sets, shipped)
     read_s = time.perf_counter() - t0
     y = np.asarray(signals.labels, dtype=int)
     names = np.asarray([SAME_SOURCE.get(d, d) for d in signals.datasets])
@@ -188,13 +206,13 @@ def main() -> None:
     slope, shift = calibrated["platt"]
     p_lodo = np.asarray(calibrated["out_of_fold"]["p_lodo"])
     p_cv = np.asarray(calibrated["out_of_fold"]["p"])
-    old_t = float(rescale(np.asarray([shipped.threshold]), slope, shift)[0])
+    if shipped.info.get("platt"):  # the packaged head is on the scaled scale already
+        old_t, rule = shipped.threshold, f"packaged now ({shipped.threshold:.3f})"
+    else:
+        old_t = float(rescale(np.asarray([shipped.threshold]), slope, shift)[0])
+        rule = f"packaged (most accurate on CV, {shipped.threshold:.3f} = {old_t:.3f} rescaled)"
     rows: list[dict[str, Any]] = [
-        {
-            "rule": f"shipped before (most accurate on CV, {shipped.threshold:.3f} = {old_t:.3f} rescaled)",
-            "threshold": old_t,
-            "per_dataset": per_dataset(p_lodo, y, names, old_t),
-        }
+        {"rule": rule, "threshold": old_t, "per_dataset": per_dataset(p_lodo, y, names, old_t)}
     ]
     for bound in (float(b) for b in args.bounds.split(",")):
         head, _ = fit_default_head(

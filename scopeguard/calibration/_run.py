@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from scopeguard.calibration._choose import budget_rows, operating_point
+from scopeguard.calibration._choose import budget_rows, operating_point, shifted
 from scopeguard.calibration._config import (
     REPORT_BUDGETS,
     CalibrationConfig,
@@ -213,7 +213,18 @@ def run_calibration(
     hedge_budget = cfg.hedge_level()
     if cfg.hedge and hedge_budget is None:
         notes.append(f"no hedge band: a budget of {cfg.budget:g} leaves no room for one below 0.5")
-    in_scope, out_of_scope = reading.scores("in_scope"), reading.scores("out_of_scope")
+    in_scope = [
+        s if q.source.startswith("labelled:") else shifted(s, cfg.generated_shift)
+        for q, s in reading.scored
+        if q.question.label == "in_scope"
+    ]
+    out_of_scope = reading.scores("out_of_scope")
+    if cfg.generated_shift and any(not q.source.startswith("labelled:") for q, _ in reading.scored):
+        notes.append(
+            f"generated in-scope questions' scores were moved up {cfg.generated_shift:g} logits before "
+            "the threshold was chosen (they are easier than people's questions); the rates below count "
+            "them so moved"
+        )
     point = operating_point(in_scope, out_of_scope, cfg.budget, hedge_budget)
     profile = CalibrationProfile(
         detector=str(det.name),

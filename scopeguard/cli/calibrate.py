@@ -72,6 +72,12 @@ def calibrate_command(
         "--also-generate",
         help="With --labelled: read generated questions as well.",
     ),
+    generated_shift: float = typer.Option(
+        config_default(CalibrationConfig, "generated_shift"),
+        "--generated-shift",
+        help="Logits added to generated in-scope questions' scores before the threshold is chosen: "
+        "they are easier than people's (0: none; labelled questions are read as they are).",
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on a terminal."),
 ) -> None:
     """Choose a detector's threshold on your corpus so that it refuses at most a budget of
@@ -98,6 +104,7 @@ def calibrate_command(
         generation=generation,
         labelled=tuple(labelled),
         also_generate=also_generate,
+        generated_shift=generated_shift,
     )
     typer.echo(run.profile.summary())
     typer.echo(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from scopeguard.calibration._choose import GENERATED_SHIFT, shifted
 from scopeguard.cli._app import app
 from scopeguard.data import load_dataset
 from scopeguard.detection.profile import CalibratedDetector, load_profile
@@ -42,8 +43,13 @@ def test_calibrate_end_to_end(
     assert len(rows) == len(generated.questions) == detector.calls
     assert {r["id"] for r in rows} == {q.id for q in generated.questions}
 
-    # the threshold meets the budget on the calibration scores, and the rates count them
-    in_scope = [float(r["score"]) for r in rows if r["label"] == "in_scope"]  # type: ignore[arg-type]
+    # the threshold meets the budget on the calibration scores (generated in-scope ones moved up by
+    # the shift, as they are easier than people's), and the rates count them
+    in_scope = [
+        shifted(float(r["score"]), GENERATED_SHIFT)  # type: ignore[arg-type]
+        for r in rows
+        if r["label"] == "in_scope"
+    ]
     out_of_scope = [float(r["score"]) for r in rows if r["label"] == "out_of_scope"]  # type: ignore[arg-type]
     refused = sum(s >= profile.threshold for s in in_scope)
     assert refused / len(in_scope) <= profile.budget == 0.2
@@ -85,7 +91,7 @@ def test_report_card(
     assert f"{profile.threshold:.4f}" in report and f"{profile.hedge_from:.4f}" in report
     assert str(profile.false_refusals) in report and str(profile.caught) in report
     assert "## How far to trust it" in report
-    assert "Generated questions may be easier" in report and "Recalibrate when the corpus changes" in report
+    assert "Generated questions are easier" in report and "Recalibrate when the corpus changes" in report
     assert f"n={profile.false_refusals.n}" in report
     assert profile.data["corpus"] in report and profile.sources[0] in report
     # the table of budgets: 18 in-scope questions are too few for 0.05 (19 needed), enough for the rest
@@ -147,3 +153,22 @@ def test_no_hedge(tmp_path: Path, corpus: Path, llm: ScriptedChatModel, detector
     profile = load_profile(out)
     assert profile.hedge_from is None and profile.hedge_budget is None and profile.hedged is None
     assert "| hedge band | none |" in (out / "report.md").read_text()
+
+
+def test_generated_questions_are_moved_by_the_shift_and_labelled_ones_are_not(
+    tmp_path: Path, corpus: Path, llm: ScriptedChatModel, detector: IdentifiedDetector
+) -> None:
+    """With --generated-shift 0 the threshold sits just above a raw in-scope score; with the
+    default it sits higher (more conservative), and the profile notes the shift."""
+    opts = ("--sample", "5", "--max-false-refusals", "0.2", "--no-progress")
+    raw = runner.invoke(app, calibrate_args(corpus, tmp_path / "raw", *opts, "--generated-shift", "0"))
+    assert raw.exit_code == 0, raw.output
+    plain = load_profile(tmp_path / "raw")
+    scores = [float(r["score"]) for r in _scores(tmp_path / "raw") if r["label"] == "in_scope"]  # type: ignore[arg-type]
+    assert plain.threshold == math.nextafter(max(s for s in scores if s < plain.threshold), math.inf)
+    assert not any("logits" in n for n in plain.notes)
+    moved = runner.invoke(app, calibrate_args(corpus, tmp_path / "moved", *opts))
+    assert moved.exit_code == 0, moved.output
+    profile = load_profile(tmp_path / "moved")
+    assert profile.threshold > plain.threshold
+    assert any(f"{GENERATED_SHIFT:g} logits" in n for n in profile.notes)

@@ -65,7 +65,7 @@ def test_labelled_questions_instead_of_generated(
     assert refused == profile.false_refusals.k and refused / 12 <= 0.1
     assert set(profile.data) == {"corpus", "labelled:people"}
     assert "labelled by people" in profile.sources[0]
-    assert "Generated questions may be easier" not in (out / "report.md").read_text()
+    assert "Generated questions are easier" not in (out / "report.md").read_text()
     rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
     assert {r["source"] for r in rows} == {"labelled:people"}
 
@@ -96,7 +96,7 @@ def test_labelled_and_generated(
         json.loads(line) for line in (out / "generation" / "questions.jsonl").read_text().splitlines()
     ]
     assert det.calls == 20 + len(generated) == profile.false_refusals.n + profile.caught.n
-    assert "Generated questions may be easier" in (out / "report.md").read_text()
+    assert "Generated questions are easier" in (out / "report.md").read_text()
 
 
 def test_a_finished_generation_folder(

@@ -87,7 +87,8 @@ def test_min_words_lets_short_passages_stand_alone(
     )
     generated = load_dataset(tmp_path / "o" / "generation")
     assert set(generated.documents) == {f"{t}-0" for t in TOPICS}
-    assert run.profile.false_refusals.n >= 4 and not run.profile.notes
+    assert run.profile.false_refusals.n >= 4
+    assert all("logits" in note for note in run.profile.notes)  # nothing joined, nothing unread
 
 
 def test_no_question_generated_is_one_error_with_the_reason(
