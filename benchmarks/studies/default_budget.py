@@ -109,11 +109,6 @@ def per_dataset(p: np.ndarray, y: np.ndarray, names: np.ndarray, threshold: floa
     return out
 
 
-def rescale(p: np.ndarray, slope: float, shift: float) -> np.ndarray:
-    z = np.log(np.clip(p, 1e-9, 1 - 1e-9)) - np.log(np.clip(1 - p, 1e-9, 1.0))
-    return np.asarray(1.0 / (1.0 + np.exp(-(slope * z + shift))))
-
-
 def ship(
     head: Any,
     platt: tuple[float, float],
@@ -180,6 +175,7 @@ def main() -> None:
     if args.threads:
         os.environ["SCOPEGUARD_N_THREADS"] = str(args.threads)
 
+    from scopeguard.detection.head.calibration import rescale_probability
     from scopeguard.detection.head.default import DefaultHead, default_head_path, fit_default_head
 
     shipped = DefaultHead.load(default_head_path())
@@ -209,7 +205,7 @@ def main() -> None:
     if shipped.info.get("platt"):  # the packaged head is on the scaled scale already
         old_t, rule = shipped.threshold, f"packaged now ({shipped.threshold:.3f})"
     else:
-        old_t = float(rescale(np.asarray([shipped.threshold]), slope, shift)[0])
+        old_t = float(rescale_probability(shipped.threshold, slope, shift))
         rule = f"packaged (most accurate on CV, {shipped.threshold:.3f} = {old_t:.3f} rescaled)"
     rows: list[dict[str, Any]] = [
         {"rule": rule, "threshold": old_t, "per_dataset": per_dataset(p_lodo, y, names, old_t)}

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scopeguard.detection.head.calibration import rescale_probability
 from scopeguard.detection.profile import Rate, budget_threshold, rate
 from scopeguard.errors import ConfigurationError
 
@@ -38,10 +39,7 @@ GENERATED_SHIFT = 1.59
 
 def shifted(score: float, shift: float) -> float:
     """``score`` (a probability) moved by ``shift`` logits."""
-    if shift == 0.0:
-        return score
-    p = min(max(score, 1e-9), 1.0 - 1e-9)
-    return 1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + shift)))
+    return score if shift == 0.0 else float(rescale_probability(score, 1.0, shift))
 
 
 @dataclass(frozen=True)

@@ -112,16 +112,11 @@ def recall_at_false_refusals(
         raise InputError(f"max_false_refusals must be in [0, 1), got {max_false_refusals}")
     _check_labels(y_true)
     n_in = sum(1 for y in y_true if y == "in_scope")
-    n_oos = len(y_true) - n_in
-    if not n_in or not n_oos or all(s is None for s in scores):
+    if not n_in or n_in == len(y_true) or all(s is None for s in scores):
         return math.nan
-    pairs = list(zip(y_true, scores, strict=True))
-    in_scores = sorted((float(s) for y, s in pairs if y == "in_scope" and s is not None), reverse=True)
-    allowed = math.floor(max_false_refusals * n_in + 1e-9)  # in-scope questions it may refuse
-    # refuse the scores above the first in-scope score it may not refuse (ties stay answered)
-    cut = in_scores[allowed] if allowed < len(in_scores) else -math.inf
-    caught = sum(1 for y, s in pairs if y == "out_of_scope" and s is not None and float(s) > cut)
-    return caught / n_oos
+    # a question without a score is never refused: it reads as the lowest score there is
+    p = [-math.inf if s is None else float(s) for s in scores]
+    return calibration.caught_at(p, [int(y == "out_of_scope") for y in y_true], max_false_refusals)
 
 
 def latency_percentiles(latencies_ms: Sequence[float], qs: Sequence[float] = (50, 95)) -> dict[str, float]:

@@ -43,6 +43,7 @@ __all__ = [
     "operating_point",
     "platt",
     "read_head_file",
+    "rescale_probability",
     "rescaled",
     "write_head_file",
 ]
@@ -193,14 +194,20 @@ def operating_point(
     )
 
 
+def rescale_probability(p: float | Sequence[float] | np.ndarray, slope: float, shift: float) -> np.ndarray:
+    """``sigmoid(slope * logit(p) + shift)``: a probability moved on the logit scale."""
+    q = np.clip(np.asarray(p, dtype=np.float64), 1e-9, 1 - 1e-9)
+    return np.asarray(_sigmoid(slope * np.log(q / (1 - q)) + shift))
+
+
 def platt(
     p: Sequence[float] | np.ndarray, y: Sequence[int] | np.ndarray, weights: np.ndarray | None = None
 ) -> tuple[float, float]:
     """``(a, b)`` such that ``sigmoid(a * logit(p) + b)`` is calibrated on ``(p, y)`` (Platt
     scaling; ``weights`` as in the fit, e.g. each dataset and class the same). Fit it on scores
     the head did not see (out of fold) to correct a head that regularisation made timid."""
-    z = np.log(np.clip(np.asarray(p, dtype=np.float64), 1e-9, 1 - 1e-9))
-    z = z - np.log(np.clip(1 - np.asarray(p, dtype=np.float64), 1e-9, 1.0))
+    q = np.clip(np.asarray(p, dtype=np.float64), 1e-9, 1 - 1e-9)
+    z = np.log(q / (1 - q))
     fitted = fit_logistic(z[:, None], np.asarray(y), ("logit",), weights=weights, l2=1e-6)
     a = fitted.coef[0] / fitted.scale[0]
     return float(a), float(fitted.intercept - a * fitted.mean[0])

@@ -33,6 +33,7 @@ from scopeguard.detection.head.calibration import (
     operating_point,
     platt,
     read_head_file,
+    rescale_probability,
     rescaled,
     write_head_file,
 )
@@ -248,7 +249,7 @@ def fit_default_head(
         if p_lodo is None:
             raise ConfigurationError("calibrating the head leave-one-dataset-out needs two datasets or more")
         slope, shift = platt(p_lodo, y, w)
-        p_cv, p_lodo = _rescale(p_cv, slope, shift), _rescale(p_lodo, slope, shift)
+        p_cv, p_lodo = rescale_probability(p_cv, slope, shift), rescale_probability(p_lodo, slope, shift)
     chosen_on = p_lodo if threshold_on == "lodo" and p_lodo is not None else p_cv
     threshold = _threshold(chosen_on, y, w, datasets, max_false_refusal)
     report: dict[str, Any] = {
@@ -278,11 +279,6 @@ def fit_default_head(
     if p_lodo is not None:
         oof["p_lodo"] = p_lodo
     return head, {**report, "out_of_fold": oof}
-
-
-def _rescale(p: np.ndarray, slope: float, shift: float) -> np.ndarray:
-    z = np.log(np.clip(p, 1e-9, 1 - 1e-9)) - np.log(np.clip(1 - p, 1e-9, 1.0))
-    return np.asarray(1.0 / (1.0 + np.exp(-(slope * z + shift))))
 
 
 def _threshold(
