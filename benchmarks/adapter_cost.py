@@ -61,8 +61,8 @@ def main() -> None:
     for folder in args.readers:
         config = json.loads((folder / "reader.json").read_text())
         base = config.get("base", "qwen2.5-coder-0.5b")
-        bare = get_detector("logprob", llm=f"local:{base}")
-        tuned = get_detector("logprob", llm=f"local:{folder}")
+        bare = get_detector("logprob", reader=f"local:{base}")
+        tuned = get_detector("logprob", reader=f"local:{folder}")
         for det in (bare, tuned):
             det.detect("Is this a warm-up?", ["A warm-up."])  # loads (and the loader's one-off checks)
         times: dict[str, list[float]] = {"bare": [], "tuned": []}

@@ -243,11 +243,11 @@ def _preread_latency(name: str, ds: Dataset, sample: int) -> dict[str, Any]:
 
         def make() -> Any:
             if name != "default":
-                return get_detector(name, llm=verdict_scorer("local", state_dir=tmp))
+                return get_detector(name, reader=verdict_scorer("local", state_dir=tmp))
             from scopeguard.detection.head.default import DefaultHead, default_head_path
 
             layers = DefaultHead.load(default_head_path()).layers
-            return get_detector(name, reader_llm=verdict_scorer("local", state_dir=tmp, layers=layers))
+            return get_detector(name, reader=verdict_scorer("local", state_dir=tmp, layers=layers))
 
         make().preread(list(cold.documents.values()), progress=True)
         _, verdicts = run_detector(make(), cold)

@@ -607,8 +607,8 @@ def _detector(spec: str) -> Any:
     ``logprob@local:/path/to/tuned-reader``, a tuned reader's folder read by llama.cpp)."""
     from scopeguard.detection.detectors import get_detector
 
-    name, _, llm = spec.partition("@")
-    return get_detector(name, llm=llm) if llm else get_detector(name)
+    name, _, reader = spec.partition("@")
+    return get_detector(name, reader=reader) if reader else get_detector(name)
 
 
 def _detector_label(spec: str) -> str:

@@ -88,7 +88,7 @@ def check_calibration(
     """Whether the calibration profile at ``location`` was made for ``detector`` as it is built by
     name (with ``reader`` as its reading model, for the detectors that read: ``local:`` + a GGUF
     name, path or tuned reader's folder). Never raises for a bad profile: the check says why."""
-    from scopeguard.detection.detectors.registry import detector_takes, get_detector
+    from scopeguard.detection.detectors.registry import detector_reads, get_detector
     from scopeguard.detection.profile import PROFILE_FILE, load_profile
 
     path = Path(location) / PROFILE_FILE if Path(location).is_dir() else Path(location)
@@ -96,11 +96,8 @@ def check_calibration(
     try:
         profile = load_profile(location)
         summary = profile.summary()
-        options = {}
-        if reader is not None:  # the reading model's option: default's reader_llm, logprob's llm
-            option = next((o for o in ("reader_llm", "llm") if detector_takes(detector, o)), None)
-            options = {} if option is None else {option: f"local:{reader}"}
-        profile.check(get_detector(detector, **options))
+        reads = reader is not None and detector_reads(detector)  # the timed model: for a detector that reads
+        profile.check(get_detector(detector, **({"reader": f"local:{reader}"} if reads else {})))
     except ScopeGuardError as exc:
         return CalibrationCheck(path=str(path), detector=detector, summary=summary, error=str(exc))
     return CalibrationCheck(path=str(path), detector=detector, summary=summary, matches=True)

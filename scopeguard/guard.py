@@ -86,6 +86,12 @@ class Guard:
             ...) or a :class:`~scopeguard.detection.detectors.Detector`. A detector built by name whose
             factory takes an ``llm`` keyword (``"judge"``, ...) gets the guard's ``llm``; pass a
             detector instance to give it another LLM.
+        reader: the reading model of a detector built by name that reads (its registry entry says
+            so: ``"default"``, ``"logprob"``; :func:`~scopeguard.detection.detectors.detector_reads`):
+            a spec such as ``"local"``, ``"local:FOLDER"`` (a GGUF or a tuned reader) or
+            ``"openai:MODEL"``, or a verdict scorer. ``None``: the model its head was fitted on.
+            Another detector, or a detector instance, raises
+            :class:`~scopeguard.errors.ConfigurationError`. The guard's ``llm`` is never read with.
         policy: what out-of-scope questions get: ``"refuse"``, ``"clarify"``, ``"defuse"``,
             ``"flag"``, a Policy, or a callable ``(question, documents, verdict) -> str``.
         llm: the guard's LLM: a spec string such as ``"local"`` or ``"openai:gpt-4o-mini"``, a
@@ -93,7 +99,7 @@ class Guard:
             LlamaIndex LLM (with ``llama-index-scopeguard``), wrapped by
             :func:`~scopeguard.llm.registry.from_spec`. It answers in-scope questions (unless a
             ``responder`` is given), serves the ``defuse`` and ``hedge`` policies and judges for a
-            detector built by name.
+            detector built by name (never a reading model: that is ``reader``).
         answer_template: the RAG prompt used to answer in-scope questions.
         on_error: what a detector failure or an ``unknown`` verdict leads to (a failed answering
             step always fails closed, except with ``"raise"``).
@@ -121,6 +127,7 @@ class Guard:
         detector: str | Detector = "default",
         policy: str | Policy | Callable[[str, Sequence[Document], Verdict], str] = "clarify",
         llm: str | ChatModel | Any | None = None,
+        reader: str | Any | None = None,
         answer_template: str = "rag_basic",
         on_error: OnError = "fail_closed",
         concurrency: int = 4,
@@ -137,7 +144,7 @@ class Guard:
             raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
         self.deadline = DEFAULT_DEADLINE_S if deadline == "default" else validate_seconds(deadline)
         self.llm: ChatModel | None = from_spec(llm) if llm is not None else None
-        self.detector: Detector = calibrated(self._build_detector(detector), calibration)
+        self.detector: Detector = calibrated(self._build_detector(detector, reader), calibration)
         #: the calibration profile the detector's verdicts are labelled by (``None``: its own threshold)
         self.calibration: CalibrationProfile | None = getattr(self.detector, "profile", None)
         self.policy: Policy = get_policy(policy)
@@ -148,11 +155,13 @@ class Guard:
         self.concurrency = concurrency
         self.answer_check = answer_check
 
-    def _build_detector(self, detector: str | Detector) -> Detector:
-        """The detector; one built by name gets the guard's LLM when its factory takes ``llm``."""
+    def _build_detector(self, detector: str | Detector, reader: Any) -> Detector:
+        """The detector; one built by name gets the guard's LLM when its factory takes ``llm``, and
+        ``reader`` (the registry refuses it for a detector that does not read)."""
+        options: dict[str, Any] = {} if reader is None else {"reader": reader}
         if isinstance(detector, str) and self.llm is not None and detector_takes(detector, "llm"):
-            return get_detector(detector, llm=self.llm)
-        return get_detector(detector)
+            options["llm"] = self.llm
+        return get_detector(detector, **options)
 
     # -- detection -------------------------------------------------------------------------
     def _on_failure(self, exc: ScopeGuardError) -> Verdict:

@@ -7,8 +7,9 @@ with the reason.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +63,24 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     with packaged_llama_server(tmp_path_factory.mktemp("llama-server")) as base_url:
         yield base_url
+
+
+@pytest.fixture
+def reading_detector(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, Callable[[], Any]], list[Any]]:
+    """``register(name, make)``: registers, for this test only, a detector that reads (its entry says
+    so) whose factory builds ``make()``; returns the list of reading models it is given, in order."""
+    from scopeguard.detection.detectors import register_detector, registry
+
+    monkeypatch.setattr(registry, "_DETECTORS", dict(registry._DETECTORS))
+
+    def register(name: str, make: Callable[[], Any]) -> list[Any]:
+        given: list[Any] = []
+
+        def factory(*, reader: Any = None) -> Any:
+            given.append(reader)
+            return make()
+
+        register_detector(name, factory, reader=True)
+        return given
+
+    return register

@@ -53,7 +53,7 @@ def reader(model: str, layers: tuple[int, ...], threads: int | None) -> object:
     from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 
     scorer = LlamaCppVerdicts(model, layers=layers, n_threads=threads)
-    return LogProbDetector(llm=scorer)
+    return LogProbDetector(reader=scorer)
 
 
 def main() -> None:

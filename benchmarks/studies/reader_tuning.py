@@ -69,13 +69,14 @@ def _llama_scores(specs: dict[str, str], datasets: list[str]) -> dict[str, Any]:
     """Each detector spec (``logprob@local:FOLDER``, ``default``) read with llama.cpp on whole
     ``datasets``: accuracy, false refusals, AUROC, p50 latency, and accuracy by question kind."""
     from scopeguard.data import load_dataset
-    from scopeguard.detection.detectors import get_detector
+    from scopeguard.detection.detectors import detector_reads, get_detector
     from scopeguard.evaluation.detection import detection_metrics, run_detector
 
     out: dict[str, Any] = {}
     for label, spec in specs.items():
         name, _, llm = spec.partition("@")
-        detector = get_detector(name, **({"llm": llm} if llm else {}))
+        option = "reader" if detector_reads(name) else "llm"
+        detector = get_detector(name, **({option: llm} if llm else {}))
         for folder in datasets:
             data = load_dataset(folder)
             y_true, verdicts = run_detector(detector, data, progress=False)

@@ -123,6 +123,7 @@ def run_calibration(
     *,
     detector: str | Detector = "default",
     llm: str | ChatModel | None = None,
+    reader: Any = None,
     config: CalibrationConfig | None = None,
     generation_config: GenerationConfig | None = None,
     progress: bool | None = None,
@@ -146,7 +147,7 @@ def run_calibration(
         docs = load_documents(corpus, min_words=cfg.min_words, max_words=cfg.max_words)
         sample = sample_documents(docs.documents, cfg.sample, cfg.seed)
         n_documents, left_out = len(docs.documents), docs.left_out
-    det = get_detector(detector)
+    det = get_detector(detector, **({} if reader is None else {"reader": reader}))
     identity = detector_identity(det)
     folder = calibration_folder(root)
     folder.open(
@@ -281,6 +282,7 @@ def calibrate(
     *,
     detector: str | Detector = "default",
     llm: str | ChatModel | None = None,
+    reader: Any = None,
     config: CalibrationConfig | None = None,
     generation_config: GenerationConfig | None = None,
     progress: bool | None = None,
@@ -290,9 +292,11 @@ def calibrate(
     and the report card ``out/report.md`` (with ``report.png`` when matplotlib is installed).
 
     ``corpus``: a ``documents.jsonl`` file, a dataset folder or a folder of ``.txt`` / ``.md`` files.
-    ``detector``: a registered name or a detector that scores. ``llm`` writes the questions (a spec
-    or a :class:`~scopeguard.llm.ChatModel`; default: the generator's, as ``scopeguard generate``),
-    with ``generation_config`` (default: the generator's). ``settings`` are
+    ``detector``: a registered name or a detector that scores; ``reader``: the reading model of one
+    built by name that reads (``default``, ``logprob``: a spec such as ``"local:FOLDER"``; default:
+    the model its head was fitted on). ``llm`` writes the questions (a spec or a
+    :class:`~scopeguard.llm.ChatModel`; default: the generator's, as ``scopeguard generate``), with
+    ``generation_config`` (default: the generator's). ``settings`` are
     :class:`CalibrationConfig` fields (``budget=0.05``, ``sample=60``, ``labelled=[...]``, ...),
     replacing those of ``config``. Rerun on the same ``out`` to resume: generated documents and
     read questions are not done again.
@@ -309,6 +313,7 @@ def calibrate(
         out,
         detector=detector,
         llm=llm,
+        reader=reader,
         config=config,
         generation_config=generation_config,
         progress=progress,

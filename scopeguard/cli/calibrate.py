@@ -12,6 +12,7 @@ import typer
 
 from scopeguard.calibration import CalibrationConfig
 from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors
+from scopeguard.cli.check import READER_HELP
 
 
 @app.command("calibrate")
@@ -40,6 +41,7 @@ def calibrate_command(
         config_default(CalibrationConfig, "hedge"), "--hedge/--no-hedge", help="Choose a hedge band."
     ),
     detector: str = typer.Option("default", "--detector", "-d", help="The detector to calibrate."),
+    reader: str | None = typer.Option(None, "--reader", metavar="SPEC", help=READER_HELP),
     sample: int = typer.Option(
         config_default(CalibrationConfig, "sample"),
         "--sample",
@@ -94,6 +96,7 @@ def calibrate_command(
         out,
         detector=detector,
         llm=llm,
+        reader=reader,
         progress=None if progress else False,
         budget=max_false_refusals,
         hedge_budget=hedge_budget,

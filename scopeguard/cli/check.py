@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from scopeguard.cli._app import app, exit_if_failed, handle_errors
-from scopeguard.errors import InputError
+from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.types import Document, Verdict, validate_question
 
 if TYPE_CHECKING:
@@ -21,6 +21,35 @@ CALIBRATION_HELP = (
     "its threshold and a score in its hedge band is marked hedge. One made for another detector is "
     "refused."
 )
+READER_HELP = (
+    "The reading model of a detector that reads (default, logprob): local, local:NAME_OR_FOLDER (a GGUF "
+    "or a tuned reader from train-reader), transformers:NAME or openai:MODEL. Default: the model its "
+    "head was fitted on."
+)
+LLM_HELP = "The judge detector's LLM spec, e.g. local or openai:gpt-4o-mini (a reading model is --reader)."
+
+
+def detector_options(
+    detector: str, *, model: object = None, llm: str | None = None, reader: str | None = None
+) -> dict[str, object]:
+    """The options that --model, --llm and --reader give ``detector``: --reader goes to the registry,
+    which refuses it for a detector that does not read; --llm only to a detector that takes an LLM
+    (judge), and to one that reads it names --reader, the reading model's option."""
+    from scopeguard.detection.detectors.registry import detector_reads, detector_takes
+
+    options: dict[str, object] = {} if model is None else {"model": model}
+    if reader is not None:
+        options["reader"] = reader
+    if llm is not None:
+        if detector_takes(detector, "llm"):
+            options["llm"] = llm
+        elif detector_reads(detector):
+            raise ConfigurationError(
+                f"--llm is the judge's LLM: detector {detector!r} takes its reading model as --reader SPEC"
+            )
+        else:
+            raise ConfigurationError(f"--llm does not apply to --detector {detector} (the judge takes it)")
+    return options
 
 
 def read_document(path: Path) -> Document:
@@ -59,9 +88,8 @@ def check(
     ),
     detector: str = typer.Option("default", "--detector", help="Detector name (see `scopeguard detectors`)."),
     model: str | None = typer.Option(None, "--model", help="Trained head directory for nli/probe."),
-    llm: str | None = typer.Option(
-        None, "--llm", help="LLM spec for the judge detector, e.g. local or openai:gpt-4o-mini."
-    ),
+    reader: str | None = typer.Option(None, "--reader", metavar="SPEC", help=READER_HELP),
+    llm: str | None = typer.Option(None, "--llm", help=LLM_HELP),
     calibration: Path | None = typer.Option(None, "--calibration", metavar="DIR", help=CALIBRATION_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     deadline_s: float | None = typer.Option(
@@ -86,12 +114,8 @@ def check(
     from scopeguard.detection.detectors import get_detector
     from scopeguard.llm.deadline import deadline
 
-    kwargs: dict[str, object] = {}
-    if model is not None:
-        kwargs["model"] = model
-    if llm is not None:
-        kwargs["llm"] = llm
-    built = get_detector(detector, calibration=profile, **kwargs)
+    options = detector_options(detector, model=model, llm=llm, reader=reader)
+    built = get_detector(detector, calibration=profile, **options)
     with deadline(deadline_s):
         verdict = built.detect(question, docs)
     if as_json:

@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from scopeguard.cli._app import app, exit_if_failed, handle_errors
-from scopeguard.cli.check import CALIBRATION_HELP, load_calibration
+from scopeguard.cli.check import CALIBRATION_HELP, LLM_HELP, READER_HELP, detector_options, load_calibration
 
 _TABLE_ROWS = (
     ("n", "questions", "{:.0f}"),
@@ -55,11 +55,8 @@ def eval_detector_command(
     model: Path | None = typer.Option(
         None, "--model", help="Trained head (file or folder) passed to the detector as model=."
     ),
-    llm: str | None = typer.Option(
-        None,
-        "--llm",
-        help="logprob, judge: the reading LLM spec, e.g. local:READER_DIR (a tuned reader: train-reader).",
-    ),
+    reader: str | None = typer.Option(None, "--reader", metavar="SPEC", help=READER_HELP),
+    llm: str | None = typer.Option(None, "--llm", help=LLM_HELP),
     calibration: Path | None = typer.Option(None, "--calibration", metavar="DIR", help=CALIBRATION_HELP),
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON object per dataset (one line each) instead of tables."
@@ -99,13 +96,7 @@ def eval_detector_command(
         require("torch", extra="embeddings", feature="--threads").set_num_threads(threads)
     loaded = [(path, load_dataset(path)) for path in datasets]  # every folder checked before any model loads
     profile, named = load_calibration(calibration) if calibration is not None else (None, "")
-    options: dict[str, object] = {"model": model} if model is not None else {}
-    if llm is not None:
-        from scopeguard.detection.detectors.registry import detector_takes
-
-        if not detector_takes(detector, "llm"):
-            raise InputError(f"--llm does not apply to --detector {detector} (logprob and judge take it)")
-        options["llm"] = llm
+    options = detector_options(detector, model=model, llm=llm, reader=reader)
     det = get_detector(detector, calibration=profile, **options)
     if named:
         typer.echo(f"calibration {named}", err=as_json)
@@ -176,9 +167,13 @@ def preread_command(
     model: Path | None = typer.Option(
         None, "--model", help="The detector's head (default: the packaged one)."
     ),
-    llm: str | None = typer.Option(
-        None, "--llm", help="The reading model's spec (default: the one the head was fitted on)."
+    reader: str | None = typer.Option(
+        None,
+        "--reader",
+        metavar="SPEC",
+        help="The reading model's spec (default: the one the head was fitted on).",
     ),
+    llm: str | None = typer.Option(None, "--llm", hidden=True),  # the reading model's old option name
     state_dir: Path | None = typer.Option(
         None, "--state-dir", help="Where the states go (default $SCOPEGUARD_CACHE/llama-states)."
     ),
@@ -192,6 +187,8 @@ def preread_command(
     from scopeguard.errors import ConfigurationError
     from scopeguard.generation.corpus import LengthRule, load_generation_corpus
 
+    if llm is not None:
+        raise ConfigurationError("preread takes the reading model as --reader SPEC, not --llm (renamed)")
     if detector not in ("default", "logprob"):
         raise ConfigurationError(
             f"--detector must be default or logprob (the detectors that read), got {detector!r}"
@@ -205,19 +202,19 @@ def preread_command(
     # needed here); logprob's head is the one given, if any
     if detector == "default":
         fitted_on = DefaultHead.load(model if model is not None else default_head_path()).verdict_model
-        spec = llm or f"local:{fitted_on}"
+        spec = reader or f"local:{fitted_on}"
         head: dict[str, Any] = {}
     else:
-        spec = llm or "local"
+        spec = reader or "local"
         head = {} if model is None else {"model": model}
     if state_dir is not None and not spec.startswith("local"):
         raise ConfigurationError(f"--state-dir applies to llama.cpp readers (local:...), not {spec!r}")
     scorer = verdict_scorer(spec, **({} if state_dir is None else {"state_dir": state_dir}))
-    reader = LogProbDetector(llm=scorer, **head)
-    n = reader.preread(docs, progress=None if progress else False)
+    reading = LogProbDetector(reader=scorer, **head)
+    n = reading.preread(docs, progress=None if progress else False)
     if n == 0:
         raise ConfigurationError(
             "the reading model keeps no state between prompts (only llama.cpp readers can pre-read)"
         )
-    where = getattr(reader.scorer, "state_dir", None)
+    where = getattr(reading.scorer, "state_dir", None)
     typer.echo(f"pre-read {n} passages of {len(docs)} documents" + (f" into {where}" if where else ""))

@@ -26,6 +26,13 @@ def serve(
     host: str | None = typer.Option(None, "--host", help=f"Address to bind {_default('host')}."),
     port: int | None = typer.Option(None, "--port", help=f"Port to bind {_default('port')}."),
     detector: str | None = typer.Option(None, "--detector", help=f"Detector name {_default('detector')}."),
+    reader: str | None = typer.Option(
+        None,
+        "--reader",
+        metavar="SPEC",
+        help="The reading model of a detector that reads (default, logprob): local, local:FOLDER (a "
+        "tuned reader), transformers:NAME, openai:MODEL (default: the one its head was fitted on).",
+    ),
     policy: str | None = typer.Option(None, "--policy", help=f"Out-of-scope policy {_default('policy')}."),
     calibration: Path | None = typer.Option(
         None,
@@ -60,6 +67,7 @@ def serve(
         "host": host,
         "port": port,
         "detector": detector,
+        "reader": reader,
         "policy": policy,
         "calibration": calibration,
         "upstream": upstream,

@@ -32,6 +32,12 @@ class ServeConfig(BaseModel):
     )
     port: int = Field(default=8000, ge=0, le=65535, description="Port to bind (0: a free one).")
     detector: str = Field(default="default", description="Detector name (see `scopeguard detectors`).")
+    reader: str | None = Field(
+        default=None,
+        description="The reading model of a detector that reads (default, logprob): local, "
+        "local:NAME_OR_FOLDER (a GGUF or a tuned reader), transformers:NAME or openai:MODEL "
+        "(default: the model its head was fitted on).",
+    )
     policy: str = Field(default="clarify", description="Policy for out-of-scope questions.")
     calibration: Path | None = Field(
         default=None,

@@ -1,11 +1,11 @@
 """One warm process: the guard built once, the reading model behind one queue, admission control.
 
 Checks run on a pool of ``workers`` threads, so ``fast``/``lexical`` checks run side by side; a
-detector with a reading stage (``default``, ``logprob``) gets its verdict scorer wrapped in
-:class:`SerialScorer`, which hands every call to one reading thread (llama.cpp is not
-re-entrant) and gives up on a queued call once the request's deadline has passed. Documents are
-read once: the scorer keeps each passage's state (see :meth:`LogProbDetector.preread`) and the
-server remembers which documents it has pre-read.
+detector that reads (its registry entry says so: ``default``, ``logprob``) gets its verdict scorer
+(``reader``, or the one it builds for itself) wrapped in :class:`SerialScorer`, which hands every
+call to one reading thread (llama.cpp is not re-entrant) and gives up on a queued call once the
+request's deadline has passed. Documents are read once: the scorer keeps each passage's state (see
+:meth:`LogProbDetector.preread`) and the server remembers which documents it has pre-read.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from scopeguard.detection.detectors.base import Detector
-from scopeguard.detection.detectors.registry import get_detector
-from scopeguard.errors import LLMTimeoutError
+from scopeguard.detection.detectors.registry import detector_reads, get_detector
+from scopeguard.errors import ConfigurationError, LLMTimeoutError
 from scopeguard.guard import Guard
 from scopeguard.llm.deadline import current as current_budget
 from scopeguard.llm.deadline import deadline as deadline_block
@@ -40,21 +40,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _SEEN_LIMIT = 100_000  # documents remembered as checked (their hashes), for the kind of work
-
-# the keyword that gives a detector its reading model, for the detectors that have one
-_READING_OPTION = {"default": "reader_llm", "logprob": "llm"}
-
-
-def _reading_scorer(detector: str) -> Any:
-    """The reading model ``detector`` builds for itself: default's reads its head's layers too."""
-    if detector == "default":
-        from scopeguard.detection.head.default import DefaultHead, default_head_path
-
-        return DefaultHead.load(default_head_path()).scorer()
-    from scopeguard.detection.read import verdict_scorer
-
-    return verdict_scorer()
-
 
 #: the warm-up check's document: a retrieved passage of a typical length (about 200 words), so that
 #: the admission's prior for a new document is what reading one costs (a request's new documents
@@ -158,11 +143,19 @@ class SerialScorer:
 
 
 def build_detector(config: ServeConfig, lane: ReadingLane) -> Detector:
-    """The configured detector; one with a reading stage reads through ``lane``."""
-    option = _READING_OPTION.get(config.detector)
-    if option is None:
+    """The configured detector, given ``config.reader``; one that reads does it through ``lane``:
+    the scorer it builds from its reading model (a spec: default's reads its head's layers too) is
+    wrapped in :class:`SerialScorer`."""
+    if config.reader is None and not detector_reads(config.detector):
         return get_detector(config.detector)
-    return get_detector(config.detector, **{option: SerialScorer(_reading_scorer(config.detector), lane)})
+    detector = get_detector(config.detector, reader=config.reader)  # refused by one that does not read
+    reader = getattr(detector, "reader", None)  # a reading detector's Reader
+    if getattr(reader, "scorer", None) is None:
+        raise ConfigurationError(
+            f"detector {config.detector!r} reads, but has no reader.scorer to put behind the reading queue"
+        )
+    reader.scorer = SerialScorer(reader.scorer, lane)  # type: ignore[union-attr]
+    return detector
 
 
 def build_upstream(config: ServeConfig) -> Any:

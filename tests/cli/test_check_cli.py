@@ -185,3 +185,29 @@ def test_calibration_for_another_detector_or_nowhere_exits_2(doc: Path, tmp_path
     # a missing profile is reported before the detector is built
     code, _, err = _check(doc, "--detector", "exploding", "--calibration", str(tmp_path / "nowhere"))
     assert code == 2 and "no calibration profile at" in err, err
+
+
+# -- --reader ---------------------------------------------------------------------------------
+def test_reader_goes_to_a_detector_that_reads(doc: Path, reading_detector) -> None:
+    seen = reading_detector("default", lambda: ScriptedDetector(lambda _q: IN, name="default"))
+    code, out, err = _check(doc, "--detector", "default", "--reader", "local:readers/mine")
+    assert code == 0 and "label:    in_scope" in out, out + err
+    assert seen == ["local:readers/mine"]
+
+
+def test_reader_for_a_detector_that_does_not_read_exits_2_in_one_line(doc: Path) -> None:
+    code, out, err = _check(doc, "--detector", "lexical", "--reader", "local:readers/mine")
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "error: detector 'lexical' reads with no model: it takes no reader (the detectors that do: "
+        "default, logprob)"
+    )
+
+
+@pytest.mark.parametrize("detector", ["default", "logprob"])
+def test_llm_to_a_detector_that_reads_names_reader(doc: Path, detector: str) -> None:
+    code, _, err = _check(doc, "--detector", detector, "--llm", "local")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"--llm is the judge's LLM: detector {detector!r} takes its reading model as --reader SPEC" in err
+    code, _, err = _check(doc, "--detector", "lexical", "--llm", "local")
+    assert code == 2 and "--llm does not apply to --detector lexical" in err

@@ -131,3 +131,14 @@ def test_doctor_checks_a_profile_against_the_default_detectors_identity(
     stale = _profile(tmp_path / "stale", {**identity, "head": "000000000000"})
     check = check_calibration(stale)
     assert check.matches is False and "head: profile '000000000000'" in (check.error or "")
+
+
+def test_doctor_gives_its_reader_to_a_detector_that_reads_only(tmp_path: Path, reading_detector) -> None:
+    from scopeguard._doctor import check_calibration
+    from scopeguard.testing import ScriptedDetector
+
+    specs = reading_detector("reading", lambda: ScriptedDetector(lambda q: 0.2, name="reading"))
+    assert check_calibration(calibration_profile("reading", folder=tmp_path / "r"), "reading", "mine").matches
+    assert specs == ["local:mine"]
+    # a detector that reads with no model is checked as it is built, the reader aside
+    assert check_calibration(calibration_profile("lexical", folder=tmp_path / "l"), "lexical", "mine").matches

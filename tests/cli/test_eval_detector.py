@@ -149,6 +149,22 @@ def test_llm_is_refused_for_a_detector_that_reads_no_llm(tiny: Path) -> None:
     assert "--llm does not apply to --detector lexical" in res.output
 
 
+def test_reader_goes_to_a_detector_that_reads_only(tiny: Path, reading_detector) -> None:
+    from scopeguard.detection.detectors.logprob import LogProbDetector
+    from scopeguard.testing import ScriptedVerdictScorer
+
+    # the spec stands for a scripted reading model
+    specs = reading_detector("logprob", lambda: LogProbDetector(reader=ScriptedVerdictScorer(lambda p: 3.0)))
+    args = ["eval-detector", str(tiny), "--detector", "logprob", "--reader", "openai:mine", "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["n"] == 4 and specs == ["openai:mine"]
+    res = runner.invoke(app, ["eval-detector", str(tiny), "--detector", "lexical", "--reader", "local"])
+    assert res.exit_code == 2 and "detector 'lexical' reads with no model" in res.output
+    res = runner.invoke(app, ["eval-detector", str(tiny), "--detector", "logprob", "--llm", "local"])
+    assert res.exit_code == 2 and "takes its reading model as --reader SPEC" in res.output
+
+
 def test_calibration_relabels_and_is_named(tiny: Path, tmp_path: Path) -> None:
     folder = calibration_profile("lexical", threshold=0.99, hedge_from=0.01, folder=tmp_path / "cal")
     pq = tmp_path / "pq.jsonl"

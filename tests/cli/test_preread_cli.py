@@ -35,7 +35,7 @@ def corpus(tmp_path: Path) -> Path:
 def test_preread_writes_one_state_per_document(tmp_path: Path, smollm2: Path) -> None:
     pytest.importorskip("llama_cpp", reason="needs scopeguard[local]")
     states = tmp_path / "states"
-    args = ["preread", str(corpus(tmp_path)), "--detector", "logprob", "--llm", f"local:{smollm2}"]
+    args = ["preread", str(corpus(tmp_path)), "--detector", "logprob", "--reader", f"local:{smollm2}"]
     res = runner.invoke(app, [*args, "--state-dir", str(states), "--no-progress"])
     assert res.exit_code == 0, res.output
     assert f"pre-read 2 passages of 2 documents into {states}" in res.output
@@ -56,10 +56,12 @@ def test_preread_refuses_what_it_cannot_read(tmp_path: Path) -> None:
             str(corpus(tmp_path)),
             "--detector",
             "logprob",
-            "--llm",
+            "--reader",
             "openai:gpt-4o-mini",
             "--state-dir",
             str(tmp_path),
         ],
     )
     assert res.exit_code == 2 and "--state-dir applies to llama.cpp readers" in res.output
+    res = runner.invoke(app, ["preread", str(corpus(tmp_path)), "--llm", "local"])  # the old name
+    assert res.exit_code == 2 and "--reader SPEC, not --llm" in res.output

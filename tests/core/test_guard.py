@@ -207,7 +207,7 @@ def test_the_guards_llm_goes_only_to_detectors_that_declare_one(monkeypatch: pyt
     monkeypatch.setitem(registry._DETECTORS, "picky", picky)
     llm = ScriptedChatModel(["35 minutes."])
     assert not detector_takes("picky", "llm") and not detector_takes("default", "llm")
-    assert detector_takes("judge", "llm") and detector_takes("logprob", "llm")
+    assert detector_takes("judge", "llm") and not detector_takes("logprob", "llm")  # logprob reads: reader=
     guard = Guard(detector="picky", llm=llm, policy="refuse")
     assert isinstance(guard.detector, KeywordDetector)
     assert guard.answer("How long?", [DOC]).response == "35 minutes."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from threading import current_thread
 
 import pytest
 
@@ -61,3 +62,39 @@ def test_serial_scorer_forwards_only_what_the_scorer_has() -> None:
     assert wrapped.name == scorer.name and wrapped.count_tokens("a b c") == scorer.count_tokens("a b c")
     assert not hasattr(wrapped, "prime") and not hasattr(wrapped, "load")  # the scripted one has neither
     wrapped.lane.close()
+
+
+def test_a_detector_that_reads_gets_the_configured_reader_behind_the_lane(reading_detector) -> None:
+    from scopeguard.detection.detectors.logprob import LogProbDetector
+    from scopeguard.serve import ServeConfig
+    from scopeguard.serve._runtime import build_detector
+
+    threads: list[str] = []
+
+    def margin(prompt: str) -> float:
+        threads.append(current_thread().name)
+        return -5.0
+
+    # the spec stands for a scripted reading model
+    specs = reading_detector("reading", lambda: LogProbDetector(reader=ScriptedVerdictScorer(margin)))
+    lane = ReadingLane()
+    detector = build_detector(ServeConfig(detector="reading", reader="local:readers/mine"), lane)
+    assert specs == ["local:readers/mine"]
+    assert isinstance(detector.reader.scorer, SerialScorer)  # type: ignore[attr-defined]
+    assert detector.detect("When?", ["It opened in 2019."]).label == "in_scope"
+    assert threads and all(t.startswith("scopeguard-reading") for t in threads)
+    build_detector(ServeConfig(detector="reading"), lane)  # no reader: the one it builds itself
+    assert specs[-1] is None
+    lane.close()
+
+
+def test_a_reader_for_a_detector_that_does_not_read_stops_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from scopeguard.cli import app
+    from scopeguard.serve import _telemetry
+
+    monkeypatch.setattr(_telemetry, "configure_json_logs", lambda level: None)  # keep pytest's logging
+    res = CliRunner().invoke(app, ["serve", "--detector", "lexical", "--reader", "local:readers/mine"])
+    assert res.exit_code == 2
+    assert "error: detector 'lexical' reads with no model: it takes no reader" in res.output

@@ -3,6 +3,7 @@
 from scopeguard.detection.detectors.base import BaseDetector, Detector
 from scopeguard.detection.detectors.registry import (
     available_detectors,
+    detector_reads,
     detector_takes,
     get_detector,
     register_detector,
@@ -12,6 +13,7 @@ __all__ = [
     "BaseDetector",
     "Detector",
     "available_detectors",
+    "detector_reads",
     "detector_takes",
     "get_detector",
     "register_detector",

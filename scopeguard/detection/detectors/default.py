@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from scopeguard.detection.detectors.base import BaseDetector
+from scopeguard.detection.detectors.registry import renamed_options
 from scopeguard.detection.head.default import DefaultHead, default_head_path
 from scopeguard.detection.read.reader import Reader
 from scopeguard.detection.read.text import STOPWORDS, content_stem_set, stem, tokenize
@@ -56,10 +57,12 @@ class DefaultDetector(BaseDetector):
     Args:
         model: a head file or folder from ``train-detector --detector default`` (default: the
             packaged head).
-        reader_llm: the reading model (an LLM spec, a chat model or a verdict scorer; default: the
-            model the head was fitted on, the packaged Qwen2.5-Coder-1.5B through llama.cpp). A
-            head with a hidden state needs a scorer that returns it (llama.cpp's, built here
-            with the head's layer); a head fitted on another model warns.
+        reader: the reading model: a spec (``"local"``, ``"local:NAME_OR_FOLDER"`` for a GGUF or
+            a tuned reader's folder, ``"transformers:NAME"``, ``"openai:MODEL"``), a chat model or
+            a verdict scorer; default: the model the head was fitted on, the packaged
+            Qwen2.5-Coder-1.5B through llama.cpp. A head with a hidden state needs a scorer that
+            returns it (llama.cpp's, built here from a spec with the head's layer); a head fitted
+            on another model warns. (Named ``reader_llm=`` before: that name raises, naming ``reader=``.)
         reader_kwargs: options for the :class:`~scopeguard.detection.read.reader.Reader`
             (``chunk_tokens``, ``max_chunks``).
         threshold: overrides the head's threshold on P(out of scope).
@@ -72,12 +75,14 @@ class DefaultDetector(BaseDetector):
         self,
         *,
         model: str | Path | None = None,
-        reader_llm: Any = None,
+        reader: Any = None,
         reader_kwargs: dict[str, Any] | None = None,
         threshold: float | None = None,
+        **renamed: Any,
     ) -> None:
+        renamed_options(self.name, renamed, {"reader_llm": "reader"})
         self.head = DefaultHead.load(model if model is not None else default_head_path())
-        if reader_llm is None:  # the packaged reading model: fail now, with the pip line, if it cannot run
+        if reader is None:  # the packaged reading model: fail now, with the pip line, if it cannot run
             from scopeguard._optional import require
 
             require(
@@ -89,7 +94,7 @@ class DefaultDetector(BaseDetector):
         self.threshold = self.head.threshold if threshold is None else float(threshold)
         if not 0.0 < self.threshold < 1.0:
             raise ConfigurationError(f"threshold must be in (0, 1), got {self.threshold}")
-        self._llm = reader_llm
+        self._reading_model = reader
         self._reader_kwargs = dict(reader_kwargs or {})
         self._reader: Reader | None = None
 
@@ -97,8 +102,8 @@ class DefaultDetector(BaseDetector):
     def reader(self) -> Reader:
         """The read (a :class:`~scopeguard.detection.read.Reader` with the head's prompt), built lazily."""
         if self._reader is None:
-            llm = self._llm  # a spec (or None: the packaged model) gets the head's layers
-            scorer = self.head.scorer(llm) if llm is None or isinstance(llm, str) else llm
+            model = self._reading_model  # a spec (or None: the packaged model) gets the head's layers
+            scorer = self.head.scorer(model) if model is None or isinstance(model, str) else model
             self._reader = Reader(scorer, template=self.head.template, **self._reader_kwargs)
             if self._reader.scorer.name != self.head.verdict_model:
                 logger.warning(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from scopeguard.detection.detectors.base import BaseDetector
+from scopeguard.detection.detectors.registry import renamed_options
 from scopeguard.detection.head.logprob import LogProbHead, default_head_path, identity_head
 from scopeguard.detection.read.base import VerdictScorer
 from scopeguard.detection.read.reader import Reader
@@ -42,11 +43,12 @@ class LogProbDetector(BaseDetector):
     """Answerability verdict from one forward pass of an LLM (see the module docstring).
 
     Args:
-        llm: an LLM spec (``"local:qwen2.5-coder-1.5b"``, ``"transformers:NAME"``,
-            ``"openai:MODEL"``), a chat model, or a :class:`~scopeguard.detection.read.VerdictScorer`.
-            Default: the packaged Qwen2.5-Coder-1.5B with llama.cpp.
+        reader: the reading model: a spec (``"local"``, ``"local:NAME_OR_FOLDER"`` for a GGUF or a
+            tuned reader's folder, ``"transformers:NAME"``, ``"openai:MODEL"``), a chat model, or a
+            :class:`~scopeguard.detection.read.VerdictScorer`. Default: the packaged
+            Qwen2.5-Coder-1.5B with llama.cpp. (Named ``llm=`` before: that name raises, naming ``reader=``.)
         model: a calibration head (file or folder) from ``train-detector --detector logprob``;
-            default: the packaged head when ``llm`` is the packaged model, else none.
+            default: the packaged head when ``reader`` is the packaged model, else none.
         threshold: overrides the head's threshold on P(out of scope).
         chunk_tokens, max_chunks, stop_below: how documents are read
             (:class:`~scopeguard.detection.read.reader.Reader`).
@@ -57,14 +59,16 @@ class LogProbDetector(BaseDetector):
     def __init__(
         self,
         *,
-        llm: Any = None,
+        reader: Any = None,
         model: str | Path | None = None,
         threshold: float | None = None,
         chunk_tokens: int = 1536,
         max_chunks: int = 32,
         stop_below: float = -4.0,
+        **renamed: Any,
     ) -> None:
-        scorer = verdict_scorer(llm)
+        renamed_options(self.name, renamed, {"llm": "reader"})
+        scorer = verdict_scorer(reader)
         if model is not None:
             self.head = LogProbHead.load(model)
         else:

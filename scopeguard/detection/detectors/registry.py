@@ -5,13 +5,22 @@ transformers for ``probe``. ``get_detector(name, **kwargs)`` builds one; an unkn
 raises :class:`~scopeguard.errors.ConfigurationError` listing the valid names.
 ``get_detector(name, calibration=DIR)`` labels its verdicts by a calibration profile
 (:mod:`scopeguard.detection.profile`).
+
+A detector that reads with a model (``default``, ``logprob``) says so in its entry
+(``register_detector(name, factory, reader=True)``): it takes its reading model as ``reader=``
+(a spec such as ``"local"``, ``"local:FOLDER"``, ``"transformers:NAME"``, ``"openai:MODEL"``, or a
+verdict scorer), and every caller (``Guard``, ``check``, ``eval-detector``, ``calibrate``,
+``serve``, ``doctor``) asks :func:`detector_reads` instead of knowing the names. ``reader=`` to a
+detector whose entry does not read raises :class:`~scopeguard.errors.ConfigurationError`. An
+``llm`` is never a reading model: it answers, or judges for the ``judge`` detector.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scopeguard.detection.detectors.base import Detector
@@ -20,40 +29,89 @@ from scopeguard.errors import ConfigurationError
 if TYPE_CHECKING:
     from scopeguard.detection.profile import CalibrationProfile
 
-__all__ = ["available_detectors", "detector_takes", "get_detector", "register_detector"]
+__all__ = [
+    "DetectorEntry",
+    "available_detectors",
+    "detector_reads",
+    "detector_takes",
+    "get_detector",
+    "register_detector",
+    "renamed_options",
+]
 
 Factory = Callable[..., Detector]
 
-_DETECTORS: dict[str, str | Factory] = {
-    "judge": "scopeguard.detection.detectors.judge:JudgeDetector",
-    "lexical": "scopeguard.detection.detectors.lexical:LexicalDetector",
-    "fast": "scopeguard.detection.detectors.fast:FastDetector",
-    "default": "scopeguard.detection.detectors.default:DefaultDetector",
-    "logprob": "scopeguard.detection.detectors.logprob:LogProbDetector",
-    "cascade": "scopeguard.detection.detectors.cascade:CascadeDetector",
-    "nli": "scopeguard.detection.detectors.nli:NLIDetector",
-    "probe": "scopeguard.detection.detectors.probe:ProbeDetector",
+
+@dataclass(frozen=True)
+class DetectorEntry:
+    """A registered detector: its factory (or a lazy ``"module:attr"`` path) and whether it reads
+    with a model, which it then takes as ``reader=``."""
+
+    factory: str | Factory
+    reader: bool = False
+
+
+_PACKAGE = "scopeguard.detection.detectors"
+# a bare factory (as a test may set one) is an entry that takes no reader
+_DETECTORS: dict[str, DetectorEntry | str | Factory] = {
+    "judge": DetectorEntry(f"{_PACKAGE}.judge:JudgeDetector"),
+    "lexical": DetectorEntry(f"{_PACKAGE}.lexical:LexicalDetector"),
+    "fast": DetectorEntry(f"{_PACKAGE}.fast:FastDetector"),
+    "default": DetectorEntry(f"{_PACKAGE}.default:DefaultDetector", reader=True),
+    "logprob": DetectorEntry(f"{_PACKAGE}.logprob:LogProbDetector", reader=True),
+    "cascade": DetectorEntry(f"{_PACKAGE}.cascade:CascadeDetector"),
+    "nli": DetectorEntry(f"{_PACKAGE}.nli:NLIDetector"),
+    "probe": DetectorEntry(f"{_PACKAGE}.probe:ProbeDetector"),
 }
 
 
-def register_detector(name: str, factory: str | Factory) -> None:
-    """Register a detector factory (or a lazy ``"module:attr"`` path) under ``name``."""
+def register_detector(name: str, factory: str | Factory, *, reader: bool = False) -> None:
+    """Register a detector factory (or a lazy ``"module:attr"`` path) under ``name``; ``reader``:
+    it reads with a model, which it takes as ``reader=`` (see the module docstring)."""
     if not name:
         raise ConfigurationError("detector name must not be empty")
-    _DETECTORS[name] = factory
+    _DETECTORS[name] = DetectorEntry(factory, reader=reader)
 
 
 def available_detectors() -> list[str]:
     return sorted(_DETECTORS)
 
 
-def _factory(name: str) -> Factory:
+def _entry(name: str) -> DetectorEntry:
     try:
-        factory = _DETECTORS[name]
+        entry = _DETECTORS[name]
     except KeyError:
         raise ConfigurationError(
             f"unknown detector {name!r}; valid names: {', '.join(available_detectors())}"
         ) from None
+    return entry if isinstance(entry, DetectorEntry) else DetectorEntry(entry)
+
+
+def detector_reads(name: str) -> bool:
+    """Whether the detector registered as ``name`` reads with a model (its entry says so): it takes
+    that model as ``reader=``. An unknown name raises :class:`~scopeguard.errors.ConfigurationError`."""
+    return _entry(name).reader
+
+
+def _readers() -> str:
+    return ", ".join(n for n in available_detectors() if detector_reads(n)) or "none"
+
+
+def renamed_options(detector: str, given: Mapping[str, Any], renamed: Mapping[str, str]) -> None:
+    """Raise :class:`~scopeguard.errors.ConfigurationError` for the first of ``given`` (options a
+    detector's constructor caught with ``**``): one of ``renamed`` names its new name, any other
+    is an option the detector does not take. Nothing given: nothing raised."""
+    for option in given:
+        if option in renamed:
+            raise ConfigurationError(
+                f"detector {detector!r} takes {renamed[option]}=, not {option}= (renamed in 0.1.0: "
+                "every detector that reads takes its reading model as reader=)"
+            )
+        raise ConfigurationError(f"detector {detector!r} does not take the option {option!r}")
+
+
+def _factory(name: str) -> Factory:
+    factory = _entry(name).factory
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
@@ -64,7 +122,8 @@ def detector_takes(name: str, option: str) -> bool:
     """Whether the detector registered as ``name`` names ``option`` among its arguments.
 
     A catch-all ``**kwargs`` does not count: the guard passes its ``llm`` only to detectors that
-    declare one (``judge``, ``logprob``), never to one that would reject or misuse it.
+    declare one (``judge``), never to one that would reject or misuse it. Whether a detector takes
+    a reading model is its entry's to say: :func:`detector_reads`.
     """
     import inspect
 
@@ -89,9 +148,21 @@ def get_detector(
     labelled by the profile's threshold and hedge band
     (:class:`~scopeguard.detection.profile.CalibratedDetector`). A profile made for another
     detector raises :class:`~scopeguard.errors.ConfigurationError`.
+
+    ``reader``: the reading model of a detector whose entry reads (:func:`detector_reads`); to any
+    other, a :class:`~scopeguard.errors.ConfigurationError` naming those that take one.
     """
     if not isinstance(name, str):
+        if kwargs:
+            raise ConfigurationError(
+                f"options ({', '.join(kwargs)}) apply to a detector built by name, not to the "
+                f"{type(name).__name__} given"
+            )
         return _calibrated(name, calibration)
+    if "reader" in kwargs and not detector_reads(name):
+        raise ConfigurationError(
+            f"detector {name!r} reads with no model: it takes no reader (the detectors that do: {_readers()})"
+        )
     factory = _factory(name)
     try:
         built = factory(**kwargs)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from scopeguard import _progress
-from scopeguard.detection.read.features import FeatureCache, stable_hash
+from scopeguard.detection.read._feature_cache import FeatureCache, stable_hash
 from scopeguard.errors import ConfigurationError
 from scopeguard.types import Document
 

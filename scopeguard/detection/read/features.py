@@ -1,59 +1,18 @@
-"""The feature cache every read is kept in, the paper baselines' extractor protocol and its lookup
-(re-exported by :mod:`scopeguard.detection.read`)."""
+"""The paper baselines' extractor protocol and its lookup, with the feature cache every read is kept
+in (its own module below the extractors); all re-exported by :mod:`scopeguard.detection.read`."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from scopeguard._paths import cache_dir
-from scopeguard.data import atomic_open, atomic_write_text
+from scopeguard.detection.read._feature_cache import FeatureCache, stable_hash
 from scopeguard.errors import ConfigurationError
 from scopeguard.types import Document
 
 __all__ = ["FeatureCache", "FeatureExtractor", "extractor_from_identity", "get_extractor", "stable_hash"]
-
-
-def stable_hash(*parts: Any) -> str:
-    """SHA-256 of a JSON encoding of ``parts`` (stable across runs and processes)."""
-    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-class FeatureCache:
-    """Float32 vectors on disk, one ``.npy`` per key, under a namespace derived from ``identity``."""
-
-    def __init__(self, identity: dict[str, Any], *, root: str | os.PathLike[str] | None = None) -> None:
-        self.identity = identity
-        base = Path(root) if root is not None else cache_dir("features")
-        self.directory = base / stable_hash(identity)[:24]
-
-    def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.npy"
-
-    def get(self, key: str) -> np.ndarray | None:
-        path = self._path(key)
-        if not path.is_file():
-            return None
-        try:
-            return np.asarray(np.load(path, allow_pickle=False), dtype=np.float32)
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)  # a torn or foreign file: recompute
-            return None
-
-    def put(self, key: str, vector: np.ndarray) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not (self.directory / "identity.json").is_file():
-            atomic_write_text(self.directory / "identity.json", json.dumps(self.identity, indent=2))
-        with atomic_open(path, "wb") as fh:
-            np.save(fh, np.asarray(vector, dtype=np.float32), allow_pickle=False)
 
 
 @runtime_checkable

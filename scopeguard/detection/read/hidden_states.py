@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from scopeguard import _progress
-from scopeguard.detection.read.features import FeatureCache, stable_hash
+from scopeguard.detection.read._feature_cache import FeatureCache, stable_hash
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
 from scopeguard.prompts import fenced, render, render_documents
 from scopeguard.types import Document

@@ -38,6 +38,7 @@ import numpy as np
 
 from scopeguard._optional import require
 from scopeguard._paths import cache_dir
+from scopeguard.detection.read._verdict_prompt import question_cut, split_tokens
 from scopeguard.detection.read.adapter import file_sha256, gguf_reading
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp
 from scopeguard.detection.read.llama_prompt import chat_formatter, render_prompt, single_token_ids, wanted_bos
@@ -221,8 +222,6 @@ class LlamaCppVerdicts:
         or ``None`` where the adapter reads every token."""
         if not self._question_side:
             return None
-        from scopeguard.detection.read.reader import question_cut, split_tokens
-
         cut = question_cut(text, self._template)
         if cut is None:  # not the prompt it was trained on: the base model's read
             if not self._warned_cut:

@@ -18,66 +18,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from functools import lru_cache
 from typing import Any
 
 from scopeguard._sentences import split_sentences
+from scopeguard.detection.read._verdict_prompt import (
+    _DOCUMENT_SLOT,
+    _QUESTION_SLOT,
+    TEMPLATE,
+    question_cut,
+    split_tokens,
+    verdict_messages,
+)
 from scopeguard.detection.read.base import VerdictScore, VerdictScorer
 from scopeguard.detection.read.scorer import verdict_scorer
 from scopeguard.errors import ConfigurationError, DocumentTooLongError
-from scopeguard.llm.base import ChatMessage
-from scopeguard.prompts import render, render_documents
+from scopeguard.prompts import render_documents
 from scopeguard.types import Document, as_documents
 
 __all__ = ["TEMPLATE", "Reader", "question_cut", "split_tokens", "verdict_messages"]
 
 logger = logging.getLogger(__name__)
-
-#: the verdict prompt: "Does the document contain the answer to this question?"
-TEMPLATE = "answerability_verdict"
-
-_DOCUMENT_SLOT = "SCOPEGUARD-DOCUMENT-SLOT"  # where the documents go, to find the instruction before them
-_QUESTION_SLOT = "SCOPEGUARD-QUESTION-SLOT"  # where the question goes, to find instruction + document
-
-
-def verdict_messages(question: str, document_text: str, *, template: str = TEMPLATE) -> list[ChatMessage]:
-    """The chat messages of one verdict prompt (one user turn)."""
-    return [ChatMessage(role="user", content=render(template, document=document_text, question=question))]
-
-
-@lru_cache(maxsize=16)
-def _question_marker(template: str) -> str:
-    """The text of ``template`` between the end of the documents and the question."""
-    text = render(template, document=_DOCUMENT_SLOT, question=_QUESTION_SLOT)
-    start, end = text.find(_DOCUMENT_SLOT), text.find(_QUESTION_SLOT)
-    if start < 0 or end < start:
-        raise ConfigurationError(f"the prompt {template!r} does not put its question after its documents")
-    marker = text[start + len(_DOCUMENT_SLOT) : end]
-    if '"""' not in marker:  # only a fenced delimiter cannot occur in a document or a question
-        raise ConfigurationError(f"the prompt {template!r} does not close its documents with a fence")
-    return marker
-
-
-def question_cut(prompt: str, template: str = TEMPLATE) -> int | None:
-    """Where the question starts in a rendered verdict prompt (a character offset: instruction and
-    documents before it, the question and what follows from it), or ``None`` when ``prompt`` is not
-    one of ``template``'s. A question-side adapter (``adapt="question"``, see
-    :mod:`scopeguard.detection.tune`) reads the text before the cut with the bare base model and
-    the rest with the adapter, in every engine alike."""
-    marker = _question_marker(template)
-    at = prompt.rfind(marker)  # documents and question are fenced: the last one is the question's
-    return None if at < 0 else at + len(marker)
-
-
-def split_tokens(prefix: Sequence[int], ids: Sequence[int]) -> int:
-    """How many of ``ids`` the bare base reads: the tokens they share with ``prefix`` (the prompt's
-    text before :func:`question_cut`, tokenised alone), at least the last token left to the rest."""
-    n = 0
-    for a, b in zip(prefix, ids, strict=False):
-        if a != b:
-            break
-        n += 1
-    return min(n, len(ids) - 1)
 
 
 class Reader:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from scopeguard._sentences import sentence_spans
 from scopeguard.errors import ConfigurationError, DocumentTooLongError
 
 __all__ = [
@@ -47,13 +48,6 @@ STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 
 _TOKEN_RE = re.compile(r"[A-Za-z0-9]+(?:['’.\-][A-Za-z0-9]+)*")
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
-_SENT_RE = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*[-*•])")
-_ABBREV_END_RE = re.compile(
-    r"(?:\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|Prof|Gen|Gov|Sen|Rep|No|Inc|Co|Corp|Ltd)|\b[A-Z])\.$"
-)
-# A match of _ABBREV_END_RE is at most 5 characters ("Corp."), so it is enough to search the tail
-# (``re`` still looks at the character before ``pos`` for ``\b``).
-_ABBREV_TAIL = 8
 _CAP_SPAN_RE = re.compile(r"\b[A-Z][\w'’\-]*(?:\s+(?:(?:of|the|de|and|&)\s+)?[A-Z][\w'’\-]*)*")
 _SUFFIXES = (
     *("ations", "ation", "ments", "ment", "ings", "ing", "ies", "ied"),
@@ -150,32 +144,18 @@ def capitalised_spans(text: str) -> list[str]:
 
 
 def split_sentences(text: str, *, min_chars: int = 3, max_words: int = 60) -> list[str]:
-    """Split ``text`` into sentences (punctuation + capital, blank lines, list items).
+    """The sentences of ``text`` by the fast features' rule
+    (:func:`scopeguard._sentences.sentence_spans` with ``paragraphs``: punctuation + capital, blank
+    lines, list items), whitespace collapsed, those under ``min_chars`` dropped.
 
     Very long sentences are cut into windows of ``max_words`` words so that an embedding of
-    each one stays specific. A part that ends with an abbreviation ("Dr.", "J.") is joined to the
-    next one; the parts of a sentence are collected in a list and only the tail of the last one
-    is searched, so a long run of initials stays linear (it used to be quadratic).
+    each one stays specific.
     """
-    groups: list[list[str]] = []
-    for part in _SENT_RE.split(text):
-        part = " ".join(part.split())
-        if not part:
-            continue
-        if groups:
-            last = groups[-1][-1]
-            if _ABBREV_END_RE.search(last, max(0, len(last) - _ABBREV_TAIL)):
-                groups[-1].append(part)
-                continue
-        groups.append([part])
     out: list[str] = []
-    for group in groups:
-        part = " ".join(group)
-        if len(part) < min_chars:
-            continue
-        words = part.split()
-        for i in range(0, len(words), max_words):
-            out.append(" ".join(words[i : i + max_words]))
+    for a, b in sentence_spans(text, paragraphs=True):
+        words = text[a:b].split()
+        if len(" ".join(words)) >= min_chars:
+            out.extend(" ".join(words[i : i + max_words]) for i in range(0, len(words), max_words))
     return out
 
 

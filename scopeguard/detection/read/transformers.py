@@ -25,6 +25,7 @@ import numpy as np
 
 from scopeguard._optional import require
 from scopeguard._progress import progress_bar
+from scopeguard.detection.read._verdict_prompt import question_cut, split_tokens
 from scopeguard.detection.read.adapter import file_sha256, tuned_reader
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, variant_strings
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, ModelError
@@ -266,8 +267,6 @@ class TransformersVerdicts:
     def _score_split(self, text: str, ids: list[int]) -> VerdictScore:
         """One prompt read by a question-side adapter: instruction and documents by the bare base
         (their keys and values kept for the next prompt on them), the rest with the adapter."""
-        from scopeguard.detection.read.reader import question_cut, split_tokens
-
         torch = self._torch
         cut = question_cut(text, self._template)
         split = (

@@ -43,7 +43,7 @@ def test_one_read_gives_the_margin_the_inference_probe_and_the_hidden_state(tmp_
         margin=lambda p: -1.0 if "careful reader" in p else -2.0,
         hidden=lambda p: [-1.0 if "library" in p else 3.0, 7.0],
     )
-    det = DefaultDetector(model=head(tmp_path), reader_llm=scorer)
+    det = DefaultDetector(model=head(tmp_path), reader=scorer)
     v = det.detect("How much did the library cost?", DOC)
     # z = -2 - 1 + 2 * -1 = -5
     assert v.label == "in_scope" and v.score == pytest.approx(1 / (1 + np.exp(5)))
@@ -56,7 +56,7 @@ def test_one_read_gives_the_margin_the_inference_probe_and_the_hidden_state(tmp_
 
 
 def test_a_refusal_lists_the_question_words_the_documents_lack(tmp_path) -> None:
-    det = DefaultDetector(model=head(tmp_path), reader_llm=scripted(margin=lambda p: 3.0))
+    det = DefaultDetector(model=head(tmp_path), reader=scripted(margin=lambda p: 3.0))
     v = det.detect("Which architect designed the Brindlewick library roof?", DOC)
     assert v.label == "out_of_scope" and set(v.uncovered) == {"architect", "designed", "roof"}
     assert "not in the documents" in v.rationale
@@ -64,11 +64,11 @@ def test_a_refusal_lists_the_question_words_the_documents_lack(tmp_path) -> None
 
 def test_the_lowest_passage_wins_and_a_clear_answer_stops_reading(tmp_path) -> None:
     answers_first = scripted(margin=lambda p: -3.0 if "library" in p else 3.0, hidden=lambda p: [0.0, 0.0])
-    det = DefaultDetector(model=head(tmp_path), reader_llm=answers_first)
+    det = DefaultDetector(model=head(tmp_path), reader=answers_first)
     v = det.detect("When did the library open?", [DOC, "Gardens are green."])
     assert v.label == "in_scope" and len(answers_first.prompts) == 2  # one passage, two prompts
     unsure = scripted(margin=lambda p: -0.5 if "library" in p else 3.0, hidden=lambda p: [0.0, 0.0])
-    v = DefaultDetector(model=head(tmp_path), reader_llm=unsure).detect(
+    v = DefaultDetector(model=head(tmp_path), reader=unsure).detect(
         "When did the library open?", ["Gardens are green.", DOC]
     )
     assert len(unsure.prompts) == 4 and v.label == "in_scope" and v.llm_calls == 4
@@ -76,12 +76,12 @@ def test_the_lowest_passage_wins_and_a_clear_answer_stops_reading(tmp_path) -> N
 
 def test_heads_without_the_probe_or_the_hidden_state_read_less(tmp_path) -> None:
     scorer = ScriptedVerdictScorer(lambda p: 2.0)  # no hidden states
-    det = DefaultDetector(model=head(tmp_path, signals=("margin",)), reader_llm=scorer)
+    det = DefaultDetector(model=head(tmp_path, signals=("margin",)), reader=scorer)
     v = det.detect("Who built it?", DOC)
     assert v.label == "out_of_scope" and len(scorer.prompts) == 1 and v.llm_calls == 1
     # a head that reads a hidden state refuses a scorer without one, naming the ways out
     with pytest.raises(ConfigurationError, match="hidden state of layer 3"):
-        DefaultDetector(model=head(tmp_path), reader_llm=scorer).detect("Who built it?", DOC)
+        DefaultDetector(model=head(tmp_path), reader=scorer).detect("Who built it?", DOC)
 
 
 def test_a_failing_reader_raises_for_the_guard_to_fail_closed(tmp_path) -> None:
@@ -90,7 +90,7 @@ def test_a_failing_reader_raises_for_the_guard_to_fail_closed(tmp_path) -> None:
     def boom(_: str) -> float:
         raise LLMError("model crashed")
 
-    det = DefaultDetector(model=head(tmp_path), reader_llm=scripted(margin=boom))
+    det = DefaultDetector(model=head(tmp_path), reader=scripted(margin=boom))
     with pytest.raises(LLMError, match="model crashed"):
         det.detect("Who built it?", DOC)
     verdict = Guard(detector=det).check("Who built it?", DOC)
@@ -118,7 +118,7 @@ def test_head_round_trip_card_and_errors(tmp_path) -> None:
     with pytest.raises(ModelError, match="layer is needed"):
         DefaultHead.load(tmp_path / "nolayer.json")
     with pytest.raises(ConfigurationError, match="threshold"):
-        DefaultDetector(model=path, reader_llm=scripted(), threshold=1.5)
+        DefaultDetector(model=path, reader=scripted(), threshold=1.5)
 
 
 def signals(n_per: int = 200, seed: int = 0) -> Signals:
@@ -235,3 +235,26 @@ def test_real_default_reads_with_the_packaged_model() -> None:
     assert v.llm_calls == 1 + len(det.head.probes)
     v = det.detect("Which company built the Brindlewick library's heating system?", doc)
     assert v.label == "out_of_scope" and "heating" in v.uncovered
+
+
+def test_default_reads_with_the_reader_it_is_given(tmp_path) -> None:
+    from scopeguard import get_detector
+
+    scorer = scripted(margin=lambda p: -3.0)
+    det = get_detector("default", model=head(tmp_path), reader=scorer)
+    v = det.detect("When did the library open?", DOC)
+    assert det.reader.scorer is scorer and scorer.prompts and v.label == "in_scope"
+    assert v.rationale.startswith("scripted-verdicts answers")
+
+
+def test_default_takes_reader_not_reader_llm(tmp_path) -> None:
+    from scopeguard import get_detector
+
+    renamed = r"detector 'default' takes reader=, not reader_llm= \(renamed"
+    with pytest.raises(ConfigurationError, match=renamed):
+        DefaultDetector(model=head(tmp_path), reader_llm=scripted())
+    with pytest.raises(ConfigurationError, match=renamed):
+        get_detector("default", model=head(tmp_path), reader_llm=scripted())
+    # any other unknown option is still named as one
+    with pytest.raises(ConfigurationError, match="detector 'default' does not take the option 'bogus'"):
+        DefaultDetector(model=head(tmp_path), reader=scripted(), bogus=1)

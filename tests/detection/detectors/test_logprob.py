@@ -33,7 +33,7 @@ def test_prompt_puts_instruction_then_document_then_question() -> None:
 
 
 def test_uncalibrated_verdict_follows_the_margin() -> None:
-    det = LogProbDetector(llm=scorer_for("4 million"))
+    det = LogProbDetector(reader=scorer_for("4 million"))
     v = det.detect("How much did it cost?", DOC)
     assert v.label == "in_scope" and v.score == pytest.approx(1 / (1 + math.exp(5)))
     v = det.detect("Who designed the roof?", "A different text about gardens.")
@@ -46,20 +46,20 @@ def test_head_calibrates_and_thresholds(tmp_path) -> None:
         model="m", calibration=LogisticHead(("margin",), (0.0,), (1.0,), (1.0,), -3.0), threshold=0.3
     )
     path = head.save(tmp_path / "h")
-    det = LogProbDetector(llm=scorer, model=path)
+    det = LogProbDetector(reader=scorer, model=path)
     v = det.detect("q?", DOC)
     # sigmoid(1 - 3) = 0.12 < 0.3: in scope although P(No) > 0.5
     assert v.label == "in_scope" and v.score == pytest.approx(1 / (1 + math.exp(2)))
-    assert LogProbDetector(llm=scorer, model=path, threshold=0.1).detect("q?", DOC).label == "out_of_scope"
+    assert LogProbDetector(reader=scorer, model=path, threshold=0.1).detect("q?", DOC).label == "out_of_scope"
     with pytest.raises(ModelError, match="not found"):
-        LogProbDetector(llm=scorer, model=tmp_path / "missing.json")
+        LogProbDetector(reader=scorer, model=tmp_path / "missing.json")
 
 
 def test_long_document_is_chunked_and_any_passage_can_answer() -> None:
     filler = " ".join(f"Sentence number {i} says nothing of interest." for i in range(300))
     doc = filler + " The answer is that the roof cost 4 million pounds. " + filler
     scorer = scorer_for("4 million")
-    det = LogProbDetector(llm=scorer, chunk_tokens=200, max_chunks=64)
+    det = LogProbDetector(reader=scorer, chunk_tokens=200, max_chunks=64)
     v = det.detect("How much did the roof cost?", doc)
     assert len(scorer.prompts) > 2 and v.llm_calls == len(scorer.prompts)
     assert v.label == "in_scope" and "passages" in v.rationale
@@ -69,18 +69,18 @@ def test_long_document_is_chunked_and_any_passage_can_answer() -> None:
 
 def test_too_many_passages_are_refused_with_the_limit_named() -> None:
     doc = "A plain sentence about nothing. " * 20000
-    det = LogProbDetector(llm=scorer_for("x"), chunk_tokens=100, max_chunks=4)
+    det = LogProbDetector(reader=scorer_for("x"), chunk_tokens=100, max_chunks=4)
     with pytest.raises(DocumentTooLongError, match="max_chunks"):
         det.detect("q?", doc)
 
 
 def test_options_are_checked() -> None:
     with pytest.raises(ConfigurationError, match="chunk_tokens"):
-        LogProbDetector(llm=scorer_for("x"), chunk_tokens=10)
+        LogProbDetector(reader=scorer_for("x"), chunk_tokens=10)
     with pytest.raises(ConfigurationError, match="no log-prob verdict backend"):
-        LogProbDetector(llm="nope:model")
+        LogProbDetector(reader="nope:model")
     with pytest.raises(ConfigurationError, match="does not take the option"):
-        get_detector("logprob", llm=scorer_for("x"), bogus=1)
+        get_detector("logprob", reader=scorer_for("x"), bogus=1)
 
 
 def test_top_logprobs_variants_are_summed() -> None:
@@ -96,13 +96,13 @@ def test_top_logprobs_variants_are_summed() -> None:
 
 def test_each_document_is_read_on_its_own_and_a_clear_answer_stops_reading() -> None:
     scorer = scorer_for("4 million")
-    det = LogProbDetector(llm=scorer)
+    det = LogProbDetector(reader=scorer)
     v = det.detect("How much did it cost?", ["Gardens are green in May.", DOC, "The town has a port."])
     assert v.label == "in_scope" and v.llm_calls == 2 and len(scorer.prompts) == 2
     assert "Gardens" in scorer.prompts[0] and "4 million" not in scorer.prompts[0]
     # nothing answers it: every document is read
     scorer = scorer_for("nowhere")
-    v = LogProbDetector(llm=scorer).detect("How much did it cost?", ["Gardens.", DOC, "Port."])
+    v = LogProbDetector(reader=scorer).detect("How much did it cost?", ["Gardens.", DOC, "Port."])
     assert v.label == "out_of_scope" and len(scorer.prompts) == 3
 
 
@@ -121,7 +121,7 @@ class PrimingScorer(ScriptedVerdictScorer):
 
 def test_preread_primes_each_passage_up_to_the_question_and_read_looks_them_up() -> None:
     scorer = PrimingScorer()
-    det = LogProbDetector(llm=scorer, chunk_tokens=64)
+    det = LogProbDetector(reader=scorer, chunk_tokens=64)
     long_doc = " ".join(f"Sentence {i} says the Brindlewick pier is {i} metres long." for i in range(20))
     n_long = len(det.reader.passages(as_documents(long_doc)))
     assert det.preread([DOC, long_doc], progress=False) == 1 + n_long
@@ -134,4 +134,4 @@ def test_preread_primes_each_passage_up_to_the_question_and_read_looks_them_up()
     assert det.detect("How much did it cost?", DOC).label == "in_scope"
     assert [(DOC in p, create) for p, _, create in scorer.primed] == [(True, False)]  # a lookup only
     # a scorer without a prefix cache pre-reads nothing
-    assert LogProbDetector(llm=scorer_for("x")).preread([DOC]) == 0
+    assert LogProbDetector(reader=scorer_for("x")).preread([DOC]) == 0

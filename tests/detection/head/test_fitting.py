@@ -57,7 +57,7 @@ def test_logprob_fit_saves_a_calibrated_head(tmp_path: Path, monkeypatch: pytest
     assert report.oof is not None and len(report.oof.p) == 64
     head = LogProbHead.load(report.path)
     assert head.model == "scripted" and head.info["cv"]["overall"]["n"] == 64
-    det = LogProbDetector(llm=s, model=report.path)
+    det = LogProbDetector(reader=s, model=report.path)
     assert det.detect("What is unsaid here?", "text").label == "out_of_scope"
     assert det.detect("What is said here?", "text").label == "in_scope"
     # signals are cached: a second fit reads no prompt
@@ -103,7 +103,7 @@ def test_default_fit_reads_margins_probe_and_hidden_states_once(
     assert (
         head.layer == 5 and head.info["lodo"]["b"]["n"] == 24 and (report.path.with_suffix(".md")).is_file()
     )
-    det = DefaultDetector(model=report.path, reader_llm=s)
+    det = DefaultDetector(model=report.path, reader=s)
     assert det.detect("What is unsaid here?", "text").label == "out_of_scope"
     assert det.detect("What is said here?", "text").label == "in_scope"
     # everything is cached: a second fit with a subset of the signals reads nothing
@@ -134,7 +134,7 @@ def test_signals_are_read_through_a_reader_or_a_reading_detectors_reader(
     assert by_reader.margin.tolist() == pytest.approx([2.5 if u else -1.5 for u in unsaid], abs=1e-5)
     assert len(s.prompts) == len(data.questions)  # each question read once
     # a detector's own reader reads the same prompt: the cache answers, nothing is read again
-    by_detector = extract_signals(data, fast=False, reader=LogProbDetector(llm=s), progress=False)
+    by_detector = extract_signals(data, fast=False, reader=LogProbDetector(reader=s), progress=False)
     assert by_detector.margin.tolist() == by_reader.margin.tolist()
     assert len(s.prompts) == len(data.questions)
     with pytest.raises(TypeError, match="a Reader or a reading detector, not str"):

@@ -30,7 +30,7 @@ def test_llamacpp_prefix_cache_gives_the_same_scores_as_a_fresh_read(smollm2: Pa
     assert scores[1].margin == pytest.approx(fresh.margin, abs=0.05)
     assert warm.name == smollm2.stem  # a path is named by its file; "smollm2" by that name
     # as a detector: a verdict with a score and one read
-    v = LogProbDetector(llm=f"local:{smollm2}").detect(QUESTIONS[0], DOC)
+    v = LogProbDetector(reader=f"local:{smollm2}").detect(QUESTIONS[0], DOC)
     assert v.label in ("in_scope", "out_of_scope") and v.score is not None and v.llm_calls == 1
 
 
@@ -104,7 +104,7 @@ def test_preread_documents_cost_later_questions_only_their_own_tokens(
     from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 
     def detector(**kw: object) -> LogProbDetector:
-        return LogProbDetector(llm=LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, **kw))  # type: ignore[arg-type]
+        return LogProbDetector(reader=LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, **kw))  # type: ignore[arg-type]
 
     fresh = detector(state_cache_mb=0, persist_states=False)
     expected = [fresh.reader.read(q, [DOC])[0].margin for q in QUESTIONS]
