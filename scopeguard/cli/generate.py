@@ -15,6 +15,7 @@ import typer
 from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors, option_given
 from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
 from scopeguard.errors import ConfigurationError
+from scopeguard.generation import DEFAULT_WRITER
 from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig, Mode
 
 # CLI option -> GenerationConfig field
@@ -59,7 +60,10 @@ def generate(
     corpus: str = typer.Argument(..., help="A folder of .txt/.md files, a .jsonl file, or a dataset folder."),
     out: Path = typer.Option(..., "--out", help="Output folder; re-run on the same folder to resume."),
     llm: str = typer.Option(
-        "local", "--llm", help="LLM spec that writes the questions, e.g. local or openai:gpt-4o-mini."
+        DEFAULT_WRITER,
+        "--llm",
+        help="LLM spec that writes the questions, e.g. openai:gpt-4o-mini, or local (the packaged 0.5B: "
+        "faster, fewer natural questions).",
     ),
     max_docs: int | None = typer.Option(
         None, "--max-docs", help="Use at most N documents (after the length rule)."

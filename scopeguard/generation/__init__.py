@@ -18,11 +18,12 @@ from scopeguard.generation.corpus import (
     truncate_words,
 )
 from scopeguard.generation.eloq_layout import export_eloq, import_eloq
-from scopeguard.generation.pipeline import Generator
+from scopeguard.generation.pipeline import DEFAULT_WRITER, Generator
 from scopeguard.generation.steps import generate_document
 from scopeguard.generation.summary import RunSummary
 
 __all__ = [
+    "DEFAULT_WRITER",
     "PRICES_DATE",
     "PRICES_PER_1M",
     "CheckpointStore",

@@ -181,3 +181,32 @@ def test_sigkill_midway_then_resume_gives_every_document_once(tmp_path: Path) ->
     assert cached_before > 0
     run = json.loads((out / "run.json").read_text())
     assert run["mode"] == "faithful"
+
+
+def test_the_packaged_1_5b_writes_when_no_llm_is_named(tmp_path: Path, monkeypatch: Any) -> None:
+    """#59 item 1: Generator(), `scopeguard generate` and `scopeguard calibrate` without --llm
+    agree on one writer, the packaged 1.5B (the model itself is not loaded here)."""
+    import pytest
+
+    from scopeguard.errors import ConfigurationError
+    from scopeguard.generation import DEFAULT_WRITER, Generator, pipeline
+
+    asked: list[str] = []
+
+    def stop(spec: Any) -> Any:
+        asked.append(spec)
+        raise ConfigurationError("stopped before loading")
+
+    monkeypatch.setattr(pipeline, "from_spec", stop)
+    with pytest.raises(ConfigurationError):
+        Generator()
+    corpus = _corpus(tmp_path / "corpus", 2)
+    result = CliRunner().invoke(app, ["generate", str(corpus), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "stopped before loading" in result.output
+    from scopeguard.calibration import calibrate
+
+    with pytest.raises(ConfigurationError, match="stopped before loading"):
+        calibrate(corpus, tmp_path / "cal", detector="lexical", sample=2, min_words=5)
+    assert DEFAULT_WRITER == "local:qwen2.5-coder-1.5b"
+    assert asked == [DEFAULT_WRITER] * 3
