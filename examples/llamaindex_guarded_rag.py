@@ -24,7 +24,10 @@ It indexes a small invented corpus in a FAISS vector store with the packaged Min
 (through ``HuggingFaceEmbedding`` and a local path), answers with the packaged local LLM
 (Qwen2.5-Coder-0.5B through llama.cpp, wrapped as a LlamaIndex ``CustomLLM``) and guards the
 query engine with scopeguard: an in-scope question is answered, an out-of-scope one is defused:
-the clarify policy says which parts of the question the documents do not cover.
+the clarify policy says which parts of the question the documents do not cover. The guard
+pre-reads the index's nodes first (``engine.preread``; ``ScopeGuardPrereader`` does it while an
+index is built from documents): the reader keeps its state after each on disk, so the questions,
+and every later run, read only their own tokens.
 (``policy="defuse"`` instead re-asks the LLM with the Zero-shot-CoT prompt; the 0.5B model often
 still invents an answer, which is why the example uses ``clarify``.)
 """
@@ -81,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
 
     embed_model = HuggingFaceEmbedding(model_name=minilm_path(), device="cpu")
     store = FaissVectorStore(faiss_index=faiss.IndexFlatL2(384))  # MiniLM vectors are 384-d
+    nodes = [TextNode(text=text, id_=doc_id) for doc_id, text in CORPUS]
     index = VectorStoreIndex(
-        [TextNode(text=text, id_=doc_id) for doc_id, text in CORPUS],
+        nodes,
         storage_context=StorageContext.from_defaults(vector_store=store),
         embed_model=embed_model,
     )
@@ -93,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         guard=Guard(detector=args.detector, policy="clarify", llm=llm),
         response_synthesizer=get_response_synthesizer(llm=answering, text_qa_template=rag_prompt()),
     )
+    # the nodes as they were indexed, read once ahead of the questions (engine.preread_in_background
+    # does it on a thread, between checks); a detector that does not pre-read reads nothing
+    print(f"pre-read {engine.preread(nodes)} passages of {len(nodes)} nodes\n")
 
     actions = []
     for question in (IN_SCOPE_QUESTION, OUT_OF_SCOPE_QUESTION):

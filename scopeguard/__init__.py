@@ -8,6 +8,7 @@ A calibration profile (``scopeguard calibrate``'s folder) sets the detector's op
 ``Guard(calibration=DIR)``, ``get_detector(name, calibration=DIR)``, ``load_profile(DIR)``.
 """
 
+from scopeguard._prereading import PrereadJob
 from scopeguard.data import Dataset, LabeledQuestion, load_dataset, save_dataset
 from scopeguard.detection.detectors import (
     BaseDetector,
@@ -80,6 +81,7 @@ __all__ = [
     "MissingDependencyError",
     "ModelError",
     "Policy",
+    "PrereadJob",
     "RefusePolicy",
     "ScopeGuardError",
     "StreamingChatModel",

@@ -5,10 +5,10 @@
 >>> guard.check("Who won?", ["...retrieved text..."]).label
 >>> guard.answer("Who won?", ["..."]).response
 
-:class:`GuardClient` has ``check``/``acheck``/``answer``/``aanswer``/``decide``/``hedging`` as a
-:class:`~scopeguard.Guard` does (and ``detector.name``, ``policy``, ``hedge``, ``on_error``,
-``concurrency``), so code written for one takes the other: the LangChain and LlamaIndex
-integrations accept either.
+:class:`GuardClient` has ``check``/``acheck``/``answer``/``aanswer``/``decide``/``hedging`` and
+``preread``/``preread_in_background`` (``POST /v1/preread``) as a :class:`~scopeguard.Guard` does
+(and ``detector.name``, ``policy``, ``hedge``, ``on_error``, ``concurrency``), so code written for
+one takes the other: the LangChain and LlamaIndex integrations accept either.
 :class:`AsyncGuardClient` is the same with ``async`` ``check``/``answer``.
 
 Failures follow ``on_error`` as the guard's do: a server that cannot be reached, is busy (429),
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from scopeguard._optional import require
+from scopeguard._prereading import PrereadJob, preread_documents
 from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, ScopeGuardError, error_kind
 from scopeguard.guard import Guard, OnError
 from scopeguard.policies import HedgePolicy, Policy, RefusePolicy, Responder, get_policy, with_caveat
@@ -250,6 +251,18 @@ class GuardClient(_Protocol):
 
     async def acheck(self, question: str, documents: Docs) -> Verdict:
         return await self._aclient().check(question, documents)
+
+    def preread(self, documents: Docs, *, progress: bool | None = None) -> int:
+        """Have the server read ``documents`` ahead of the questions (``POST /v1/preread``, one
+        request a document, within its ``max_documents``) and keep its reader's state; returns the
+        passages it read (a document it had read before is not read again). Failures raise."""
+        bodies = ({"documents": [d.model_dump(mode="json")]} for d in preread_documents(documents))
+        return sum(int(self._post("/v1/preread", body)["passages"]) for body in bodies)
+
+    def preread_in_background(self, documents: Docs) -> PrereadJob:
+        """:meth:`preread` on a daemon thread, as :meth:`scopeguard.Guard.preread_in_background`
+        (the server reads between its checks)."""
+        return PrereadJob(lambda doc: self.preread([doc]), preread_documents(documents))
 
     async def aanswer(
         self, question: str, documents: Docs, *, responder: Responder | None = None

@@ -20,6 +20,9 @@ with ``failed_closed=True`` and the error in ``result.metadata["error"]`` (the s
 ``metadata["error_stage"]``: ``answer``, ``hedge``, ``policy``, ``answer_check``), unless
 ``on_error="raise"``. A batch never loses its other results to one failing item.
 
+``guard.preread(documents)`` reads a corpus ahead of the questions (``preread_in_background``:
+on a daemon thread, between checks), so that a later check costs only the question.
+
 A guard sits in a request path, so each :meth:`~Guard.check` / :meth:`~Guard.answer` is bounded
 by default: :data:`DEFAULT_DEADLINE_S` (120 s) for the whole call, every LLM request, retry and
 wait included; past it the step fails closed like any other failure. ``Guard(deadline=30)``
@@ -34,7 +37,8 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from scopeguard.detection.detectors.base import Detector
+from scopeguard._prereading import CheckGate, PrereadJob, preread_documents
+from scopeguard.detection.detectors.base import Detector, Prereader
 from scopeguard.detection.detectors.registry import detector_takes, get_detector
 from scopeguard.detection.profile import CalibrationProfile, calibrated
 from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError, error_kind
@@ -154,6 +158,8 @@ class Guard:
         self.on_error: OnError = on_error
         self.concurrency = concurrency
         self.answer_check = answer_check
+        #: the checks running now: a background pre-read reads its next document only when none is
+        self.gate = CheckGate()
 
     def _build_detector(self, detector: str | Detector, reader: Any) -> Detector:
         """The detector; one built by name gets the guard's LLM when its factory takes ``llm``, and
@@ -178,7 +184,8 @@ class Guard:
 
     def _check(self, q: str, docs: Sequence[Document]) -> Verdict:
         try:
-            return self.detector.detect(q, docs)
+            with self.gate.checking():
+                return self.detector.detect(q, docs)
         except ScopeGuardError as exc:
             return self._on_failure(exc)
 
@@ -189,7 +196,8 @@ class Guard:
 
     async def _acheck(self, q: str, docs: Sequence[Document]) -> Verdict:
         try:
-            return await _bounded(self.detector.adetect(q, docs), "the detector")
+            with self.gate.checking():
+                return await _bounded(self.detector.adetect(q, docs), "the detector")
         except ScopeGuardError as exc:
             return self._on_failure(exc)
 
@@ -211,6 +219,38 @@ class Guard:
         """The policy that answers ``verdict`` with a caveat: the ``hedge`` policy for an in-scope
         verdict in the hedge band, ``None`` for any other verdict (or with ``hedge=None``)."""
         return self.hedge if verdict.hedge and verdict.label == "in_scope" else None
+
+    # -- pre-reading -----------------------------------------------------------------------
+    def preread(self, documents: Docs, *, progress: bool | None = None) -> int:
+        """Have the detector read ``documents`` ahead of the questions and keep its state after each
+        (a :class:`~scopeguard.detection.detectors.Prereader`: ``default`` and ``logprob`` with
+        llama.cpp keep it on disk, under ``$SCOPEGUARD_CACHE/llama-states``), so that a later check
+        about one costs only the question's tokens. Returns the passages whose state is kept; a
+        detector that does not pre-read reads nothing and returns 0. ``progress``: a progress bar
+        (``None``: on a terminal). No deadline applies: it is not a request."""
+        docs = preread_documents(documents)
+        prereader = self._prereader() if docs else None
+        return 0 if prereader is None else int(prereader.preread(docs, progress=progress))
+
+    async def apreread(self, documents: Docs, *, progress: bool | None = None) -> int:
+        """:meth:`preread` on a worker thread."""
+        return await asyncio.to_thread(self.preread, documents, progress=progress)
+
+    def preread_in_background(self, documents: Docs) -> PrereadJob:
+        """:meth:`preread` on a daemon thread, one document at a time, each only while no check of
+        this guard is running: a check waits at most for the one document being read when it came.
+        Returns at once; the :class:`~scopeguard.PrereadJob` says how far it got (``read`` of
+        ``total``), ``wait(timeout)``, ``cancel()`` stops it between documents, and an error stops
+        it and is kept as ``job.error`` (logged, never raised)."""
+        docs = preread_documents(documents) if self._prereader() is not None else ()
+        return PrereadJob(lambda doc: self.preread([doc], progress=False), docs, gate=self.gate)
+
+    def _prereader(self) -> Prereader | None:
+        """The detector, when it pre-reads (else ``None``, logged at debug level)."""
+        if isinstance(self.detector, Prereader):
+            return self.detector
+        logger.debug("detector %s does not pre-read: nothing read ahead", getattr(self.detector, "name", "?"))
+        return None
 
     # -- answering -------------------------------------------------------------------------
     def _stage(self, verdict: Verdict, oos: bool) -> str:

@@ -3,7 +3,8 @@
 :class:`ScriptedChatModel` replays scripted replies (or raises scripted errors) and records
 every prompt it was given, so parsing and control flow can be tested without an LLM;
 :class:`StreamingScriptedChatModel` also streams each reply word by word.
-:class:`ScriptedVerdictScorer` does the same for log-prob verdicts (scripted margins).
+:class:`ScriptedVerdictScorer` does the same for log-prob verdicts (scripted margins), and
+:class:`ScriptedPrefixScorer` keeps what it read as llama.cpp does (for pre-reading).
 :class:`FakeOpenAIServer` serves chat completions, files and the Batch API on 127.0.0.1;
 :func:`packaged_llama_server` runs a real llama.cpp server with a packaged model for a test;
 :func:`running_guard_server` runs ``scopeguard serve`` (uvicorn) in a thread on a free port.
@@ -18,6 +19,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import overload
@@ -34,6 +36,7 @@ from scopeguard._test_servers import packaged_llama_server, running_guard_server
 from scopeguard.detection.detectors.base import BaseDetector, Detector
 from scopeguard.detection.profile import CalibrationProfile, detector_identity, rate
 from scopeguard.detection.read.base import VerdictScore
+from scopeguard.detection.read.reader import question_cut
 from scopeguard.errors import ConfigurationError
 from scopeguard.llm.base import (
     ChatMessage,
@@ -50,6 +53,7 @@ __all__ = [
     "RecordedCall",
     "ScriptedChatModel",
     "ScriptedDetector",
+    "ScriptedPrefixScorer",
     "ScriptedVerdictScorer",
     "StreamingScriptedChatModel",
     "calibration_profile",
@@ -107,6 +111,57 @@ class ScriptedVerdictScorer:
         self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None
     ) -> list[VerdictScore]:
         return [self.score(p) for p in prompts]
+
+
+class ScriptedPrefixScorer(ScriptedVerdictScorer):
+    """A :class:`ScriptedVerdictScorer` that keeps what it read, as the llama.cpp scorer does, so that
+    pre-reading (``Guard.preread``, ``detector.preread``) can be tested without a model.
+
+    A prompt's text before its question (the instruction and the document) is *read* the first
+    time a ``score`` or a ``prime`` needs it: that takes ``read_seconds`` and is recorded in
+    ``reads``; after that it is kept and costs nothing. One lock serialises ``score`` and ``prime``
+    (llama.cpp is not re-entrant). ``prime(messages, upto=..., create=False)`` only looks up.
+    """
+
+    def __init__(
+        self,
+        margin: Callable[[str], float],
+        *,
+        read_seconds: float = 0.0,
+        name: str = "scripted-prefix-verdicts",
+    ) -> None:
+        super().__init__(margin, name=name)
+        self.read_seconds = read_seconds
+        #: the prefixes read, in order (each once)
+        self.reads: list[str] = []
+        self._kept: set[str] = set()
+        self._model = threading.Lock()
+
+    def _read(self, prefix: str) -> None:
+        if prefix not in self._kept:  # called with the lock held
+            time.sleep(self.read_seconds)
+            self._kept.add(prefix)
+            self.reads.append(prefix)
+
+    def score(self, messages: Sequence[ChatMessage]) -> VerdictScore:
+        text = "\n".join(m.content for m in messages)
+        cut = question_cut(text)
+        with self._model:
+            self._read(text if cut is None else text[:cut])
+            return super().score(messages)
+
+    def prime(self, messages: Sequence[ChatMessage], *, upto: str, create: bool = True) -> int:
+        """Read the prompt's text before ``upto`` and keep it; its length in words (0: ``upto`` is
+        not in the prompt, or ``create`` is false and it was not kept)."""
+        text = "\n".join(m.content for m in messages)
+        if upto not in text:
+            return 0
+        prefix = text.split(upto, 1)[0]
+        with self._model:
+            if not create and prefix not in self._kept:
+                return 0
+            self._read(prefix)
+        return self.count_tokens(prefix)
 
 
 # --- calibration profiles ---------------------------------------------------------------------

@@ -126,16 +126,19 @@ CORPUS = [
 
 @contextlib.contextmanager
 def _langchain_app() -> Iterator[dict[str, Any]]:
-    """A LangChain app's own objects: an in-memory vector store (LangChain's deterministic test
-    embeddings) and a chat model (LangChain's scripted one)."""
+    """A LangChain app's own objects: the chunks it indexed in an in-memory vector store
+    (LangChain's deterministic test embeddings) and a chat model (LangChain's scripted one)."""
     pytest.importorskip("langchain_scopeguard", reason="needs the LangChain integration")
+    from langchain_core.documents import Document
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
     from langchain_core.vectorstores import InMemoryVectorStore
 
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
-    store.add_texts(CORPUS)
-    yield {"vector_store": store, "chat_model": FakeListChatModel(responses=["France won it."] * 4)}
+    chunks = [Document(page_content=text) for text in CORPUS]
+    store.add_documents(chunks)
+    chat_model = FakeListChatModel(responses=["France won it."] * 4)
+    yield {"vector_store": store, "chunks": chunks, "chat_model": chat_model}
 
 
 @contextlib.contextmanager

@@ -229,6 +229,7 @@ def test_top_level_surface_is_stable() -> None:
         "ScopeGuardError",
         "CalibrationProfile",
         "load_profile",
+        "PrereadJob",
     ):
         assert required in scopeguard.__all__
 

@@ -23,7 +23,14 @@ from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.generation.corpus import LengthRule, load_generation_corpus
 from scopeguard.types import Document
 
-__all__ = ["SOURCE_KEYS", "CorpusDocuments", "corpus_sha256", "load_documents", "sample_documents"]
+__all__ = [
+    "SOURCE_KEYS",
+    "CorpusDocuments",
+    "corpus_passages",
+    "corpus_sha256",
+    "load_documents",
+    "sample_documents",
+]
 
 #: the metadata fields that name a passage's source, first found wins
 SOURCE_KEYS = ("source", "source_url", "url", "title", "topic", "source_path")
@@ -85,16 +92,24 @@ def _joined(group: Sequence[Document]) -> Document:
     )
 
 
-def load_documents(
-    corpus: str | os.PathLike[str], *, min_words: int | None, max_words: int | None
-) -> CorpusDocuments:
-    """The documents of ``corpus`` at least ``min_words`` long (short neighbours of one source
-    joined, see the module docstring), each cut after ``max_words`` words."""
+def corpus_passages(corpus: str | os.PathLike[str]) -> tuple[Document, ...]:
+    """Every document of ``corpus`` as it is (a dataset folder's ``documents.jsonl``, a JSONL file
+    or a folder of ``.txt`` / ``.md`` files), none cut or joined: what calibrate draws from and what
+    ``scopeguard preread`` and ``serve --preread`` read. An :class:`InputError` when it has none."""
     passages = load_generation_corpus(
         corpus, length_rule=LengthRule(min_words=None, max_words=None)
     ).documents
     if not passages:
         raise InputError(f"the corpus {corpus} has no documents")
+    return passages
+
+
+def load_documents(
+    corpus: str | os.PathLike[str], *, min_words: int | None, max_words: int | None
+) -> CorpusDocuments:
+    """The documents of ``corpus`` at least ``min_words`` long (short neighbours of one source
+    joined, see the module docstring), each cut after ``max_words`` words."""
+    passages = corpus_passages(corpus)
     cut = LengthRule(min_words=None, max_words=max_words)
     out: list[Document] = []
     group: list[Document] = []

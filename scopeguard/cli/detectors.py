@@ -181,11 +181,11 @@ def preread_command(
 ) -> None:
     """Read a fixed corpus ahead of the questions and keep the reader's state after each document on
     disk: a later question about a document costs only its own tokens (llama.cpp readers)."""
+    from scopeguard.calibration._passages import corpus_passages
     from scopeguard.detection.detectors.logprob import LogProbDetector
     from scopeguard.detection.head.default import DefaultHead, default_head_path
     from scopeguard.detection.read import verdict_scorer
     from scopeguard.errors import ConfigurationError
-    from scopeguard.generation.corpus import LengthRule, load_generation_corpus
 
     if llm is not None:
         raise ConfigurationError("preread takes the reading model as --reader SPEC, not --llm (renamed)")
@@ -193,11 +193,7 @@ def preread_command(
         raise ConfigurationError(
             f"--detector must be default or logprob (the detectors that read), got {detector!r}"
         )
-    docs = list(
-        load_generation_corpus(corpus, length_rule=LengthRule(min_words=None, max_words=None)).documents
-    )
-    if not docs:
-        raise ConfigurationError(f"{corpus}: no documents to read")
+    docs = list(corpus_passages(corpus))
     # default's reading stage is a LogProbDetector on the model its head was fitted on (no fast stage
     # needed here); logprob's head is the one given, if any
     if detector == "default":

@@ -54,6 +54,13 @@ def serve(
     deadline_s: float | None = typer.Option(
         None, "--deadline", metavar="SECONDS", help=f"Per-request deadline in seconds {_default('deadline')}."
     ),
+    preread: Path | None = typer.Option(
+        None,
+        "--preread",
+        metavar="CORPUS",
+        help="Pre-read this corpus (dataset folder, JSONL, folder of .txt/.md) in the background at "
+        "start, between checks; /readyz and /metrics report its progress.",
+    ),
 ) -> None:
     """Serve the guard over HTTP: /v1/check, /v1/answer, /v1/chat/completions (guarded proxy), /metrics.
 
@@ -74,6 +81,7 @@ def serve(
         "upstream_model": upstream_model,
         "api_key": api_key,
         "deadline": deadline_s,
+        "preread": preread,
     }
     config = load_config(config_file, overrides)
     configure_json_logs(logging.INFO)

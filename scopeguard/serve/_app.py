@@ -102,7 +102,7 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
     async def lifespan(app: Any) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(runtime.executor)  # detectors' to_thread calls run on the workers
-        loader = loop.run_in_executor(None, runtime.load)
+        loader = loop.run_in_executor(None, runtime.start)  # models, then the --preread corpus
         watcher = asyncio.create_task(runtime.watch_loop())  # the loop's lag, for admission
         try:
             yield
@@ -242,10 +242,15 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
     async def healthz() -> Any:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: the models are loaded (and the calibration profile)")
+    @app.get("/readyz", summary="Readiness: the models are loaded (calibration profile, pre-read progress)")
     async def readyz() -> Any:
         if runtime.ready:
-            return {"status": "ready", "detector": runtime.detector_name, "calibration": calibration}
+            return {
+                "status": "ready",
+                "detector": runtime.detector_name,
+                "calibration": calibration,
+                "preread": runtime.startup_preread.status(),
+            }
         if runtime.load_error:
             return fail(503, f"loading the detector failed: {runtime.load_error}", "not_ready")
         return fail(503, "loading the models", "not_ready", {"Retry-After": "1"})

@@ -89,6 +89,12 @@ class ServeConfig(BaseModel):
     max_document_chars: int = Field(default=100_000, ge=1, description="Longest document, in characters.")
     max_batch: int = Field(default=64, ge=1, description="Most items in one /v1/check/batch request.")
     preload: bool = Field(default=True, description="Load the detector's models at start (/readyz waits).")
+    preread: Path | None = Field(
+        default=None,
+        description="A corpus to pre-read at start (a dataset folder, a JSONL file or a folder of .txt/.md "
+        "files, each document as it will be retrieved): read in the background through the reading "
+        "queue, between checks, while the server answers; /readyz and /metrics say how far it got.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -107,6 +113,8 @@ class ServeConfig(BaseModel):
             )
         if self.policy == "defuse" and self.upstream is None:
             raise ValueError("the defuse policy re-asks the LLM: set --upstream")
+        if self.preread is not None and not self.preread.exists():
+            raise ValueError(f"the corpus to pre-read, {self.preread}, does not exist")
         return self
 
 

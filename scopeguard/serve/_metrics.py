@@ -79,6 +79,16 @@ class Metrics:
             ["detector", "budget"],
             registry=r,
         )
+        self.preread = prom.Gauge(
+            "scopeguard_preread_documents",
+            "The start-up pre-read (--preread): the corpus's documents (state=total) and those read so far "
+            "(state=read); absent without --preread.", ["state"], registry=r,
+        )  # fmt: skip
+        self.preread_running = prom.Gauge(
+            "scopeguard_preread_running",
+            "1 while the start-up pre-read (--preread) is to come or under way, 0 once it ended (or none).",
+            registry=r,
+        )
         self.upstream_seconds = prom.Histogram(
             "scopeguard_upstream_seconds", "Upstream LLM latency (to the first byte when streaming).",
             buckets=_LATENCY_BUCKETS, registry=r,

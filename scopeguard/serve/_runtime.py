@@ -5,7 +5,9 @@ detector that reads (its registry entry says so: ``default``, ``logprob``) gets 
 (``reader``, or the one it builds for itself) wrapped in :class:`SerialScorer`, which hands every
 call to one reading thread (llama.cpp is not re-entrant) and gives up on a queued call once the
 request's deadline has passed. Documents are read once: the scorer keeps each passage's state (see
-:meth:`LogProbDetector.preread`) and the server remembers which documents it has pre-read.
+:meth:`LogProbDetector.preread`) and the server remembers which documents it has pre-read. A corpus
+given at start (``--preread``) is pre-read in the background through the same queue, one document
+at a time and only while no check is running (:mod:`scopeguard.serve._preread`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from scopeguard.serve._admission import Admission, Rejected
 from scopeguard.serve._backlog import Backlog
 from scopeguard.serve._config import ServeConfig
 from scopeguard.serve._metrics import Metrics
+from scopeguard.serve._preread import StartupPreread
 from scopeguard.serve._telemetry import set_attributes, span
 from scopeguard.types import Document, GuardResult, Verdict
 
@@ -209,6 +212,7 @@ class Runtime:
         self._reading: Counter[str] = Counter()  # documents an admitted request is reading now
         self.preread_hashes: set[str] = set()
         self._preread_lock = threading.Lock()
+        self.startup_preread = StartupPreread(config.preread, self.metrics)
         self.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="scopeguard")
 
     @property
@@ -237,6 +241,13 @@ class Runtime:
         except Exception as exc:  # reported by /readyz; requests still try (and fail closed)
             self.load_error = f"{type(exc).__name__}: {exc}"
             logger.error("loading the detector failed: %s", self.load_error)
+
+    def start(self) -> None:
+        """What the server does at start, on a worker: :meth:`load`, then the ``--preread`` corpus in
+        the background (after the warm-up checks, whose times are admission's priors), through
+        :meth:`preread` (its documents count as pre-read here), each only while no check runs."""
+        self.load()
+        self.startup_preread.start(lambda doc: self.preread([doc])[2], self.guard.gate)
 
     def _unread(self, documents: Sequence[Document], hashes: Sequence[str]) -> list[Document]:
         """The documents (``hashes``: their content hashes) neither checked here before (their
@@ -364,5 +375,6 @@ class Runtime:
         return len(fresh), len(documents) - len(fresh), passages
 
     def close(self) -> None:
+        self.startup_preread.cancel()
         self.lane.close()
         self.executor.shutdown(wait=False, cancel_futures=True)

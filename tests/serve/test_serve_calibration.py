@@ -103,7 +103,8 @@ def test_without_a_profile_readyz_says_none() -> None:
         deadline = time.monotonic() + 30
         while (ready := httpx.get(f"{url}/readyz")).status_code != 200 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert ready.json() == {"status": "ready", "detector": "lexical", "calibration": None}
+        expected = {"status": "ready", "detector": "lexical", "calibration": None, "preread": None}
+        assert ready.json() == expected
 
 
 def test_a_profile_for_another_detector_stops_the_start(tmp_path: Path) -> None:

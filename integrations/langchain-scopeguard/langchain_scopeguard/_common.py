@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.callbacks import BaseCallbackManager, Callbacks
 from langchain_core.documents import Document as LCDocument
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
-from scopeguard import Document, Guard, Verdict
+from scopeguard import Document, Guard, PrereadJob, Verdict
 from scopeguard.client import GuardClient
 
 AnyGuard = Guard | GuardClient
@@ -19,6 +19,7 @@ __all__ = [
     "METADATA_KEY",
     "VERDICT_RUN_NAME",
     "Granularity",
+    "Prereading",
     "atrace_verdicts",
     "to_scopeguard",
     "trace_verdicts",
@@ -41,6 +42,28 @@ def to_scopeguard(documents: Sequence[LCDocument]) -> list[Document]:
         if d.page_content and d.page_content.strip():
             out.append(Document(text=d.page_content, id=str(d.id or i), metadata=dict(d.metadata)))
     return out
+
+
+class Prereading:
+    """``preread`` and ``preread_in_background`` for an adapter with a ``guard``: read the corpus's
+    chunks (LangChain documents, as they go into the vector store) ahead of the questions."""
+
+    if TYPE_CHECKING:
+        guard: AnyGuard
+
+    def preread(self, documents: Sequence[LCDocument], *, progress: bool | None = None) -> int:
+        """Have the guard's detector read ``documents`` now and keep its state after each, so that
+        a later question whose retrieval returns one costs only its own tokens
+        (:meth:`scopeguard.Guard.preread`; ``default`` and ``logprob`` with llama.cpp, on disk).
+        Pre-read the chunks as they are indexed: a chunk is matched by its ``page_content``.
+        Returns the passages read (0 with a detector that does not pre-read)."""
+        return self.guard.preread(to_scopeguard(documents), progress=progress)
+
+    def preread_in_background(self, documents: Sequence[LCDocument]) -> PrereadJob:
+        """:meth:`preread` on a daemon thread, one document at a time and only while no check is
+        running; returns the :class:`scopeguard.PrereadJob` at once (``done()``, ``wait()``,
+        ``cancel()``, ``read`` of ``total``, ``error``)."""
+        return self.guard.preread_in_background(to_scopeguard(documents))
 
 
 def no_documents_verdict(guard: AnyGuard) -> Verdict:

@@ -9,19 +9,21 @@ from langchain_core.documents import BaseDocumentCompressor
 from langchain_core.documents import Document as LCDocument
 from pydantic import ConfigDict
 
-from langchain_scopeguard._common import METADATA_KEY, AnyGuard, Granularity
+from langchain_scopeguard._common import METADATA_KEY, AnyGuard, Granularity, Prereading
 from langchain_scopeguard._filter import aguard_documents, guard_documents
 
 __all__ = ["ScopeGuardCompressor"]
 
 
-class ScopeGuardCompressor(BaseDocumentCompressor):
+class ScopeGuardCompressor(Prereading, BaseDocumentCompressor):
     """Keep only the retrieved documents that cover the query.
 
     By default each document is checked on its own (``granularity="document"``) and those the
     detector calls out of scope (or, with ``on_error="fail_closed"``, could not judge) are
     dropped; the survivors carry the verdict under ``metadata["scopeguard"]``. Each verdict is also
     traced as a ``ScopeGuardVerdict`` child run whose metadata and tags hold it.
+    ``preread(chunks)`` / ``preread_in_background(chunks)`` read the indexed chunks ahead of the
+    questions (:meth:`scopeguard.Guard.preread`).
 
     >>> retriever = ContextualCompressionRetriever(
     ...     base_compressor=ScopeGuardCompressor(guard=Guard(detector="default")),

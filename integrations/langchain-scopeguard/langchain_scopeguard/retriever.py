@@ -10,14 +10,14 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field
 
-from langchain_scopeguard._common import METADATA_KEY, AnyGuard, Granularity
+from langchain_scopeguard._common import METADATA_KEY, AnyGuard, Granularity, Prereading
 from langchain_scopeguard._filter import aguard_documents, guard_documents
 from scopeguard import ConfigurationError
 
 __all__ = ["ScopeGuardRetriever"]
 
 
-class ScopeGuardRetriever(BaseRetriever):
+class ScopeGuardRetriever(Prereading, BaseRetriever):
     """Retrieve with ``retriever``, then ask the guard's detector whether the results answer the query.
 
     Every returned document carries the verdict under ``metadata["scopeguard"]`` (label, score,
@@ -32,6 +32,9 @@ class ScopeGuardRetriever(BaseRetriever):
     its fields of the same name (a copy is used). A ``k`` it can take neither way cuts its
     results to the first ``k``; any other option it cannot take raises ConfigurationError. ``k``
     counts the documents retrieved, before ``drop_out_of_scope`` removes any.
+
+    ``preread(chunks)`` / ``preread_in_background(chunks)`` read the chunks you index ahead of the
+    questions (:meth:`scopeguard.Guard.preread`, :meth:`scopeguard.Guard.preread_in_background`).
 
     Args:
         retriever: the inner retriever (any ``Runnable[str, list[Document]]``).

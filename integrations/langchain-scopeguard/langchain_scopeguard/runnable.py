@@ -19,6 +19,7 @@ from typing_extensions import TypedDict
 
 from langchain_scopeguard._common import (
     AnyGuard,
+    Prereading,
     atrace_verdicts,
     no_documents_verdict,
     to_scopeguard,
@@ -99,7 +100,7 @@ def _text(output: Any) -> str:
     )
 
 
-class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
+class GuardedRAG(Prereading, RunnableSerializable[GuardedInput, AddableDict]):
     """A guarded RAG chain: answers in-scope questions, responds with the policy otherwise.
 
     An in-scope question in the calibration profile's hedge band (``Guard(calibration=DIR)``,
@@ -120,6 +121,10 @@ class GuardedRAG(RunnableSerializable[GuardedInput, AddableDict]):
     documents and verdict, then the chain's chunks as ``{"answer": chunk}`` when in scope, or
     the policy's response in one chunk when not (``policy="flag"`` streams the chain's answer; a
     hedged answer streams, then the caveat comes as a final chunk).
+
+    ``preread(chunks)`` reads the chunks you index (LangChain documents, as the retriever returns
+    them) ahead of the questions, ``preread_in_background(chunks)`` on a daemon thread between
+    checks (:meth:`scopeguard.Guard.preread`, :meth:`scopeguard.Guard.preread_in_background`).
 
     Tracing: the retriever, the detection step (``ScopeGuardCheck``) and the chain run as child
     runs. The verdict is also put where tracers filter runs: a ``ScopeGuardVerdict`` child run,

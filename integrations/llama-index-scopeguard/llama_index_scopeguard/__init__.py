@@ -1,4 +1,5 @@
-"""LlamaIndex drop-ins for scopeguard: a node postprocessor, a guarded query engine, an LLM adapter.
+"""LlamaIndex drop-ins for scopeguard: a node postprocessor, a guarded query engine, an LLM adapter,
+and an ingestion step that pre-reads the nodes as they are indexed.
 
 >>> from llama_index_scopeguard import GuardedQueryEngine
 >>> engine = GuardedQueryEngine(retriever=index.as_retriever(), llm=llm,
@@ -10,6 +11,7 @@ from llama_index_scopeguard._common import METADATA_KEY, ScopeGuardVerdictEvent
 from llama_index_scopeguard.llm import ScopeGuardLLM
 from llama_index_scopeguard.llm_adapter import LlamaIndexLLM, from_llama_index
 from llama_index_scopeguard.postprocessor import ScopeGuardPostprocessor
+from llama_index_scopeguard.prereader import ScopeGuardPrereader
 from llama_index_scopeguard.query_engine import GuardedQueryEngine, rag_prompt
 
 __version__ = "0.1.0"
@@ -20,6 +22,7 @@ __all__ = [
     "LlamaIndexLLM",
     "ScopeGuardLLM",
     "ScopeGuardPostprocessor",
+    "ScopeGuardPrereader",
     "ScopeGuardVerdictEvent",
     "__version__",
     "from_llama_index",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
-from llama_index.core.schema import MetadataMode, NodeWithScore
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 
-from scopeguard import Document, Guard, Verdict
+from scopeguard import Document, Guard, PrereadJob, Verdict
 from scopeguard.client import GuardClient
 
 AnyGuard = Guard | GuardClient
@@ -18,6 +18,7 @@ AnyGuard = Guard | GuardClient
 __all__ = [
     "METADATA_KEY",
     "Granularity",
+    "Prereading",
     "ScopeGuardVerdictEvent",
     "dispatch_verdict",
     "no_documents_verdict",
@@ -33,17 +34,41 @@ Granularity = Literal["set", "document"]
 """``set``: one verdict for all retrieved nodes together; ``document``: one per node."""
 
 
-def node_text(node: NodeWithScore) -> str:
-    return node.node.get_content(metadata_mode=MetadataMode.NONE)
+def node_text(node: NodeWithScore | BaseNode) -> str:
+    inner = node.node if isinstance(node, NodeWithScore) else node
+    return inner.get_content(metadata_mode=MetadataMode.NONE)
 
 
-def to_scopeguard(nodes: Sequence[NodeWithScore]) -> list[Document]:
-    """Retrieved nodes -> scopeguard documents (nodes without text are skipped)."""
+def to_scopeguard(nodes: Sequence[NodeWithScore | BaseNode]) -> list[Document]:
+    """Retrieved nodes (or nodes as they are indexed) -> scopeguard documents (nodes without text
+    are skipped); the text is what the retrieved node will hold, without its metadata."""
     return [
-        Document(text=text, id=n.node.node_id, metadata={"score": n.score})
+        Document(text=text, id=n.node_id, metadata={"score": getattr(n, "score", None)})
         for n in nodes
         if (text := node_text(n)).strip()
     ]
+
+
+class Prereading:
+    """``preread`` and ``preread_in_background`` for an adapter with a ``guard``: read the index's
+    nodes ahead of the questions."""
+
+    if TYPE_CHECKING:
+        guard: AnyGuard
+
+    def preread(self, nodes: Sequence[BaseNode | NodeWithScore], *, progress: bool | None = None) -> int:
+        """Have the guard's detector read ``nodes`` now and keep its state after each, so that a
+        later query that retrieves one costs only its own tokens (:meth:`scopeguard.Guard.preread`;
+        ``default`` and ``logprob`` with llama.cpp, on disk). Pass the nodes as the index holds them
+        (after the node parser: ``index.docstore.docs.values()``, or use
+        :class:`~llama_index_scopeguard.ScopeGuardPrereader` while indexing), not the ``Document``
+        objects they were split from. Returns the passages read (0 with a detector that does not)."""
+        return self.guard.preread(to_scopeguard(nodes), progress=progress)
+
+    def preread_in_background(self, nodes: Sequence[BaseNode | NodeWithScore]) -> PrereadJob:
+        """:meth:`preread` on a daemon thread, a node at a time and only while no check runs; the
+        :class:`scopeguard.PrereadJob` comes back at once (``done()``, ``wait()``, ``cancel()``)."""
+        return self.guard.preread_in_background(to_scopeguard(nodes))
 
 
 def no_documents_verdict(guard: AnyGuard, rationale: str = "no documents were retrieved") -> Verdict:

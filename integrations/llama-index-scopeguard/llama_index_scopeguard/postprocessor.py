@@ -13,6 +13,7 @@ from llama_index_scopeguard._common import (
     METADATA_KEY,
     AnyGuard,
     Granularity,
+    Prereading,
     dispatch_verdict,
     no_documents_verdict,
     to_scopeguard,
@@ -25,7 +26,7 @@ from scopeguard.policies import FlagOnlyPolicy, PolicyContext, PolicyOutcome
 __all__ = ["ScopeGuardPostprocessor"]
 
 
-class ScopeGuardPostprocessor(BaseNodePostprocessor):
+class ScopeGuardPostprocessor(Prereading, BaseNodePostprocessor):
     """Ask the guard's detector whether the retrieved nodes answer the query.
 
     Every kept node carries the verdict under ``node.metadata["scopeguard"]`` (hidden from the
@@ -39,6 +40,10 @@ class ScopeGuardPostprocessor(BaseNodePostprocessor):
     ``replaced_nodes``. The engine then answers from that text, and ``response.source_nodes``
     shows why, instead of an "Empty Response" that looks like an empty index. Each verdict is
     also sent as a :class:`~llama_index_scopeguard.ScopeGuardVerdictEvent` in the active span.
+
+    ``preread(nodes)`` / ``preread_in_background(nodes)`` read the index's nodes ahead of the
+    questions (:meth:`scopeguard.Guard.preread`; while indexing:
+    :class:`~llama_index_scopeguard.ScopeGuardPrereader`).
 
     Args:
         guard: a :class:`scopeguard.Guard`.

@@ -22,6 +22,7 @@ from llama_index.core.schema import NodeWithScore
 
 from llama_index_scopeguard._common import (
     AnyGuard,
+    Prereading,
     dispatch_verdict,
     no_documents_verdict,
     to_scopeguard,
@@ -57,7 +58,7 @@ def rag_prompt(template: str = "rag_basic") -> PromptTemplate:
     return PromptTemplate(text, function_mappings={n: functools.partial(_fenced_variable, n) for n in names})
 
 
-class GuardedQueryEngine(CustomQueryEngine):
+class GuardedQueryEngine(Prereading, CustomQueryEngine):
     """A query engine that answers in-scope questions and responds with the guard's policy otherwise.
 
     The response's ``metadata["scopeguard"]`` holds ``verdict`` (a :class:`scopeguard.Verdict`),
@@ -74,6 +75,9 @@ class GuardedQueryEngine(CustomQueryEngine):
     :class:`~scopeguard.policies.HedgePolicy` (the default) its caveat line follows the answer
     (a streamed answer yields it as a final token) and the action is ``Action.HEDGED``; another
     hedge policy responds like an out-of-scope policy; ``Guard(hedge=None)`` answers plainly.
+
+    ``preread(nodes)`` / ``preread_in_background(nodes)`` read the index's nodes ahead of the
+    questions (``index.docstore.docs.values()``; :meth:`scopeguard.Guard.preread`).
 
     Args:
         retriever: any LlamaIndex retriever (``index.as_retriever()``).

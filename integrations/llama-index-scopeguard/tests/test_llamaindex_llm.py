@@ -62,7 +62,7 @@ def test_public_surface():
     import llama_index_scopeguard
 
     assert all(hasattr(llama_index_scopeguard, name) for name in llama_index_scopeguard.__all__)
-    assert {"GuardedQueryEngine", "ScopeGuardPostprocessor", "ScopeGuardLLM"} <= set(
+    assert {"GuardedQueryEngine", "ScopeGuardPostprocessor", "ScopeGuardPrereader", "ScopeGuardLLM"} <= set(
         llama_index_scopeguard.__all__
     )
 

@@ -1,6 +1,6 @@
 """Out-of-scope detectors: protocol, registry and the shipped methods."""
 
-from scopeguard.detection.detectors.base import BaseDetector, Detector
+from scopeguard.detection.detectors.base import BaseDetector, Detector, Prereader
 from scopeguard.detection.detectors.registry import (
     available_detectors,
     detector_reads,
@@ -12,6 +12,7 @@ from scopeguard.detection.detectors.registry import (
 __all__ = [
     "BaseDetector",
     "Detector",
+    "Prereader",
     "available_detectors",
     "detector_reads",
     "detector_takes",

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from scopeguard.types import Document, Verdict, as_documents, validate_question
 
-__all__ = ["BaseDetector", "Detector"]
+__all__ = ["BaseDetector", "Detector", "Prereader"]
 
 
 @runtime_checkable
@@ -24,6 +24,16 @@ class Detector(Protocol):
     async def adetect(
         self, question: str, documents: str | Document | Iterable[str | Document]
     ) -> Verdict: ...
+
+
+@runtime_checkable
+class Prereader(Protocol):
+    """A detector that can read documents ahead of the questions and keep what it read (``default``
+    and ``logprob`` with llama.cpp): a later question about them costs only its own tokens."""
+
+    def preread(self, documents: Sequence[Document | str], *, progress: bool | None = None) -> int:
+        """Read ``documents`` now; returns the passages whose state is kept (0: none kept)."""
+        ...
 
 
 class BaseDetector:

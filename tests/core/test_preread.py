@@ -1,0 +1,163 @@
+"""``Guard.preread`` and ``Guard.preread_in_background``: a corpus read ahead of the questions, on a
+daemon thread that never holds a check up for more than the document it is reading."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+import pytest
+
+from scopeguard import Guard, InputError, LLMError, PrereadJob
+from scopeguard._prereading import CheckGate
+from scopeguard.detection.detectors import Prereader
+from scopeguard.detection.detectors.logprob import LogProbDetector
+from scopeguard.testing import ScriptedDetector, ScriptedPrefixScorer, calibration_profile
+from scopeguard.types import Document, as_documents
+
+CORPUS = [f"Record {i}: the Brindlewick pier was painted in {1900 + i} by crew {i}." for i in range(12)]
+QUESTION = "When was the pier painted?"
+
+
+def reading_guard(read_seconds: float = 0.0, **options: object) -> tuple[Guard, ScriptedPrefixScorer]:
+    """A guard whose ``logprob`` detector reads with a scripted scorer that keeps what it read."""
+    scorer = ScriptedPrefixScorer(lambda prompt: -5.0, read_seconds=read_seconds)
+    return Guard(detector=LogProbDetector(reader=scorer), **options), scorer  # type: ignore[arg-type]
+
+
+def documents_read(scorer: ScriptedPrefixScorer) -> list[str]:
+    """The corpus documents the scorer has read (the instruction and other texts aside)."""
+    return [doc for doc in CORPUS if any(doc in prefix for prefix in scorer.reads)]
+
+
+def test_preread_reads_each_document_once_and_a_later_check_reads_nothing_more() -> None:
+    guard, scorer = reading_guard()
+    assert isinstance(guard.detector, Prereader)
+    assert guard.preread(CORPUS[:3], progress=False) == 3
+    assert documents_read(scorer) == CORPUS[:3]
+    reads = len(scorer.reads)
+    assert guard.check(QUESTION, [CORPUS[1]]).label == "in_scope"
+    assert len(scorer.reads) == reads  # the document's state was kept: only the question was asked
+    assert guard.preread([]) == 0  # nothing to read is no error
+    with pytest.raises(InputError, match="empty"):
+        guard.preread(["  "])
+
+
+def test_a_detector_that_does_not_preread_reads_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    guard = Guard(detector=ScriptedDetector(["in_scope"]))
+    with caplog.at_level(logging.DEBUG, logger="scopeguard.guard"):
+        assert guard.preread(CORPUS) == 0
+    assert "does not pre-read" in caplog.text
+    job = guard.preread_in_background(CORPUS)
+    assert job.wait(5) and (job.result, job.total, job.error) == (0, 0, None)
+
+
+def test_a_calibrated_detector_prereads_through_to_the_one_it_wraps() -> None:
+    scorer = ScriptedPrefixScorer(lambda prompt: -5.0)
+    detector = LogProbDetector(reader=scorer)
+    guard = Guard(detector=detector, calibration=calibration_profile(detector))
+    assert guard.calibration is not None and guard.detector is not detector
+    assert guard.preread(CORPUS[:2]) == 2 and documents_read(scorer) == CORPUS[:2]
+
+
+async def test_apreread_reads_on_a_worker_thread() -> None:
+    guard, scorer = reading_guard()
+    assert await guard.apreread(CORPUS[:2]) == 2
+    assert documents_read(scorer) == CORPUS[:2]
+
+
+def test_a_check_finishes_while_a_long_background_preread_runs() -> None:
+    """Each document takes 0.3 s to read (12 of them: 3.6 s); a check on another document waits at
+    most for the one being read when it came, and finishes long before the job."""
+    guard, scorer = reading_guard(read_seconds=0.3)
+    guard.preread(["An unrelated warm-up note."])  # the instruction is read once, before timing
+    job = guard.preread_in_background(CORPUS)
+    while job.read < 2:
+        time.sleep(0.01)
+    started = time.perf_counter()
+    verdict = guard.check(QUESTION, ["The pier was painted in 1907."])
+    took = time.perf_counter() - started
+    assert verdict.label == "in_scope"
+    assert took < 1.5  # its own read (0.3 s) and at most the document in progress (0.3 s)
+    assert not job.done() and job.read < len(CORPUS)
+    assert job.wait(30) and job.result == len(CORPUS) and job.error is None
+    assert documents_read(scorer) == CORPUS
+
+
+async def test_an_async_check_gets_its_turn_too() -> None:
+    guard, _ = reading_guard(read_seconds=0.3)
+    job = guard.preread_in_background(CORPUS)
+    while job.read < 1:
+        await asyncio.sleep(0.01)
+    verdict = await asyncio.wait_for(guard.acheck(QUESTION, ["The pier was painted in 1907."]), 3)
+    assert verdict.label == "in_scope" and not job.done()
+    job.cancel()
+    assert job.wait(5)
+
+
+def test_the_job_reads_no_document_while_a_check_runs() -> None:
+    gate, read = CheckGate(), []
+
+    def read_one(doc: Document) -> int:
+        read.append(doc.text)
+        return 1
+
+    with gate.checking():
+        job = PrereadJob(read_one, as_documents(CORPUS[:3]), gate=gate)
+        time.sleep(0.3)
+        assert read == [] and job.read == 0 and gate.running == 1
+    assert job.wait(5) and job.result == 3 and read == CORPUS[:3]
+
+
+def test_cancel_stops_between_documents() -> None:
+    guard, scorer = reading_guard(read_seconds=0.1)
+    job = guard.preread_in_background(CORPUS)
+    while job.read < 2:
+        time.sleep(0.01)
+    job.cancel()
+    assert job.wait(5) and job.done() and job.cancelled
+    stopped_at = job.read
+    assert 2 <= stopped_at < len(CORPUS) and job.result is None and job.error is None
+    time.sleep(0.3)
+    assert job.read == stopped_at and len(documents_read(scorer)) == stopped_at  # nothing after the stop
+    assert "cancelled" in repr(job)
+
+
+def test_an_error_stops_the_job_and_is_kept_never_raised(caplog: pytest.LogCaptureFixture) -> None:
+    guard, scorer = reading_guard()
+    real_prime = scorer.prime
+
+    def prime(messages, *, upto, create=True):  # type: ignore[no-untyped-def]
+        if CORPUS[2] in messages[0].content:
+            raise LLMError("llama.cpp failed to read the start of the verdict prompt")
+        return real_prime(messages, upto=upto, create=create)
+
+    scorer.prime = prime  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR, logger="scopeguard._prereading"):
+        job = guard.preread_in_background(CORPUS)
+        assert job.wait(10)
+    assert isinstance(job.error, LLMError) and job.result is None and job.read == 2
+    assert "pre-read stopped after 2 of 12 documents: LLMError" in caplog.text
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_real_reader_prereads_in_the_background_while_checks_run(smollm2: Path, tmp_path: Path) -> None:
+    """llama.cpp (SmolLM2) pre-reads on the job's thread while the caller's thread checks: one
+    context, one lock per call; every verdict is a fresh read's and every document's state is kept."""
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+
+    def detector(**options: object) -> LogProbDetector:
+        return LogProbDetector(reader=LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, **options))  # type: ignore[arg-type]
+
+    docs = CORPUS[:4]
+    fresh = detector(state_cache_mb=0, persist_states=False)
+    expected = [fresh.detect(QUESTION, [d]).score for d in docs]
+    guard = Guard(detector=detector(state_dir=tmp_path))
+    job = guard.preread_in_background(docs)
+    got = [guard.check(QUESTION, [d]).score for d in reversed(docs)]  # against the job's order
+    assert job.wait(300) and job.error is None and job.result == len(docs)
+    assert got[::-1] == pytest.approx(expected, abs=0.05)
+    assert len(list(tmp_path.iterdir())) == 1 + len(docs)  # the instruction's state and one per document
