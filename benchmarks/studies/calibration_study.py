@@ -19,15 +19,24 @@ Thresholds compared, each judged by false refusals (answerable human questions r
   (the same reading model) dropped as not answerable included;
 - ``generated+shift``: the same, with the quantile moved by the shift from generated to human
   in-scope scores measured on the *other* sets (learned leave-one-dataset-out);
+- ``LABEL``, ``LABEL+shift``, ``gen+LABEL`` for each ``--extra LABEL=ROOT``: the same from other
+  in-scope questions on the same documents (``para``: the generated ones rephrased in a reader's
+  words by ``calibration_rephrase.py``, what ``scopeguard calibrate`` reads), and from both;
 - ``human-N``: the budget threshold of N labelled human questions drawn at random (the rest
   measured; the mean over ``--repeats`` draws);
 - ``hindsight``: what the best threshold catches at the false-refusal rate the generated one had,
   and at the budget (chosen on the very questions measured).
 
-    python benchmarks/studies/calibration_study.py --generated /tmp/sg/gen --splits /tmp/sg/corpora
+    S=/work/scratch/sg   # somewhere that outlives the session
+    python benchmarks/studies/calibration_corpora.py --out $S/corpora
+    for s in eloq-gold-dev squad2-train subjqa near-miss implied policies; do
+      scopeguard generate $S/corpora/$s/documents.jsonl --out $S/gen/$s --min-words 40; done
+    python benchmarks/studies/calibration_rephrase.py --generated $S/gen --out $S/para
+    python benchmarks/studies/calibration_study.py --generated $S/gen --splits $S/corpora \
+        --human-docs 25 --extra para=$S/para
 
 ``--splits DIR/<set>/split.json`` names the documents generated on and the held-out pool (written
-by the corpus preparation, see the research page). Writes
+by ``calibration_corpora.py``). Writes
 ``benchmarks/studies/results/calibration_study.json`` and prints a table.
 """
 
@@ -113,6 +122,13 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=0.10)
     ap.add_argument("--human-docs", type=int, default=40, help="held-out documents read per set at most")
     ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="LABEL=ROOT",
+        help="more in-scope questions to calibrate from: ROOT/<set> dataset folders (e.g. paraphrases)",
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -171,6 +187,13 @@ def main() -> None:
         generated = load_dataset(gen_dir)
         p_h, y_h = scores(head, human, name)
         p_g, y_g = scores(head, generated, f"{name}-generated")
+        extra = {}
+        for spec in args.extra:
+            label, _, root = spec.partition("=")
+            folder = Path(root) / name
+            if (folder / "questions.jsonl").is_file():
+                p_x, y_x = scores(head, load_dataset(folder), f"{name}-{label}")
+                extra[label] = p_x[y_x == 0].tolist()
         doubted = filter_dropped(gen_dir, generated)
         p_d = scores(head, doubted, f"{name}-doubted")[0] if doubted.questions else np.zeros(0)
         per[name] = {
@@ -182,6 +205,7 @@ def main() -> None:
             "p_g": p_g.tolist(),
             "y_g": y_g.tolist(),
             "p_doubted": p_d.tolist(),
+            "extra": extra,
             "median_in": {
                 "human": float(np.median(p_h[y_h == 0])),
                 "generated": float(np.median(p_g[y_g == 0])),
@@ -202,6 +226,19 @@ def main() -> None:
         n: float(np.quantile(logit(np.asarray(per[n]["p_h"])[np.asarray(per[n]["y_h"]) == 0]), quantile))
         - float(np.quantile(logit(_all_in(per[n])), quantile))
         for n in names
+    }
+    h90 = {
+        n: float(np.quantile(logit(np.asarray(per[n]["p_h"])[np.asarray(per[n]["y_h"]) == 0]), quantile))
+        for n in names
+    }
+    labels = sorted({lab for n in names for lab in per[n]["extra"]})
+    shifts_extra = {
+        lab: {
+            n: h90[n] - float(np.quantile(logit(per[n]["extra"][lab]), quantile))
+            for n in names
+            if lab in per[n]["extra"]
+        }
+        for lab in labels
     }
     rows: dict[str, Any] = {}
     for n in names:
@@ -229,6 +266,26 @@ def main() -> None:
             row["generated+shift"] = {**measure(p_h, y_h, float(expit(logit(t_gen) + shift))), "shift": shift}
         except ConfigurationError as exc:
             row["generated"] = {"error": str(exc)}
+        for lab in labels:
+            if lab not in d["extra"]:
+                continue
+            for mix, ins in (
+                (lab, np.asarray(d["extra"][lab])),
+                (f"gen+{lab}", np.concatenate([p_g[y_g == 0], d["extra"][lab]])),
+            ):
+                try:
+                    t_x = budget_threshold(ins, b)
+                except ConfigurationError as exc:
+                    row[mix] = {"error": str(exc)}
+                    continue
+                row[mix] = measure(p_h, y_h, t_x)
+                if mix == lab:
+                    others = [v for m, v in shifts_extra[lab].items() if m != n]
+                    shift = float(np.median(others)) if others else 0.0
+                    row[f"{lab}+shift"] = {
+                        **measure(p_h, y_h, float(expit(logit(t_x) + shift))),
+                        "shift": shift,
+                    }
         for k in (20, 50, 100):
             if k >= len(y_h):
                 continue
@@ -259,6 +316,7 @@ def main() -> None:
         "shipped_threshold": shipped.threshold,
         "shifts_logit": shifts,
         "shifts_logit_all": shifts_all,
+        "shifts_logit_extra": shifts_extra,
         "sets": {n: {k: v for k, v in per[n].items()} for n in names},
         "rows": rows,
     }
@@ -271,6 +329,7 @@ def main() -> None:
         "generated+shift",
         "generated-all",
         "generated-all+shift",
+        *(c for lab in labels for c in (lab, f"{lab}+shift", f"gen+{lab}")),
         "human-20",
         "human-50",
         "human-100",

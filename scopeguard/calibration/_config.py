@@ -55,8 +55,9 @@ class CalibrationConfig(BaseModel):
     ``also_generate``); ``generation``: a finished ``scopeguard generate`` folder read instead of
     generating. ``generated_shift``: logits added to generated in-scope questions' scores before
     the threshold is chosen, because they are easier than people's
-    (1.59 by default, measured on #58's study: ``docs/research/calibration.md``; 0: none);
-    labelled questions are read as they are.
+    (measured on #58's study: ``docs/research/calibration.md``; 0: none); labelled questions are
+    read as they are. ``rephrase``: the writer first puts each generated in-scope question in a
+    reader's own words (:mod:`scopeguard.calibration._rephrase`), as people ask.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -71,6 +72,7 @@ class CalibrationConfig(BaseModel):
     also_generate: bool = False
     generation: Path | None = None
     generated_shift: float = Field(default=GENERATED_SHIFT, ge=0.0, le=10.0)
+    rephrase: bool = True
 
     @field_validator("budget", "hedge_budget")
     @classmethod

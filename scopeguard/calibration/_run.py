@@ -25,6 +25,7 @@ from scopeguard.calibration._config import (
 from scopeguard.calibration._passages import corpus_sha256, load_documents, sample_documents
 from scopeguard.calibration._plot import plot_calibration
 from scopeguard.calibration._questions import QuestionSet, generated_set, labelled_set
+from scopeguard.calibration._rephrase import REPHRASED_FILE, rephrase_in_scope
 from scopeguard.calibration._report import write_report
 from scopeguard.calibration._scores import SCORES_FILE, read_scores
 from scopeguard.detection.detectors.base import Detector
@@ -33,8 +34,11 @@ from scopeguard.detection.profile import CalibrationProfile, detector_identity
 from scopeguard.errors import ConfigurationError, MissingDependencyError
 from scopeguard.generation.checkpoint import CheckpointStore
 from scopeguard.generation.config import GenerationConfig
+from scopeguard.generation.pipeline import DEFAULT_WRITER
 from scopeguard.generation.summary import RunSummary
 from scopeguard.llm.base import ChatModel
+from scopeguard.llm.registry import from_spec
+from scopeguard.runs import RunFolder
 from scopeguard.types import Document
 
 __all__ = ["GENERATION_DIR", "PLOT_FILE", "CalibrationRun", "calibrate", "run_calibration"]
@@ -117,6 +121,28 @@ def _nothing_generated(summary: RunSummary, n: int, out: Path) -> str:
     )
 
 
+def _rephrased(
+    questions: QuestionSet,
+    cfg: CalibrationConfig,
+    llm: str | ChatModel | None,
+    folder: RunFolder[Any],
+    progress: bool | None,
+    notes: list[str],
+) -> QuestionSet:
+    """``questions`` with their in-scope questions in a reader's words (``cfg.rephrase``), by the
+    writer (``llm``, default the generator's)."""
+    if not cfg.rephrase or not questions.count("in_scope"):
+        return questions
+    writer = from_spec(llm if llm is not None else DEFAULT_WRITER)
+    out, kept = rephrase_in_scope(questions, writer, folder.log(REPHRASED_FILE), progress=progress)
+    if kept:
+        notes.append(
+            f"{kept} generated in-scope questions kept their wording (no usable rephrasing; see "
+            f"{REPHRASED_FILE}, a rerun asks again after an LLM error)"
+        )
+    return out
+
+
 def run_calibration(
     corpus: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -163,7 +189,7 @@ def run_calibration(
     generation_failed = 0
     joined = sum(isinstance(d.metadata.get("joined"), list) for d in sample)
     if given is not None:
-        sets.append(given)
+        sets.append(_rephrased(given, cfg, llm, folder, progress, notes))
     elif sample:
         gen_dir = root / GENERATION_DIR
         summary = _generate(sample, gen_dir, llm=llm, config=generation_config, progress=progress)
@@ -179,7 +205,8 @@ def run_calibration(
         )
         if not made.questions and not sets:
             raise ConfigurationError(_nothing_generated(summary, len(sample), gen_dir))
-        sets.append(QuestionSet(name=made.name, description=described, questions=made.questions))
+        made = QuestionSet(name=made.name, description=described, questions=made.questions)
+        sets.append(_rephrased(made, cfg, llm, folder, progress, notes))
         if generation_failed:
             notes.append(
                 f"{generation_failed} documents got no questions in generation (see {gen_dir}; a rerun "
@@ -260,6 +287,7 @@ def run_calibration(
         unread=len(reading.failed),
         generated=any(s.name == "generated" or s.name.startswith("generation:") for s in sets),
         joined=joined,
+        rephrased=cfg.rephrase,
     )
     return CalibrationRun(
         profile=profile,

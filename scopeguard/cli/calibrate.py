@@ -80,6 +80,12 @@ def calibrate_command(
         help="Logits added to generated in-scope questions' scores before the threshold is chosen: "
         "they are easier than people's (0: none; labelled questions are read as they are).",
     ),
+    rephrase: bool = typer.Option(
+        config_default(CalibrationConfig, "rephrase"),
+        "--rephrase/--no-rephrase",
+        help="Put generated in-scope questions in a reader's own words before reading them (one short "
+        "call of the writer each).",
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on a terminal."),
 ) -> None:
     """Choose a detector's threshold on your corpus so that it refuses at most a budget of
@@ -108,6 +114,7 @@ def calibrate_command(
         labelled=tuple(labelled),
         also_generate=also_generate,
         generated_shift=generated_shift,
+        rephrase=rephrase,
     )
     typer.echo(run.profile.summary())
     typer.echo(

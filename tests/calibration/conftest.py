@@ -39,9 +39,20 @@ def calibrate_args(
     return args if llm is None else [*args, "--llm", llm]
 
 
+_REPHRASE = re.compile(r'^A question about a document: "(.+)"\n')
+
+
+def rephrased(question: str) -> str:
+    """What the scripted writer makes of ``question`` when asked to rephrase it."""
+    return "In plain words, " + question[0].lower() + question[1:]
+
+
 def script(prompt: str) -> str:
     """eloq_reply, with each in-scope question naming its own document's topic (the questions of
-    two documents then differ, as real ones do)."""
+    two documents then differ, as real ones do); a rephrasing prompt gets :func:`rephrased`."""
+    asked = _REPHRASE.match(prompt)
+    if asked:
+        return json.dumps({"questions": [rephrased(asked.group(1))]})
     reply = eloq_reply(prompt)
     topic = _TOPIC.search(prompt)
     return reply.replace("Alderby", f"Alderby's {topic.group(1)}") if topic else reply

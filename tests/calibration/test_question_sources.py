@@ -15,7 +15,7 @@ from scopeguard.detection.profile import load_profile
 from scopeguard.generation import Generator
 from scopeguard.testing import ScriptedChatModel
 
-from .conftest import IdentifiedDetector, calibrate_args, fake_score, write_jsonl
+from .conftest import IdentifiedDetector, calibrate_args, fake_score, rephrased, write_jsonl
 
 runner = CliRunner()
 
@@ -112,7 +112,9 @@ def test_a_finished_generation_folder(
     out = tmp_path / "calib"
     result = runner.invoke(
         app,
-        calibrate_args(corpus, str(out), "--generation", str(gen), "--no-progress", llm="nollm"),
+        calibrate_args(
+            corpus, str(out), "--generation", str(gen), "--no-rephrase", "--no-progress", llm="nollm"
+        ),
     )
     assert result.exit_code == 0, result.output
     assert not no_llm.calls and not (out / "generation").exists() and detector.calls == n
@@ -120,6 +122,33 @@ def test_a_finished_generation_folder(
     assert profile.false_refusals.n + profile.caught.n == n
     assert set(profile.data) == {"corpus", "generation:testset"}
     assert "fake-calib" in profile.sources[0] and str(gen) in profile.sources[0]
+
+
+def test_generated_in_scope_questions_are_read_in_a_readers_words(
+    tmp_path: Path, corpus: Path, llm: ScriptedChatModel, detector: IdentifiedDetector
+) -> None:
+    """#58: the writer rephrases each generated in-scope question once (resumably, in
+    rephrased.jsonl); the detector reads the rephrased question, and out-of-scope ones as written."""
+    gen = tmp_path / "testset"
+    Generator(llm, progress=False).run(corpus, gen)
+    written = [json.loads(line) for line in (gen / "questions.jsonl").read_text().splitlines()]
+    in_scope = [q["question"] for q in written if q["label"] == "in_scope"]
+    out_of_scope = [q["question"] for q in written if q["label"] == "out_of_scope"]
+    out = tmp_path / "calib"
+    args = calibrate_args(corpus, str(out), "--generation", str(gen), "--no-progress")
+    before = len(llm.calls)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert len(llm.calls) - before == len(in_scope)
+    read = list(detector.questions)
+    assert sorted(read) == sorted([rephrased(q) for q in in_scope] + out_of_scope)
+    rows = [json.loads(line) for line in (out / "rephrased.jsonl").read_text().splitlines()]
+    assert sorted(r["question"] for r in rows) == sorted(in_scope)
+    assert "rephrased by fake-calib" in load_profile(out).sources[0]
+    # a rerun asks the writer nothing again
+    again = len(llm.calls)
+    assert runner.invoke(app, args).exit_code == 0
+    assert len(llm.calls) == again
 
 
 @pytest.mark.parametrize(
