@@ -18,14 +18,24 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from scopeguard._paths import cache_dir
 from scopeguard.detection.read.adapter import gguf_reading
+from scopeguard.detection.read.llama_states import state_disk_budget_mb, states_on_disk
 from scopeguard.detection.read.scorer import DEFAULT_VERDICT_MODEL
 from scopeguard.errors import ScopeGuardError
 from scopeguard.llamacpp import LoaderDecision, ReadSpeed, extra_buffers_decision, measure_read_speed
 from scopeguard.llamacpp._system import cpu_features, cpu_name, llama_cpp_build
 from scopeguard.models import available_ggufs, gguf_status, local_gguf
 
-__all__ = ["CalibrationCheck", "DoctorReport", "PackagedModel", "check_calibration", "diagnose"]
+__all__ = [
+    "CalibrationCheck",
+    "DoctorReport",
+    "PackagedModel",
+    "SavedStates",
+    "check_calibration",
+    "diagnose",
+    "saved_states",
+]
 
 _PACKAGES = ("scopeguard", "llama-cpp-python", "torch", "transformers", "sentence-transformers", "numpy")
 
@@ -48,6 +58,30 @@ class CalibrationCheck(BaseModel):
     summary: str | None = None  # the profile's one line (None: it could not be read)
     matches: bool = False
     error: str | None = None  # why it cannot be used with the detector
+
+
+class SavedStates(BaseModel):
+    """The reader's saved-states folder: its files, bytes and budget (``error``: a bad budget)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    files: int
+    bytes: int
+    budget_mb: float | None
+    error: str | None = None
+
+
+def saved_states() -> SavedStates:
+    """What ``$SCOPEGUARD_CACHE/llama-states`` holds against its budget."""
+    folder = cache_dir("llama-states")
+    files, size = states_on_disk(folder)
+    try:
+        budget: float | None = state_disk_budget_mb(None)
+        error = None
+    except ScopeGuardError as exc:
+        budget, error = None, str(exc)
+    return SavedStates(path=str(folder), files=files, bytes=size, budget_mb=budget, error=error)
 
 
 class DoctorReport(BaseModel):
@@ -73,6 +107,7 @@ class DoctorReport(BaseModel):
     read_speed: ReadSpeed | None = None
     read_speed_error: str | None = None
     calibration: CalibrationCheck | None = None
+    saved_states: SavedStates | None = None
 
 
 def _version(package: str) -> str | None:
@@ -161,6 +196,7 @@ def diagnose(
         models=models,
         read_speed=read_speed,
         read_speed_error=speed_error,
+        saved_states=saved_states(),
         calibration=None
         if calibration is None
         else check_calibration(calibration, detector, None if model == DEFAULT_VERDICT_MODEL else model),
@@ -206,6 +242,12 @@ def render(report: DoctorReport) -> str:
         )
     elif report.read_speed_error:
         lines.append(f"read speed      not measured: {report.read_speed_error}")
+    if (st := report.saved_states) is not None:
+        budget = f"{st.budget_mb:g} MB budget" if st.budget_mb is not None else f"budget: {st.error}"
+        lines.append(
+            f"saved states    {st.files} files, {st.bytes / 2**20:.1f} MB of the {budget} ({st.path}; "
+            "$SCOPEGUARD_STATE_DISK_MB)"
+        )
     if (c := report.calibration) is not None:
         lines.append(f"calibration     {c.path}: {c.summary or 'not readable'}")
         verdict = f"made for {c.detector}" if c.matches else f"NOT usable with {c.detector}: {c.error}"

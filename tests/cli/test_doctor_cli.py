@@ -142,3 +142,21 @@ def test_doctor_gives_its_reader_to_a_detector_that_reads_only(tmp_path: Path, r
     assert specs == ["local:mine"]
     # a detector that reads with no model is checked as it is built, the reader aside
     assert check_calibration(calibration_profile("lexical", folder=tmp_path / "l"), "lexical", "mine").matches
+
+
+def test_doctor_reports_the_saved_states_folder_against_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#60 item 2: the saved-states folder's files and size, and its budget (or why it is bad)."""
+    monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path))
+    (tmp_path / "llama-states").mkdir()
+    (tmp_path / "llama-states" / "m-1.state").write_bytes(bytes(3 * 2**20))
+    monkeypatch.setenv("SCOPEGUARD_STATE_DISK_MB", "512")
+    res = runner.invoke(app, ["doctor", "--no-speed", "--model", "/no/such/model.gguf"])
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.stdout.splitlines() if x.startswith("saved states"))
+    assert "1 files, 3.0 MB of the 512 MB budget" in line and str(tmp_path / "llama-states") in line
+    monkeypatch.setenv("SCOPEGUARD_STATE_DISK_MB", "lots")
+    report = json.loads(runner.invoke(app, ["doctor", "--json", "--no-speed", "--model", "/no/such"]).stdout)
+    assert report["saved_states"]["budget_mb"] is None
+    assert "SCOPEGUARD_STATE_DISK_MB must be a number" in report["saved_states"]["error"]

@@ -6,13 +6,20 @@ recently used first out), and writes the states of primed prefixes (the instruct
 document) to a folder where the next process finds them. :class:`~scopeguard.detection.read.llamacpp.
 LlamaCppVerdicts` restores the kept state sharing the longest prefix with a new prompt and decodes
 only the rest. A state llama.cpp refuses (another build) is dropped, and its file removed.
+
+The folder has a disk budget (``disk_limit_bytes``): after each write, the states used least
+recently (a state's file is touched when it is loaded) are removed until the folder fits; the one
+just written stays. Several processes may share the folder: a file another one removed first is
+simply gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,8 +28,19 @@ from typing import Any
 import numpy as np
 
 from scopeguard.data import atomic_open
+from scopeguard.errors import ConfigurationError
 
-__all__ = ["KeptStates", "common_prefix"]
+__all__ = [
+    "DEFAULT_STATE_DISK_MB",
+    "STATE_SUFFIX",
+    "KeptStates",
+    "common_prefix",
+    "evict_states",
+    "state_disk_budget_mb",
+    "states_on_disk",
+]
+
+STATE_SUFFIX = ".state"
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +55,66 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+#: the saved-states folder's default budget (``$SCOPEGUARD_STATE_DISK_MB`` overrides it)
+DEFAULT_STATE_DISK_MB = 10240.0
+
+
+def state_disk_budget_mb(given: float | None) -> float:
+    """The saved-states folder's budget in MB: ``given``, else ``$SCOPEGUARD_STATE_DISK_MB``, else
+    :data:`DEFAULT_STATE_DISK_MB`."""
+    if given is None:
+        raw = os.environ.get("SCOPEGUARD_STATE_DISK_MB", "").strip()
+        try:
+            given = float(raw) if raw else DEFAULT_STATE_DISK_MB
+        except ValueError:
+            raise ConfigurationError(
+                f"SCOPEGUARD_STATE_DISK_MB must be a number of MB, got {raw!r}"
+            ) from None
+    if not given > 0:
+        raise ConfigurationError(f"the saved states' disk budget must be > 0 MB, got {given:g}")
+    return given
+
+
+def states_on_disk(directory: Path) -> tuple[int, int]:
+    """How many state files ``directory`` holds and their bytes (0, 0 when it does not exist)."""
+    files = total = 0
+    for path in directory.glob(f"*{STATE_SUFFIX}") if directory.is_dir() else ():
+        try:
+            total += path.stat().st_size
+        except OSError:  # removed meanwhile by another process
+            continue
+        files += 1
+    return files, total
+
+
+def evict_states(directory: Path, limit_bytes: int, *, keep: Path | None = None) -> int:
+    """Remove the least recently used state files of ``directory`` (oldest modification time
+    first; a load touches its file) until the rest fit ``limit_bytes``, never ``keep``; the number
+    of files removed."""
+    found: list[tuple[float, int, Path]] = []
+    for path in directory.glob(f"*{STATE_SUFFIX}") if directory.is_dir() else ():
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        found.append((st.st_mtime, st.st_size, path))
+    total = sum(size for _, size, _ in found)
+    removed = 0
+    for _, size, path in sorted(found):
+        if total <= limit_bytes:
+            break
+        if keep is not None and path == keep:
+            continue
+        path.unlink(missing_ok=True)
+        total -= size
+        removed += 1
+    if removed:
+        logger.info(
+            "removed %d saved states from %s to keep it within %d MB", removed, directory, limit_bytes >> 20
+        )
+    return removed
+
+
 class KeptStates:
     """States of prompts read by one llama.cpp context (see the module docstring).
 
@@ -46,14 +124,23 @@ class KeptStates:
         directory: where primed states are written and found (``None``: memory only).
         file_key: what besides the tokens makes a state valid: the model file, the llama.cpp version,
             an adapter read on those tokens; ``stem``: the files' name before the digest.
+        disk_limit_bytes: the folder's budget (``None``: no limit).
     """
 
     def __init__(
-        self, lib: Any, *, limit_bytes: int, directory: Path | None, file_key: str, stem: str
+        self,
+        lib: Any,
+        *,
+        limit_bytes: int,
+        directory: Path | None,
+        file_key: str,
+        stem: str,
+        disk_limit_bytes: int | None = None,
     ) -> None:
         self._lib = lib
         self.limit_bytes = limit_bytes
         self.directory = directory
+        self.disk_limit_bytes = disk_limit_bytes
         self._file_key = file_key
         self._stem = stem
         self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
@@ -72,7 +159,7 @@ class KeptStates:
             return None
         digest = hashlib.sha256(self._file_key.encode())
         digest.update(np.asarray(list(ids), dtype=np.int32).tobytes())
-        return self.directory / f"{self._stem}-{digest.hexdigest()[:24]}.state"
+        return self.directory / f"{self._stem}-{digest.hexdigest()[:24]}{STATE_SUFFIX}"
 
     def longest(self, ids: Sequence[int], beyond: int) -> tuple[tuple[int, ...] | None, int]:
         """The kept state sharing the most tokens with ``ids``, if it shares more than ``beyond``."""
@@ -133,6 +220,8 @@ class KeptStates:
             return False
         self.keep(key, saved)
         self._files[key] = file
+        with contextlib.suppress(OSError):  # used now: the last to go when the folder is over budget
+            os.utime(file)
         return True
 
     def write(self, key: tuple[int, ...], file: Path) -> None:
@@ -146,3 +235,6 @@ class KeptStates:
                 fh.write(data)
         except OSError as exc:
             logger.warning("could not keep the prompt's state in %s: %s", file, exc)
+            return
+        if self.disk_limit_bytes is not None:
+            evict_states(file.parent, self.disk_limit_bytes, keep=file)

@@ -42,7 +42,7 @@ from scopeguard.detection.read._verdict_prompt import question_cut, split_tokens
 from scopeguard.detection.read.adapter import file_sha256, gguf_reading
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp
 from scopeguard.detection.read.llama_prompt import chat_formatter, render_prompt, single_token_ids, wanted_bos
-from scopeguard.detection.read.llama_states import KeptStates, common_prefix
+from scopeguard.detection.read.llama_states import KeptStates, common_prefix, state_disk_budget_mb
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
 from scopeguard.llamacpp import decode, load_llama, logits_row
 from scopeguard.llm.base import ChatMessage
@@ -73,6 +73,8 @@ class LlamaCppVerdicts:
             for the 1.5B model); 0 keeps only the last prompt's.
         state_dir: where :meth:`prime` keeps the instruction's state across processes (default
             ``$SCOPEGUARD_CACHE/llama-states``; ``None`` with ``persist_states=False``: memory only).
+        state_disk_mb: that folder's budget: past it, the states used least recently are removed
+            (default ``$SCOPEGUARD_STATE_DISK_MB``, else 10240).
         layers: hidden-state layers to return with each score (``VerdictScore.hidden``), numbered
             like transformers' ``hidden_states`` (``-1`` the final normed state, ``-4`` the output
             of the fourth block from the top); empty: log-probs only.
@@ -91,6 +93,7 @@ class LlamaCppVerdicts:
         state_cache_mb: float = 256.0,
         state_dir: str | Path | None = None,
         persist_states: bool = True,
+        state_disk_mb: float | None = None,
         layers: Sequence[int] = (),
         adapter: str | Path | None = None,
     ) -> None:
@@ -129,6 +132,7 @@ class LlamaCppVerdicts:
             directory=self.state_dir,
             file_key=file_key,
             stem=self.path.stem + ("" if self._question_side else reading.suffix),
+            disk_limit_bytes=int(state_disk_budget_mb(state_disk_mb) * 2**20),
         )
         self._llm: Any = None
         self._lock = threading.Lock()
