@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scopeguard.errors import ConfigurationError, InputError
-from scopeguard.generation.corpus import LengthRule, load_generation_corpus
+from scopeguard.generation.corpus import LengthRule, corpus_passages
 from scopeguard.types import Document
 
 __all__ = [
     "SOURCE_KEYS",
     "CorpusDocuments",
-    "corpus_passages",
     "corpus_sha256",
     "load_documents",
     "sample_documents",
@@ -90,18 +89,6 @@ def _joined(group: Sequence[Document]) -> Document:
         text="\n\n".join(d.text.strip() for d in group),
         metadata={**group[0].metadata, "joined": [d.id for d in group]},
     )
-
-
-def corpus_passages(corpus: str | os.PathLike[str]) -> tuple[Document, ...]:
-    """Every document of ``corpus`` as it is (a dataset folder's ``documents.jsonl``, a JSONL file
-    or a folder of ``.txt`` / ``.md`` files), none cut or joined: what calibrate draws from and what
-    ``scopeguard preread`` and ``serve --preread`` read. An :class:`InputError` when it has none."""
-    passages = load_generation_corpus(
-        corpus, length_rule=LengthRule(min_words=None, max_words=None)
-    ).documents
-    if not passages:
-        raise InputError(f"the corpus {corpus} has no documents")
-    return passages
 
 
 def load_documents(

@@ -181,11 +181,11 @@ def preread_command(
 ) -> None:
     """Read a fixed corpus ahead of the questions and keep the reader's state after each document on
     disk: a later question about a document costs only its own tokens (llama.cpp readers)."""
-    from scopeguard.calibration._passages import corpus_passages
     from scopeguard.detection.detectors.logprob import LogProbDetector
     from scopeguard.detection.head.default import DefaultHead, default_head_path
     from scopeguard.detection.read import verdict_scorer
     from scopeguard.errors import ConfigurationError
+    from scopeguard.generation.corpus import corpus_passages
 
     if llm is not None:
         raise ConfigurationError("preread takes the reading model as --reader SPEC, not --llm (renamed)")

@@ -32,6 +32,7 @@ __all__ = [
     "Corpus",
     "LengthRule",
     "SkippedDocument",
+    "corpus_passages",
     "load_generation_corpus",
     "to_document",
     "truncate_words",
@@ -224,3 +225,15 @@ def _from_json(path: Path) -> list[Document]:
     if isinstance(data, list):
         return [to_document(obj, default_id=f"{path.stem}-{i}") for i, obj in enumerate(data, 1)]
     raise InputError(f"{path}: expected a JSON list or object of documents")
+
+
+def corpus_passages(corpus: str | os.PathLike[str]) -> tuple[Document, ...]:
+    """Every document of ``corpus`` as it is (a dataset folder's ``documents.jsonl``, a JSONL file
+    or a folder of ``.txt`` / ``.md`` files), none cut or joined: what calibrate draws from and what
+    ``scopeguard preread`` and ``serve --preread`` read. An :class:`InputError` when it has none."""
+    passages = load_generation_corpus(
+        corpus, length_rule=LengthRule(min_words=None, max_words=None)
+    ).documents
+    if not passages:
+        raise InputError(f"the corpus {corpus} has no documents")
+    return passages

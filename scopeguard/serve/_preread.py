@@ -44,7 +44,7 @@ class StartupPreread:
         reported by :meth:`status`."""
         if self.corpus is None or self.job is not None:
             return
-        from scopeguard.calibration._passages import corpus_passages
+        from scopeguard.generation.corpus import corpus_passages
 
         try:
             documents = corpus_passages(self.corpus)

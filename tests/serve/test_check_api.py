@@ -117,7 +117,7 @@ def test_fast_detector_over_http_matches_in_process() -> None:
         while (ready := c.get("/readyz")).status_code == 503:  # the start-up load may still run
             assert ready.json()["error"]["message"] == "loading the models"
             time.sleep(0.1)
-        assert ready.json() == {"status": "ready", "detector": "fast", "calibration": None}
+        assert ready.json() == {"status": "ready", "detector": "fast", "calibration": None, "preread": None}
     local = get_detector("fast").detect(IN_SCOPE, [PARIS])
     assert (remote["label"], remote["detector"]) == (local.label, "fast")
     assert remote["score"] == pytest.approx(local.score, abs=1e-6)
