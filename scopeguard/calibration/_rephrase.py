@@ -11,8 +11,6 @@ questions not done yet.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from dataclasses import replace
 from typing import Any
@@ -21,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from scopeguard._progress import progress_meter
 from scopeguard.calibration._questions import CalibrationQuestion, QuestionSet
+from scopeguard.detection.read.features import stable_hash
 from scopeguard.errors import LLMError
 from scopeguard.generation.parsers import ReplyParseError
 from scopeguard.generation.steps._offline_replies import (
@@ -52,10 +51,6 @@ class Rephrased(BaseModel):
     writer: str
 
 
-def _key(writer: str, question: str) -> str:
-    return hashlib.sha256(json.dumps([writer, question], ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
 def _ask(llm: ChatModel, question: str) -> str:
     """The rephrased question, or ``""`` when the reply is none."""
     options: dict[str, Any] = {}
@@ -81,15 +76,17 @@ def rephrase_in_scope(
     an error is not written, so a rerun asks again)."""
     writer = str(llm.name)
     known = {row.key: row.rephrased for row in log.records(Rephrased)}
-    todo = [
-        q
+    # each in-scope question with its key, computed once
+    asked = {
+        q.question.id: stable_hash(writer, q.question.question)
         for q in questions.questions
-        if q.question.label == "in_scope" and _key(writer, q.question.question) not in known
-    ]
+        if q.question.label == "in_scope"
+    }
+    todo = [q for q in questions.questions if q.question.id in asked and asked[q.question.id] not in known]
     bar = progress_meter(total=len(todo), desc="rephrase", enabled=progress)
     try:
         for q in todo:
-            key = _key(writer, q.question.question)
+            key = asked[q.question.id]
             try:
                 text = _ask(llm, q.question.question)
             except LLMError as exc:
@@ -108,9 +105,8 @@ def rephrase_in_scope(
     out: list[CalibrationQuestion] = []
     kept = 0
     for q in questions.questions:
-        text = known.get(_key(writer, q.question.question), "") if q.question.label == "in_scope" else ""
-        if q.question.label == "in_scope" and not text:
-            kept += 1
+        text = known.get(asked[q.question.id], "") if q.question.id in asked else ""
+        kept += q.question.id in asked and not text
         out.append(q if not text else replace(q, question=q.question.model_copy(update={"question": text})))
     described = f"{questions.description}; in-scope questions rephrased by {writer}"
     return replace(questions, description=described, questions=tuple(out)), kept
