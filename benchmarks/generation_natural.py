@@ -595,7 +595,7 @@ def _source_sentence(question: str, text: str) -> str:
     name it (a dropped one, before the generator recorded it): of the sentences the generator asks
     about, the one sharing most content words with it (read by hand on half H: right every time)."""
     from scopeguard.detection.read.text import content_stem_set
-    from scopeguard.generation.steps._offline import informative_sentences
+    from scopeguard.generation.steps._offline_in_scope import informative_sentences
 
     stems = content_stem_set(question)
     sentences = informative_sentences(text, 8)
@@ -725,7 +725,9 @@ def main() -> None:
         "--set",
         nargs="*",
         default=[],
-        help="generate: GenerationConfig fields, KEY=JSON (e.g. unstated_hints=false)",
+        help="generate: GenerationConfig fields, KEY=JSON (e.g. max_oos=null or "
+        '\'screens=["degenerate", "moored", "natural"]\'; the settings of issue #39\'s runs '
+        "named in RUNS are retired, docs/research/generation-history.md)",
     )
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()

@@ -12,7 +12,8 @@ logs of its records::
 
 - :meth:`RunFolder.open` compares the saved configuration with the new one field by field (fields
   in ``free`` may change between runs, for example a growing ``limit``) and raises a
-  :class:`~scopeguard.errors.ConfigurationError` naming every differing field with both values.
+  :class:`~scopeguard.errors.ConfigurationError` naming every differing field with both values;
+  ``upgrade`` reads a configuration an earlier version saved as the current one (or refuses it).
 - :class:`JsonlLog` appends one record at a time with an fsync, so a kill loses at most the record
   being written; :func:`repair_torn_tail` cuts the half-written last line such a kill leaves.
 - Whole files are written atomically with :func:`scopeguard.data.atomic_open` and its helpers.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -131,17 +132,8 @@ class JsonlLog:
         return done
 
 
-def config_changes(
-    old: dict[str, Any],
-    new: dict[str, Any],
-    *,
-    free: Collection[str] = (),
-    legacy: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """``{field: (old, new)}`` for fields present in both (JSON values) that differ, except ``free``.
-    ``legacy``: what a saved configuration that predates a field behaved as (``{field: value}``),
-    so that resuming it under the field's new default counts as a change."""
-    old = {**(legacy or {}), **old}
+def config_changes(old: dict[str, Any], new: dict[str, Any], *, free: Collection[str] = ()) -> dict[str, Any]:
+    """``{field: (old, new)}`` for fields present in both (JSON values) that differ, except ``free``."""
     return {k: (old[k], v) for k, v in new.items() if k in old and k not in free and old[k] != v}
 
 
@@ -153,8 +145,10 @@ class RunFolder(Generic[C]):
         config_type: the pydantic model of the configuration.
         config_file: its file name in the folder.
         free: fields that may differ when the run is resumed (for example ``limit``).
-        legacy: ``{field: value}``, how a saved configuration without ``field`` behaved (a field
-            added later, whose default changed what a run computes).
+        upgrade: reads a configuration an earlier version saved as this one's (a field renamed,
+            or one added later whose default changed what a run computes, set to how the run
+            behaved); it raises :class:`~scopeguard.errors.ConfigurationError` for one that cannot
+            be resumed.
     """
 
     def __init__(
@@ -164,13 +158,13 @@ class RunFolder(Generic[C]):
         *,
         config_file: str = "config.json",
         free: Collection[str] = (),
-        legacy: Mapping[str, Any] | None = None,
+        upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.root = Path(root)
         self.config_type = config_type
         self.config_path = self.root / config_file
         self.free = frozenset(free)
-        self.legacy = dict(legacy or {})
+        self.upgrade = upgrade
 
     def exists(self) -> bool:
         return self.config_path.is_file()
@@ -182,7 +176,12 @@ class RunFolder(Generic[C]):
             raise InputError(f"{self.config_path}: unreadable run configuration ({exc})") from None
         if not isinstance(saved, dict):
             raise InputError(f"{self.config_path}: a run configuration must be a JSON object")
-        return saved
+        if self.upgrade is None:
+            return saved
+        try:
+            return self.upgrade(saved)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{self.root}: {exc}") from None
 
     def read_config(self) -> C:
         """The saved configuration (an :class:`InputError` when there is none or it is invalid)."""
@@ -199,9 +198,7 @@ class RunFolder(Generic[C]):
         """Refuse ``config`` when the folder holds a run with another configuration."""
         if not self.exists():
             return
-        changes = config_changes(
-            self._saved(), config.model_dump(mode="json"), free=self.free, legacy=self.legacy
-        )
+        changes = config_changes(self._saved(), config.model_dump(mode="json"), free=self.free)
         if changes:
             listed = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
             raise ConfigurationError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -35,15 +36,26 @@ def test_resume_refuses_another_config_naming_each_field(tmp_path: Path) -> None
     assert folder.read_config() == Cfg(name="a", tags=("x",), limit=5)  # a refused run changes nothing
 
 
-def test_a_field_added_later_counts_as_a_change_where_its_default_changes_the_run(tmp_path: Path) -> None:
+def test_a_configuration_an_earlier_version_saved_is_read_through_upgrade(tmp_path: Path) -> None:
     # a run saved before ``k`` existed behaved as k=1: resuming it under the default k=3 is a change
     (tmp_path / "run").mkdir()
     atomic_write_text(tmp_path / "run" / "config.json", '{"name": "a", "limit": null, "tags": []}')
+
+    def upgrade(saved: dict[str, Any]) -> dict[str, Any]:
+        if saved["name"] == "old":
+            raise ConfigurationError("saved by a version this one cannot resume")
+        return {"k": 1, **saved}
+
     with pytest.raises(ConfigurationError, match=r"k: 1 -> 3"):
-        RunFolder(tmp_path / "run", Cfg, legacy={"k": 1}).open(Cfg(name="a"))
-    RunFolder(tmp_path / "run", Cfg, legacy={"k": 1}).open(Cfg(name="a", k=1))  # as it ran: resumes
-    # a field unknown to the saved run and not listed stays as before: not compared
+        RunFolder(tmp_path / "run", Cfg, upgrade=upgrade).open(Cfg(name="a"))
+    RunFolder(tmp_path / "run", Cfg, upgrade=upgrade).open(Cfg(name="a", k=1))  # as it ran: resumes
+    assert RunFolder(tmp_path / "run", Cfg, upgrade=upgrade).read_config().k == 1
+    # a field unknown to the saved run stays as before without an upgrade: not compared
     RunFolder(tmp_path / "other", Cfg).open(Cfg(name="a"))
+    # one the upgrade refuses is refused naming the folder
+    atomic_write_text(tmp_path / "run" / "config.json", '{"name": "old"}')
+    with pytest.raises(ConfigurationError, match=r"run: saved by a version this one cannot resume"):
+        RunFolder(tmp_path / "run", Cfg, upgrade=upgrade).open(Cfg(name="old"))
 
 
 def test_merge_and_missing_config(tmp_path: Path) -> None:

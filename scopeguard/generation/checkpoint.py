@@ -98,11 +98,11 @@ class GeneratedQuestion(_Frozen):
     source_question: str | None = None
     overlap: float | None = None
     # kept only to bring a short document up to its minimum, from within the filter's margin
-    # (GenerationConfig.fill_from_margin); None for every other question
+    # (the offline modes); None for every other question
     filled: bool | None = None
     # kept though the filter found it answerable (or doubted it): the kind of detail it asks for
     # that its document states none of ("price", "address", "year", "store", "author";
-    # GenerationConfig.absent_details, absent_stores, absent_authors)
+    # the offline modes)
     absent_detail: str | None = None
 
     def to_row(self, *, mode: str, model: str) -> dict[str, Any]:

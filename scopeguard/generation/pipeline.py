@@ -33,9 +33,10 @@ from scopeguard.errors import ConfigurationError, LLMError, ScopeGuardError
 from scopeguard.generation.accounting import Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
-from scopeguard.generation.config import LEGACY_SETTINGS, OFFLINE_MODES, GenerationConfig
+from scopeguard.generation.config import OFFLINE_MODES, GenerationConfig, upgrade_settings
 from scopeguard.generation.corpus import Corpus, LengthRule, load_generation_corpus
 from scopeguard.generation.steps import generate_document
+from scopeguard.generation.steps._screens import get_screens
 from scopeguard.generation.summary import RunSummary, summarize
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.concurrency import AdaptiveLimiter, LimitedChatModel
@@ -72,9 +73,9 @@ class GenerationRunConfig(GenerationConfig):
 
 
 def run_folder(out: str | os.PathLike[str]) -> RunFolder[GenerationRunConfig]:
-    """The run folder ``out`` of a generation run (``run.json``; a run saved before a setting
-    existed is compared as it behaved, :data:`~scopeguard.generation.config.LEGACY_SETTINGS`)."""
-    return RunFolder(out, GenerationRunConfig, config_file="run.json", legacy=LEGACY_SETTINGS)
+    """The run folder ``out`` of a generation run (``run.json``; one saved before the ``screens``
+    tuple is read as :func:`~scopeguard.generation.config.upgrade_settings` says)."""
+    return RunFolder(out, GenerationRunConfig, config_file="run.json", upgrade=upgrade_settings)
 
 
 def _weak_judge(llm: ChatModel) -> bool:
@@ -93,7 +94,7 @@ def _default_judge(config: GenerationConfig) -> Callable[[ChatModel], Detector]:
             votes=config.judge_votes,
             temperature=config.judge_temperature,
             adaptive=True,
-            followup=config.judge_followup,
+            followup="judge" in config.fallbacks,
             max_tokens=config.judge_max_tokens,
         )
 
@@ -146,6 +147,7 @@ class Generator:
             raise ConfigurationError(f"execution must be 'online' or 'batch', got {execution!r}")
         self.llm = from_spec(llm)
         self.config = (config or GenerationConfig()).resolved(self.llm)
+        get_screens(self.config.screens)  # a config made with model_copy was not checked
         self.judge_llm = from_spec(judge_llm) if judge_llm is not None else self.llm
         if judge == "auto":
             if self.config.mode in OFFLINE_MODES:

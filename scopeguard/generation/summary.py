@@ -43,10 +43,10 @@ class RunSummary(BaseModel):
     # model's context): no questions, a reason in their checkpoints (``error``)
     docs_unusable: int = 0
     # kept questions of either label taken from within the filter's margin to bring a short
-    # document up to its minimum (GenerationConfig.fill_from_margin), counted in the totals above
+    # document up to its minimum (the offline modes), counted in the totals above
     filled: int = 0
     # kept out-of-scope questions the filter found answerable, asking for a detail their document
-    # states none of (GenerationConfig.absent_details), counted in the totals above
+    # states none of (the offline modes), counted in the totals above
     absent: int = 0
     usage_run: Usage
     usage_total: Usage

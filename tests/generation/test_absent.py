@@ -40,7 +40,7 @@ BOOK = (
         ("When was the hotel built?", REVIEW, "year"),
         ("When was the hotel built?", REVIEW + " It was built in 1926.", None),
         ("When was the hotel built?", REVIEW + " We went in March.", None),
-        ("When did the hotel open?", REVIEW, "year"),  # place_year_hint's question
+        ("When did the hotel open?", REVIEW, "year"),  # a place's hint: the year it opened
         ("When did the hotel open?", REVIEW + " It opened in 1926.", None),
         ("When is the hotel open?", REVIEW, None),  # its hours, not a year
         ("How long has the hotel been open?", REVIEW, "year"),  # half S

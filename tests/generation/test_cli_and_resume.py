@@ -140,7 +140,7 @@ def test_cli_paper_switches_every_addition_off(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     settings = json.loads((out / "run.json").read_text())
     assert settings["filter_with"] == "judge" and settings["min_oos"] == 0 and settings["max_oos"] is None
-    assert not any(settings[k] for k in ("recover_fallback", "question_fallback", "judge_followup"))
+    assert settings["fallbacks"] == [] and "natural" not in settings["screens"]
     assert settings["n_claims"] == 6 and settings["rounds"] == 3  # the paper's numbers are untouched
 
 

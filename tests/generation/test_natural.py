@@ -13,17 +13,19 @@ from scopeguard.generation.steps._natural import (
     about_writer,
     asks_writer_name,
     copied_phrase,
+    odd_detail,
+    two_things,
+    unnatural,
+)
+from scopeguard.generation.steps._offline import example_index
+from scopeguard.generation.steps._subjects import (
     named_late,
     not_about,
-    odd_detail,
     other_thing,
     subject_as_written,
     subject_in_document,
-    two_things,
-    unnatural,
     with_article,
 )
-from scopeguard.generation.steps._offline import example_index
 from scopeguard.prompts import available_templates, render, template_examples
 
 # a document that shares no invented name or topic with any template's examples
@@ -107,7 +109,7 @@ def test_the_offline_defaults_leave_out_the_kinds_that_read_unnaturally() -> Non
     kinds = GenerationConfig().perturb_kinds
     assert set(kinds) == {"negation", "antonym", "entity_swap", "other_neutral"}
     assert GenerationConfig(perturb_kinds=EDIT_KINDS).perturb_kinds == EDIT_KINDS  # still available
-    assert GenerationConfig().natural_screen and not GenerationConfig.paper().natural_screen
+    assert "natural" in GenerationConfig().screens and "natural" not in GenerationConfig.paper().screens
 
 
 @pytest.mark.parametrize(
@@ -334,7 +336,7 @@ def test_an_enumeration_in_one_reply_is_found_whole() -> None:
 
 def test_a_details_synonyms_read_as_one_word() -> None:
     from scopeguard.detection.read.text import content_stems
-    from scopeguard.generation.steps._natural import synonyms_as_one
+    from scopeguard.generation.steps._copies import synonyms_as_one
 
     def one(question: str) -> frozenset[str]:
         return synonyms_as_one(frozenset(content_stems(question)))

@@ -14,7 +14,7 @@ from scopeguard.data import load_dataset
 from scopeguard.errors import ConfigurationError, DocumentTooLongError
 from scopeguard.generation import GenerationConfig, Generator, LengthRule
 from scopeguard.generation.checkpoint import CheckpointStore
-from scopeguard.generation.config import LEGACY_SETTINGS
+from scopeguard.generation.config import DEFAULT_SCREENS, RETIRED_SETTINGS
 from scopeguard.generation.steps._absent import absent_detail
 from scopeguard.generation.steps._offline_replies import SUBJECT_KIND_TOKENS, SUBJECT_TOKENS
 from scopeguard.llm.base import Completion, Prompt
@@ -125,7 +125,8 @@ def _generator(config: GenerationConfig = CONFIG, script=_reply) -> tuple[Genera
 def test_offline_mode_asks_each_sentence_and_follows_up_and_screens_what_no_one_would_ask(
     tmp_path: Path,
 ) -> None:
-    gen, llm = _generator(CONFIG.model_copy(update={"mode": "offline", "followups_to_top_up": False}))
+    # min_oos 0 sets no target to top up to: the follow-ups are asked at once
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "offline", "min_oos": 0}))
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     ds = load_dataset(tmp_path)
     oos = {q.question: q.metadata["provenance"] for q in ds.questions if q.label == "out_of_scope"}
@@ -172,7 +173,7 @@ def test_offline_mode_follows_up_only_where_the_unstated_questions_fall_short(tm
     assert sum("follow-up questions" in c.prompt for c in llm.calls) == 1
 
 
-def test_follow_ups_come_after_the_sampled_rounds_with_followups_after_top_ups(tmp_path: Path) -> None:
+def test_follow_ups_come_after_the_sampled_rounds(tmp_path: Path) -> None:
     def order(path: Path, **settings: Any) -> list[str]:  # the kinds of the out-of-scope calls in turn
         config = CONFIG.model_copy(update={"mode": "offline", "min_oos": 5, "extra_rounds": 2, **settings})
         gen, llm = _generator(config)
@@ -186,108 +187,90 @@ def test_follow_ups_come_after_the_sampled_rounds_with_followups_after_top_ups(t
 
     # still short after both sampled rounds: the follow-ups are asked last
     assert order(tmp_path) == ["unstated@0.0", "unstated@0.7", "followup"]
-    # followups_after_top_ups=False: right after the first round, as before
-    assert order(tmp_path / "off", followups_after_top_ups=False) == [
-        "unstated@0.0",
-        "followup",
-        "unstated@0.7",
-    ]
     # a document the first round fills is asked none
     assert order(tmp_path / "full", min_oos=2) == ["unstated@0.0"]
 
 
-def test_a_run_saved_before_follow_ups_became_a_top_up_is_not_resumed_under_it(tmp_path: Path) -> None:
+# the screens' and fallbacks' booleans of a run folder saved before the screens tuple (#59)
+OLD_SWITCHES = ["natural_screen", "writer_screen", "one_thing_screen", "other_thing_screen"]
+OLD_SWITCHES += ["odd_details_screen", "about_subject_screen", "recover_fallback", "question_fallback"]
+OLD_SWITCHES += ["judge_followup"]
+
+
+def test_a_run_saved_before_the_screens_tuple_resumes_as_it_ran_or_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
     offline = CONFIG.model_copy(update={"mode": "offline"})
     gen, _ = _generator(offline)
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     saved = json.loads((tmp_path / "run.json").read_text())
-    for field in LEGACY_SETTINGS:  # as an earlier version wrote it, before each of these existed
-        del saved[field]
-    (tmp_path / "run.json").write_text(json.dumps(saved))
-    gen, _ = _generator(offline)
-    with pytest.raises(ConfigurationError, match="followups_to_top_up: False -> True"):
-        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    # a run saved after follow-ups became a top-up, before the hints fitted the subject's kind
-    saved = json.loads((tmp_path / "run.json").read_text())
-    (tmp_path / "run.json").write_text(
-        json.dumps({**saved, "followups_to_top_up": True, "unstated_subject": True})
-    )
-    gen, _ = _generator(offline)
-    with pytest.raises(ConfigurationError, match="unstated_hints: False -> True"):
-        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    # one saved before the subject moored the unstated questions and the top-ups asked new sentences
-    newer = {**saved, "followups_to_top_up": True, "unstated_subject": True, "unstated_hints": True}
-    (tmp_path / "run.json").write_text(json.dumps(newer))
-    gen, _ = _generator(offline)
-    with pytest.raises(ConfigurationError, match="more_in_scope: 3 -> 6"):
-        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    # one saved before a short document was filled from within the filter's margin
-    newest = {**newer, "subject_moored": True, "top_up_new_sentences": True, "more_in_scope": 6}
-    (tmp_path / "run.json").write_text(json.dumps(newest))
-    gen, _ = _generator(offline)
-    changed = (
-        "place_year_hint: False -> True; overlap_skips_details: False -> True; overlap_counts_subject: "
-        "False -> True; copies_by_detail: "
-        "False -> True; detail_synonyms: False -> True; fill_from_margin: False -> True; absent_details: "
-        "False -> True; absent_stores: False -> True; writer_screen: False -> True; one_thing_screen: "
-        "False -> True; subject_as_written: False -> True; agent_nouns_apart: False -> True; "
-        "centre_as_written: False -> True; absent_authors: False -> True; subject_in_document: False -> "
-        "True; top_up_shows_asked: False -> True; followups_after_top_ups: False -> True; "
-        "other_thing_screen: False -> True; kind_words_count: False -> True; odd_details_screen: False -> "
-        "True; about_subject_screen: False -> True; subject_named_late: False -> True; "
-        "subject_article: False -> True; split_long_sentences: False -> True"
-    )
-    with pytest.raises(ConfigurationError, match=changed):
-        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    (tmp_path / "run.json").write_text(json.dumps(saved))
-    # with the settings it ran with, it resumes
-    old = offline.model_copy(update=LEGACY_SETTINGS)
-    gen, _ = _generator(old)
+    del saved["screens"], saved["fallbacks"]
+    # every rule on, as the last such version wrote it: as the defaults run now
+    old = {**saved, **dict.fromkeys([*RETIRED_SETTINGS, *OLD_SWITCHES], True)}
+    (tmp_path / "run.json").write_text(json.dumps(old))
+    gen, llm = _generator(offline)
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    assert llm.calls == []  # resumed: nothing to do
+    assert json.loads((tmp_path / "run.json").read_text())["screens"] == list(DEFAULT_SCREENS)
+    # a screen switched off: its screens tuple lacks it, and only that resumes
+    (tmp_path / "run.json").write_text(json.dumps({**old, "writer_screen": False}))
+    gen, _ = _generator(offline)
+    with pytest.raises(ConfigurationError, match=r"screens: \[.*'natural', 'one_thing'.*\] -> \["):
+        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    without = tuple(s for s in DEFAULT_SCREENS if s != "writer")
+    gen, _ = _generator(offline.model_copy(update={"screens": without}))
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    # a rule whose "off" this version no longer has, off or not yet there: refused in one line
+    for retired in (
+        {**old, "unstated_hints": False},
+        {k: v for k, v in old.items() if k != "subject_article"},
+    ):
+        (tmp_path / "run.json").write_text(json.dumps(retired))
+        gen, _ = _generator(offline)
+        with pytest.raises(ConfigurationError) as refused:
+            gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+        message = str(refused.value)
+        assert "\n" not in message and message.endswith("start a new --out folder")
+        assert ("unstated_hints off" if "subject_article" in retired else "subject_article off") in message
 
 
-def test_without_unstated_subject_the_questions_are_about_what_each_sentence_names(tmp_path: Path) -> None:
-    gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated", "unstated_subject": False}))
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    assert not any("What is this text mainly about" in c.prompt for c in llm.calls)
-    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
-    assert len(unstated) == 5 and all("this sentence names" in p for p in unstated)
+def test_an_unknown_screen_is_refused_naming_the_valid_ones() -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"unknown screen\(s\) 'writers'; valid names: degenerate, moored"
+    ):
+        GenerationConfig(screens=("degenerate", "writers"))
+    with pytest.raises(ConfigurationError, match="each screen once"):
+        GenerationConfig(screens=("natural", "natural"))
+    with pytest.raises(ConfigurationError, match="unknown screen"):  # model_copy does not validate
+        _generator(CONFIG.model_copy(update={"screens": ("bogus",)}))
 
 
 def test_the_unstated_questions_hint_at_details_that_fit_the_subjects_kind(tmp_path: Path) -> None:
     def product(prompt: str) -> str:  # the same document, named as a product
         if "What is this text mainly about" in prompt:
-            return json.dumps({"subject": "the ferry Marlin", "kind": "product"})
+            return json.dumps({"subject": "the Wrenfield harbour", "kind": "product"})
         return _reply(prompt)
 
-    # about_subject_screen=False: the fake's questions about the harbour plan are kept (no top-ups);
-    # subject_named_late=False: the ferry is first named in sentence 3 of 5
+    # without about_subject, the fake's questions about the harbour plan are kept (no top-ups)
     gen, llm = _generator(
-        CONFIG.model_copy(
-            update={"mode": "unstated", "about_subject_screen": False, "subject_named_late": False}
-        ),
-        script=product,
+        CONFIG.model_copy(update={"mode": "unstated", "screens": NOT_ABOUT_SUBJECT}), script=product
     )
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     (subject,) = [c.prompt for c in llm.calls if "What is this text mainly about" in c.prompt]
     assert "which kind of thing it is: product, place, book, film, person, event or other" in subject
     unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
     assert len(unstated) == 5
-    assert all("questions about the ferry Marlin" in p and "its price, its maker" in p for p in unstated)
+    assert all("questions about the Wrenfield harbour" in p and "its price, its maker" in p for p in unstated)
     assert not any("a date" in p for p in unstated)
     # a kind without hints of its own (the fake's default, an event) keeps the one list
     gen, llm = _generator(CONFIG.model_copy(update={"mode": "unstated"}))
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "event", length_rule=RULE)
     unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
     assert all("such as a price, a date, a place, an amount or a reason" in p for p in unstated)
-    # unstated_hints=False: the subject alone is asked, and the one list, as before
-    gen, llm = _generator(
-        CONFIG.model_copy(update={"mode": "unstated", "unstated_hints": False}), script=product
-    )
-    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "off", length_rule=RULE)
-    assert not any("which kind of thing" in c.prompt for c in llm.calls)
-    unstated = [c.prompt for c in llm.calls if "does not answer" in c.prompt]
-    assert all("such as a price, a date, a place, an amount or a reason" in p for p in unstated)
+
+
+# the default screens but about_subject (an unstated question sharing no word with the subject)
+NOT_ABOUT_SUBJECT = tuple(s for s in DEFAULT_SCREENS if s != "about_subject")
 
 
 def _subject_run(path: Path, subject: str, kind: str, **settings: Any) -> list[str]:
@@ -306,27 +289,21 @@ def _subject_run(path: Path, subject: str, kind: str, **settings: Any) -> list[s
 def test_a_subject_the_model_capitalised_is_asked_about_as_the_document_writes_it(tmp_path: Path) -> None:
     unstated = _subject_run(tmp_path, "Harbour Plan", "event")  # the document writes "the harbour plan"
     assert len(unstated) == 5 and all("questions about the harbour plan that" in p for p in unstated)
-    # subject_as_written=False: the model's words, as before
-    unstated = _subject_run(tmp_path / "off", "Harbour Plan", "event", subject_as_written=False)
-    assert all("questions about Harbour Plan that" in p for p in unstated)
 
 
 def test_a_subject_the_document_never_writes_is_asked_about_by_its_kind(tmp_path: Path) -> None:
     # the document never writes "Bexley" (a town of another text)
-    unstated = _subject_run(tmp_path, "Bexley Ferry Marlin", "product", about_subject_screen=False)
+    unstated = _subject_run(tmp_path, "Bexley Ferry Marlin", "product", screens=NOT_ABOUT_SUBJECT)
     assert len(unstated) == 5 and all("questions about the product that" in p for p in unstated)
     record = CheckpointStore(tmp_path).load_all()["wrenfield"]
     (note,) = [i for i in record.issues if i.reason == "subject_not_in_document"]
     said = "'Bexley Ferry Marlin' has a word the document never writes: asked about 'the product'"
     assert note.detail == said
-    # subject_in_document=False: the model's guess, as before
-    unstated = _subject_run(tmp_path / "off", "Bexley Ferry Marlin", "product", subject_in_document=False)
-    assert all("questions about Bexley Ferry Marlin that" in p for p in unstated)
 
 
 def test_a_subject_the_document_first_names_late_is_asked_about_by_its_kind(tmp_path: Path) -> None:
     # "Holt" first comes in sentence 2 of 5 (40%): a passing mention, not what the document is about
-    unstated = _subject_run(tmp_path, "Ines Holt's ferry", "product", about_subject_screen=False)
+    unstated = _subject_run(tmp_path, "Ines Holt's ferry", "product", screens=NOT_ABOUT_SUBJECT)
     assert len(unstated) == 5 and all("questions about the product that" in p for p in unstated)
     record = CheckpointStore(tmp_path).load_all()["wrenfield"]
     (note,) = [i for i in record.issues if i.reason == "subject_named_late"]
@@ -335,23 +312,13 @@ def test_a_subject_the_document_first_names_late_is_asked_about_by_its_kind(tmp_
         "'the product'"
     )
     # named in the first sentence: the model's subject
-    early = _subject_run(tmp_path / "early", "the Wrenfield harbour", "product", about_subject_screen=False)
+    early = _subject_run(tmp_path / "early", "the Wrenfield harbour", "product", screens=NOT_ABOUT_SUBJECT)
     assert all("questions about the Wrenfield harbour that" in p for p in early)
-    # subject_named_late=False: the model's subject, as before
-    off = _subject_run(
-        tmp_path / "off", "Ines Holt's ferry", "product", about_subject_screen=False, subject_named_late=False
-    )
-    assert all("questions about Ines Holt's ferry that" in p for p in off)
 
 
 def test_a_subject_named_in_lower_case_is_asked_about_with_its_article(tmp_path: Path) -> None:
-    unstated = _subject_run(tmp_path, "harbour plan", "event", about_subject_screen=False)
+    unstated = _subject_run(tmp_path, "harbour plan", "event", screens=NOT_ABOUT_SUBJECT)
     assert len(unstated) == 5 and all("questions about the harbour plan that" in p for p in unstated)
-    # subject_article=False: as the model named it, as before
-    off = _subject_run(
-        tmp_path / "off", "harbour plan", "event", about_subject_screen=False, subject_article=False
-    )
-    assert all("questions about harbour plan that" in p for p in off)
 
 
 class _GrammarModel(ScriptedChatModel):
@@ -368,24 +335,17 @@ class _GrammarModel(ScriptedChatModel):
         return super().complete(prompt, **kw)
 
 
-@pytest.mark.parametrize("hints", [True, False])
-def test_the_subject_call_holds_the_grammar_to_the_kind_only_when_hints_are_on(
-    tmp_path: Path, hints: bool
-) -> None:
+def test_the_subject_call_holds_the_grammar_to_the_subject_and_its_kind(tmp_path: Path) -> None:
     llm = _GrammarModel(_reply)
-    config = CONFIG.model_copy(update={"mode": "unstated", "unstated_hints": hints})
+    config = CONFIG.model_copy(update={"mode": "unstated"})
     detector = ScriptedDetector(lambda q: SCORES.get(q, 0.99))
     Generator(llm, config=config, judge=detector, concurrency=1, progress=False).run(
         [{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE
     )
     (i,) = [k for k, c in enumerate(llm.calls) if "What is this text mainly about" in c.prompt]
     schema = llm.schemas[i]
-    if hints:
-        assert schema["required"] == ["subject", "kind"] and "event" in schema["properties"]["kind"]["enum"]
-        assert llm.calls[i].max_tokens == SUBJECT_TOKENS + SUBJECT_KIND_TOKENS
-    else:
-        assert schema["required"] == ["subject"] and "kind" not in schema["properties"]
-        assert llm.calls[i].max_tokens == SUBJECT_TOKENS
+    assert schema["required"] == ["subject", "kind"] and "event" in schema["properties"]["kind"]["enum"]
+    assert llm.calls[i].max_tokens == SUBJECT_TOKENS + SUBJECT_KIND_TOKENS
 
 
 def test_perturb_mode_keeps_confusing_unanswerable_questions_with_provenance(tmp_path: Path) -> None:
@@ -777,7 +737,7 @@ def _ferry_run(path: Path, script=_ferries, **settings: Any) -> tuple[ScriptedCh
 
 def test_sentences_glued_at_their_stops_are_asked_one_by_one() -> None:
     from scopeguard._sentences import split_sentences
-    from scopeguard.generation.steps._offline import informative_sentences
+    from scopeguard.generation.steps._offline_in_scope import informative_sentences
 
     assert len(informative_sentences(GLUED, 20)) == 12  # one 156-word "sentence" unsplit: none
     assert split_sentences(GLUED) == [GLUED]  # the verifier's and the detector's split is unchanged
@@ -792,7 +752,7 @@ def test_sentences_glued_at_their_stops_are_asked_one_by_one() -> None:
 
 
 def test_a_sentence_too_long_to_ask_about_is_cut_at_its_clause_breaks() -> None:
-    from scopeguard.generation.steps._offline import informative_sentences
+    from scopeguard.generation.steps._offline_in_scope import informative_sentences
 
     run_on = (
         "I did some research on the Marlin ferry and checked out all of my options..these seemed to be "
@@ -813,7 +773,7 @@ def test_a_sentence_too_long_to_ask_about_is_cut_at_its_clause_breaks() -> None:
 
 
 def test_a_review_written_without_capitals_is_cut_into_its_sentences_not_refused() -> None:
-    from scopeguard.generation.steps._offline import informative_sentences
+    from scopeguard.generation.steps._offline_in_scope import informative_sentences
     from scopeguard.generation.steps._offline_screen import unusable_reason
 
     lower = (
@@ -856,9 +816,6 @@ def test_top_up_rounds_ask_the_sentences_not_asked_yet(tmp_path: Path) -> None:
     # the first round asks the five most informative (all alike: the first five), each top-up the next
     first = [t for c in unstated if c.temperature == 0.0 for t in TOWNS if t in c.prompt]
     assert first == TOWNS[:5] and by_round == [TOWNS[5:10], TOWNS[10:], TOWNS[:5]]
-    llm, _ = _ferry_run(tmp_path / "before", top_up_new_sentences=False, **settings)
-    unstated = [c for c in llm.calls if "does not answer" in c.prompt and c.seed == 1]
-    assert [t for c in unstated for t in TOWNS if t in c.prompt] == TOWNS[:5]
 
 
 def test_top_up_rounds_are_shown_the_questions_asked_already(tmp_path: Path) -> None:
@@ -878,9 +835,6 @@ def test_top_up_rounds_are_shown_the_questions_asked_already(tmp_path: Path) -> 
     assert f"Already asked, so ask about other details: {shown}." in unstated[5]
     last = "; ".join(f'"Who owns the {t} ferry?"' for t in TOWNS[3:11])
     assert f"Already asked, so ask about other details: {last}." in unstated[-1]
-    # top_up_shows_asked=False: every round as the first, as before
-    llm, _ = _ferry_run(tmp_path / "off", script=script, top_up_shows_asked=False, **settings)
-    assert not any("Already asked" in c.prompt for c in llm.calls)
 
 
 def test_a_question_with_the_content_words_of_one_kept_is_a_copy(tmp_path: Path) -> None:
@@ -912,39 +866,11 @@ def test_an_unstated_question_about_the_subject_need_not_share_a_word_with_its_s
             return json.dumps({"questions": ["Who pays the crews of Kelso and Lanark?"]})
         return _ferries(prompt)
 
-    # a subject the document does not write ("Lanark") is no guess to this test (subject_in_document)
-    settings = {"min_oos": 1, "extra_rounds": 0, "more_in_scope": 0, "subject_in_document": False}
+    settings = {"min_oos": 1, "extra_rounds": 0, "more_in_scope": 0}
     _, record = _ferry_run(tmp_path, script=script, **settings)
     assert [q.question for q in record.questions if q.label == "out_of_scope"] == [
         "Who pays the crews of Kelso and Lanark?"
     ]
-    _, record = _ferry_run(tmp_path / "before", script=script, subject_moored=False, **settings)
-    assert not [q for q in record.questions if q.label == "out_of_scope"]
-    assert next(d.reason for d in record.dropped if d.label == "out_of_scope") == (
-        "not a usable question: shares no word with its sentence"
-    )
-
-
-def test_an_unstated_question_may_name_the_subject_with_a_word_the_document_never_uses(
-    tmp_path: Path,
-) -> None:
-    question = "What is the inn's address?"  # the document speaks of ferries and a harbour only
-
-    def script(prompt: str) -> str:
-        if "What is this text mainly about" in prompt:
-            return json.dumps({"subject": "the inn at the harbour", "kind": "place"})
-        if "does not answer" in prompt:
-            return json.dumps({"questions": [question]})
-        return _ferries(prompt)
-
-    # the subject's "inn" is no guess to this test (subject_in_document)
-    settings = {"min_oos": 1, "extra_rounds": 0, "more_in_scope": 0, "subject_in_document": False}
-    _, record = _ferry_run(tmp_path, script=script, **settings)
-    assert [q.question for q in record.questions if q.label == "out_of_scope"] == [question]
-    _, record = _ferry_run(tmp_path / "before", script=script, overlap_counts_subject=False, **settings)
-    assert not [q for q in record.questions if q.label == "out_of_scope"]
-    first = next(d.reason for d in record.dropped if d.question == question)  # then, copies of it
-    assert first.startswith("off-topic: 0% of its content words are in the document")
 
 
 def test_an_enumerated_follow_up_series_is_dropped_with_its_reason(tmp_path: Path) -> None:
@@ -1019,14 +945,13 @@ def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_r
     assert reasons[unstated[2]] == "not a usable question: asks about two things at once (Marlin and the)"
     assert reasons[writer_name].startswith("not a usable question: asks the name of the person (the writer)")
     assert not {q.question for q in record.questions} & {writer_name, *unstated.values()}
-    # switched off (as before them), the filter decides and keeps all three
+    # switched off, the filter decides and keeps all three
+    off = ("writer", "one_thing", "about_subject")
     record = _asked_run(
         tmp_path / "off",
         unstated,
         {3: writer_name},
-        writer_screen=False,
-        one_thing_screen=False,
-        about_subject_screen=False,
+        screens=tuple(s for s in DEFAULT_SCREENS if s not in off),
     )
     kept = {q.question: q.label for q in record.questions}
     assert kept[writer_name] == "in_scope"
@@ -1040,13 +965,13 @@ def test_questions_about_the_writer_or_about_two_things_are_dropped_with_their_r
             "What is the salary of Ines Holt?",
             "When was the ferry Marlin built?",
             "about another thing the document names (Ines Holt), not its subject (the ferry Marlin)",
-            "other_thing_screen",
+            "other_thing",
         ),
         (  # the harbour's pier is another thing than the ferry
             "How long is the new pier of the harbour?",
             "Which shipyard built the ferry Marlin?",
             "not about the document's subject (the ferry Marlin): no word of it, nor 'it'",
-            "about_subject_screen",
+            "about_subject",
         ),
     ],
 )
@@ -1054,24 +979,23 @@ def test_an_unstated_question_about_another_thing_than_the_subject_is_dropped(
     tmp_path: Path, other: str, own: str, reason: str, screen: str
 ) -> None:
     asked = {1: other, 2: own}
-    # subject_named_late=False: the ferry is first named in sentence 3 of 5
-    marlin: dict[str, Any] = {"subject": ("the ferry Marlin", "product"), "subject_named_late": False}
+    # of a kind without a name of its own: a subject first named late stays the model's
+    marlin: dict[str, Any] = {"subject": ("the ferry Marlin", "other")}
     record = _asked_run(tmp_path, asked, **marlin)
     assert {d.question: d.reason for d in record.dropped}[other] == f"not a usable question: {reason}"
     assert own in {q.question for q in record.questions}
-    # both screens off (as before them): the filter decides and keeps it
+    # both screens off: the filter decides and keeps it
+    both = ("other_thing", "about_subject")
     off = _asked_run(
-        tmp_path / "off",
-        asked,
-        **marlin,
-        other_thing_screen=False,
-        about_subject_screen=False,
+        tmp_path / "off", asked, **marlin, screens=tuple(s for s in DEFAULT_SCREENS if s not in both)
     )
     assert other in {q.question for q in off.questions}
-    # this screen off: about_subject_screen still drops Ines Holt (no word of the subject's), but
-    # other_thing_screen keeps the pier (it names nothing)
-    alone = _asked_run(tmp_path / "alone", asked, **marlin, **{screen: False})
-    assert (other in {q.question for q in alone.questions}) == (screen == "about_subject_screen")
+    # this screen off: about_subject still drops Ines Holt (no word of the subject's), but
+    # other_thing keeps the pier (it names nothing)
+    alone = _asked_run(
+        tmp_path / "alone", asked, **marlin, screens=tuple(s for s in DEFAULT_SCREENS if s != screen)
+    )
+    assert (other in {q.question for q in alone.questions}) == (screen == "about_subject")
 
 
 def test_a_document_keeps_at_most_max_oos_out_of_scope_questions_and_asks_no_more(tmp_path: Path) -> None:
@@ -1090,10 +1014,7 @@ def test_a_document_keeps_at_most_max_oos_out_of_scope_questions_and_asks_no_mor
     reasons = {d.question: d.reason for d in record.dropped}
     assert reasons[kept[2]] == "the document has its 2 out-of-scope questions (max_oos)"
     assert kept[3] not in reasons and kept[4] not in reasons
-    # a run saved before the cap existed is not resumed under it
-    saved = json.loads((tmp_path / "all" / "run.json").read_text())
-    del saved["max_oos"]
-    (tmp_path / "all" / "run.json").write_text(json.dumps(saved))
+    # a run saved without the cap is not resumed under it
     with pytest.raises(ConfigurationError, match="max_oos: None -> 3"):
         _asked_run(tmp_path / "all", asked, unstated_per_sentence=2, max_oos=3)
 
@@ -1113,11 +1034,6 @@ def test_an_unstated_question_may_call_the_subject_by_its_kind(tmp_path: Path) -
     # "the place" is the subject, not a detail asked for: "range" alone is no word of the document's
     place = "What is the price range of the place?"
     assert place in _unstated_oos(tmp_path / "place", {2: place}, subject=("Wrenfield", "place"))
-    # kind_words_count=False (as before it): it shares no word with its sentence or the subject
-    record = _asked_run(tmp_path / "off", {2: movie}, subject=("Wrenfield", "film"), kind_words_count=False)
-    assert {d.question: d.reason for d in record.dropped}[movie] == (
-        "not a usable question: shares no word with its sentence"
-    )
 
 
 def test_an_unstated_question_asking_when_it_is_available_is_dropped(tmp_path: Path) -> None:
@@ -1127,10 +1043,9 @@ def test_an_unstated_question_asking_when_it_is_available_is_dropped(tmp_path: P
         "not a usable question: asks when it is available or open (no detail a reader of the document "
         "would ask)"
     )
-    # odd_details_screen=False (as before it): the filter decides and keeps it
-    assert when in _unstated_oos(
-        tmp_path / "off", {2: when}, odd_details_screen=False, about_subject_screen=False
-    )
+    # switched off (with about_subject), the filter decides and keeps it
+    screens = tuple(s for s in DEFAULT_SCREENS if s not in ("odd_details", "about_subject"))
+    assert when in _unstated_oos(tmp_path / "off", {2: when}, screens=screens)
 
 
 def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_published(
@@ -1141,9 +1056,6 @@ def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_pu
         "Who was the publisher of the harbour plan of Wrenfield?",
     )
     assert {year, publisher} <= set(_unstated_oos(tmp_path, {0: year, 1: publisher}))
-    # agent_nouns_apart=False (as before): "publisher" is read as "published", a copy
-    off = _unstated_oos(tmp_path / "off", {0: year, 1: publisher}, agent_nouns_apart=False)
-    assert publisher not in off
 
 
 def test_the_centre_of_a_city_the_document_does_not_name_is_the_city_centre(tmp_path: Path) -> None:
@@ -1152,8 +1064,6 @@ def test_the_centre_of_a_city_the_document_does_not_name_is_the_city_centre(tmp_
     questions = _unstated_oos(tmp_path, {0: guessed, 2: named})
     assert "How far is the harbour of Wrenfield from the city centre?" in questions
     assert named in questions  # Wrenfield is the document's own
-    off = _unstated_oos(tmp_path / "off", {0: guessed, 2: named}, centre_as_written=False)
-    assert guessed in off  # as before
 
 
 # P(out of scope) of the unstated questions about the first five ferries (threshold 0.5, margin 0.25)
@@ -1210,11 +1120,6 @@ def test_a_document_short_of_min_oos_keeps_the_most_confident_within_the_margin(
     assert [q.question for q in record.questions if q.label == "out_of_scope"] == [
         "Who owns the Arlow ferry company?"
     ]
-    # switched off, the document stays short
-    record = _fill_run(tmp_path / "off", lambda q: FILL_SCORES.get(q, 0.1), min_oos=3, fill_from_margin=False)
-    assert [q.question for q in record.questions if q.label == "out_of_scope"] == [
-        "Who owns the Arlow ferry company?"
-    ]
 
 
 def test_a_document_short_of_in_scope_questions_keeps_the_least_doubted_within_the_margin(
@@ -1236,10 +1141,6 @@ def test_a_document_short_of_in_scope_questions_keeps_the_least_doubted_within_t
     assert [q.true_claim for q in record.questions if q.filled] == [
         "The ferry from Corran leaves the harbour every morning at a fixed hour.",
         "The ferry from Bexley leaves the harbour every morning at a fixed hour.",
-    ]
-    record = _fill_run(tmp_path / "off", score, min_oos=0, fill_from_margin=False)
-    assert [q.question for q in record.questions if q.label == "in_scope"] == [
-        "When does the ferry from Arlow leave the harbour?"
     ]
 
 
@@ -1271,18 +1172,12 @@ def test_the_overlap_rule_does_not_count_the_details_an_unstated_question_asks_f
     settings = {"mode": "unstated", "min_oos": 1, "extra_rounds": 0, "more_in_scope": 0}
     _, record = _ferry_run(tmp_path, script=script, **settings)
     assert [q.question for q in record.questions if q.label == "out_of_scope"] == [far]
-    _, record = _ferry_run(tmp_path / "before", script=script, overlap_skips_details=False, **settings)
-    assert not [q for q in record.questions if q.label == "out_of_scope"]
-    assert next(d.reason for d in record.dropped if d.question == far).startswith("off-topic: 40%")
 
 
-@pytest.mark.parametrize("year_hint", [True, False])
 @pytest.mark.parametrize("kind", ["product", "place", "book", "film", ""])
-def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips(
-    kind: str, year_hint: bool
-) -> None:
+def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips(kind: str) -> None:
     from scopeguard.detection.read.text import content_stems
-    from scopeguard.generation.steps._natural import DETAIL_STEMS
+    from scopeguard.generation.steps._copies import DETAIL_STEMS
     from scopeguard.prompts import render
 
     prompt = render(
@@ -1291,7 +1186,6 @@ def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips
         n=2,
         subject="the hotel",
         kind=kind,
-        year_hint=year_hint,
         firm=False,
     )
     hints = prompt.split("such as ", 1)[1].split(", never", 1)[0]
@@ -1353,9 +1247,6 @@ def test_a_question_asking_the_same_detail_of_the_same_thing_as_one_kept_is_a_co
     reasons = {d.question: d.reason for d in record.dropped}
     copy = "a copy of a question already kept (the same detail of the same thing)"
     assert reasons[asked[1]] == reasons[asked[4]] == copy
-    record = _copy_run(tmp_path / "before", asked, copies_by_detail=False)
-    reasons = {d.question: d.reason for d in record.dropped}
-    assert not any(reasons[q].startswith("a copy") for q in (asked[1], asked[4]))  # off-topic, here
 
 
 def test_a_question_asking_the_same_detail_in_a_synonym_is_a_copy(tmp_path: Path) -> None:
@@ -1377,8 +1268,6 @@ def test_a_question_asking_the_same_detail_in_a_synonym_is_a_copy(tmp_path: Path
     reasons = {d.question: d.reason for d in record.dropped}
     copy = "a copy of a question already kept (the same detail of the same thing)"
     assert reasons[asked[2]] == reasons[asked[3]] == reasons[asked[5]] == copy
-    record = _copy_run(tmp_path / "before", asked, detail_synonyms=False)
-    assert [q.question for q in record.questions if q.label == "out_of_scope"] == asked
 
 
 def _answerable_run(
@@ -1410,10 +1299,7 @@ def test_a_question_asking_a_price_of_a_document_stating_none_is_out_of_scope_wh
     price = "What does a ticket on the Dunmore ferry cost?"
     in_scope_price = "What is the fare of the ferry from Bexley?"
 
-    def run(path: Path, **settings: Any) -> tuple[Any, Any]:  # the filter finds both answerable
-        return _answerable_run(path, price, in_scope_price, **settings)
-
-    summary, record = run(tmp_path)
+    summary, record = _answerable_run(tmp_path, price, in_scope_price)  # the filter finds both answerable
     kept = {q.question: q for q in record.questions}
     assert kept[price].label == "out_of_scope" and kept[price].absent_detail == "price"
     assert kept[price].filter is not None and kept[price].filter.label == "in_scope"  # what it said
@@ -1425,28 +1311,19 @@ def test_a_question_asking_a_price_of_a_document_stating_none_is_out_of_scope_wh
     assert "(1 out-of-scope kept though the filter found them answerable" in summary.table()
     rows = [json.loads(line) for line in (tmp_path / "questions.jsonl").read_text().splitlines()]
     assert [r["provenance"].get("absent_detail") for r in rows if r["question"] == price] == ["price"]
-    # switched off, the filter decides
-    summary, record = run(tmp_path / "off", absent_details=False)
-    assert price not in {q.question for q in record.questions}
-    assert in_scope_price in {q.question for q in record.questions}
-    assert summary.absent == 0 and "kept though the filter" not in summary.table()
     # a document that names an amount of money leaves a price question to the filter
     assert absent_detail(price, GLUED + " A ticket costs $4.") is None
 
 
-def test_where_to_buy_of_a_document_naming_no_shop_is_out_of_scope_with_absent_stores(tmp_path: Path) -> None:
+def test_where_to_buy_of_a_document_naming_no_shop_is_out_of_scope(tmp_path: Path) -> None:
     where = "Where can I buy a ticket for the Dunmore ferry?"
     assert absent_detail(where, GLUED) == "store"  # GLUED names no shop, chain or website
 
     kept = {q.question: q for q in _answerable_run(tmp_path, where)[1].questions}
     assert kept[where].label == "out_of_scope" and kept[where].absent_detail == "store"
-    # absent_stores=False (as before it): the filter decides
-    _, record = _answerable_run(tmp_path / "off", where, absent_stores=False)
-    assert where not in {q.question for q in record.questions}
-    assert {d.question: d.reason for d in record.dropped}[where] == "filter: answerable from the document"
 
 
-def test_who_wrote_it_of_a_document_naming_no_writer_is_out_of_scope_with_absent_authors(
+def test_who_wrote_it_of_a_document_naming_no_writer_is_out_of_scope(
     tmp_path: Path,
 ) -> None:
     who = "Who wrote the timetable of the Dunmore ferry?"
@@ -1454,10 +1331,6 @@ def test_who_wrote_it_of_a_document_naming_no_writer_is_out_of_scope_with_absent
 
     kept = {q.question: q for q in _answerable_run(tmp_path, who)[1].questions}
     assert kept[who].label == "out_of_scope" and kept[who].absent_detail == "author"
-    # absent_authors=False (as before it): the filter decides
-    _, record = _answerable_run(tmp_path / "off", who, absent_authors=False)
-    assert who not in {q.question for q in record.questions}
-    assert {d.question: d.reason for d in record.dropped}[who] == "filter: answerable from the document"
     # a document naming one leaves it to the filter
     named = GLUED + " Its timetable is by Ada Voss."
     assert absent_detail(who, named) is None

@@ -33,7 +33,7 @@ def test_the_smallest_packaged_writer_parses_every_reply_and_keeps_by_the_rule(
         mode="offline",
         n_in_scope=1,
         followups=2,
-        followups_to_top_up=False,  # both prompts asked, whatever the unstated questions keep
+        min_oos=0,  # no target to top up to: both prompts asked, whatever the unstated questions keep
         extra_rounds=0,
     )
     detector = get_detector("logprob")
@@ -64,8 +64,8 @@ def test_the_smallest_packaged_writer_parses_every_reply_and_keeps_by_the_rule(
         if q.label == "out_of_scope":
             assert q.overlap is not None and q.overlap >= config.min_overlap
             # the keep rule: P(out of scope) past the threshold plus the margin; one filled into a
-            # short document (fill_from_margin) past the threshold alone; one asking a detail its
-            # document states none of (absent_details) whatever the filter says
+            # short document past the threshold alone; one asking a detail its
+            # document states none of whatever the filter says
             floor = detector.threshold if q.filled else min_score
             assert q.absent_detail or (q.filter.score is not None and q.filter.score >= floor)
             assert q.edit_kind in ("unstated", "followup")

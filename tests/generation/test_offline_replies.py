@@ -56,18 +56,16 @@ def test_edits_strict_and_lenient() -> None:
     assert parse_edits(partial, kinds, lenient=True) == {"negation": Q1}
 
 
-def test_subject_with_and_without_its_kind() -> None:
+def test_subject_with_its_kind() -> None:
     named = json.dumps({"subject": " the Marlin ferry. ", "kind": "Product"})
-    assert parse_subject(named) == ("the Marlin ferry", "")  # the kind was not asked
-    assert parse_subject(named, with_kind=True) == ("the Marlin ferry", "product")
+    assert parse_subject(named) == ("the Marlin ferry", "product")
     # an unknown or missing kind does not cost a usable subject: its hints are the one list
     odd = json.dumps({"subject": "the Marlin ferry", "kind": "vehicle"})
-    assert parse_subject(odd, with_kind=True) == ("the Marlin ferry", "other")
-    assert parse_subject(json.dumps({"subject": "the Marlin"}), with_kind=True) == ("the Marlin", "other")
+    assert parse_subject(odd) == ("the Marlin ferry", "other")
+    assert parse_subject(json.dumps({"subject": "the Marlin"})) == ("the Marlin", "other")
     with pytest.raises(ReplyParseError, match="no subject"):
-        parse_subject(json.dumps({"subject": "", "kind": "film"}), with_kind=True, lenient=True)
-    assert subject_schema()["required"] == ["subject"]
-    kinds = subject_schema(with_kind=True)
+        parse_subject(json.dumps({"subject": "", "kind": "film"}), lenient=True)
+    kinds = subject_schema()
     assert kinds["required"] == ["subject", "kind"] and kinds["properties"]["kind"]["enum"] == list(
         SUBJECT_KINDS
     )

@@ -28,7 +28,7 @@ def _long_judge(prompt: str) -> str:
 
 def _run(tmp_path: Path, **config: object) -> tuple[Generator, ScriptedChatModel]:
     llm = ScriptedChatModel(_long_judge, model="fake", truncate=True)
-    cfg = GenerationConfig(mode="efficient", judge_followup=False, min_oos=0, **config)  # type: ignore[arg-type]
+    cfg = GenerationConfig(mode="efficient", fallbacks=("recover", "question"), min_oos=0, **config)  # type: ignore[arg-type]
     gen = Generator(llm, config=cfg, judge="judge", progress=False)
     return gen, llm
 
@@ -64,9 +64,9 @@ def test_without_a_cap_nothing_is_cut_or_judged_twice(tmp_path: Path) -> None:
 
 def test_paper_preset_is_the_papers_settings() -> None:
     paper = GenerationConfig.paper()
-    assert (paper.judge_votes, paper.judge_max_tokens, paper.judge_followup) == (9, None, False)
+    assert (paper.judge_votes, paper.judge_max_tokens, paper.fallbacks) == (9, None, ())
     assert (paper.n_claims, paper.n_subsets, paper.rounds, paper.n_in_scope) == (6, 3, 3, 5)
-    assert (paper.min_oos, paper.recover_fallback, paper.question_fallback) == (0, False, False)
+    assert paper.min_oos == 0 and "natural" not in paper.screens
     assert GenerationConfig.paper(judge_votes=3).judge_votes == 3
 
 

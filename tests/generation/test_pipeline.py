@@ -14,6 +14,7 @@ from scopeguard.detection.detectors.judge import JudgeDetector
 from scopeguard.errors import ConfigurationError, LLMConnectionError
 from scopeguard.generation import GenerationConfig, Generator
 from scopeguard.generation.checkpoint import CheckpointStore
+from scopeguard.generation.config import DEFAULT_SCREENS
 from scopeguard.testing import ScriptedChatModel, eloq_reply, invented_document
 
 DOCS = [
@@ -156,7 +157,7 @@ def test_shifted_recovery_is_recorded_and_never_applied(tmp_path: Path) -> None:
             return _renumbered(prompt, [])
         return eloq_reply(prompt)
 
-    gen, _ = _generator(script, filter=False, recover_fallback=False)
+    gen, _ = _generator(script, filter=False, fallbacks=("question", "judge"))
     gen.run(DOCS[:1], tmp_path)
     record = CheckpointStore(tmp_path).load_all()["harbour"]
     # near-identical fake facts make the renumbering look like copies or like a shift: both are refused
@@ -343,7 +344,7 @@ def test_unusable_paper_recoveries_fall_back_to_guesses_alone(tmp_path: Path) ->
 
 
 def test_recover_fallback_off_is_the_paper(tmp_path: Path) -> None:
-    gen, llm = _generator(_echoing_recovery, recover_fallback=False, min_oos=0)
+    gen, llm = _generator(_echoing_recovery, fallbacks=("question", "judge"), min_oos=0)
     summary = gen.run(DOCS[:1], tmp_path)
     assert not any("Write only your guesses" in c.prompt for c in llm.calls)
     assert summary.oos_kept == 0
@@ -397,7 +398,9 @@ def test_questions_lost_to_repeats_are_asked_for_one_fact_at_a_time(tmp_path: Pa
     assert len({q.reply_ids["question"] for q in oos}) == 5
     assert [i.reason for i in record.issues if i.step == "oos_questions"] == ["duplicate"] * 4
 
-    gen, _ = _generator(_one_question_for_all, rounds=1, min_oos=0, filter=False, question_fallback=False)
+    gen, _ = _generator(
+        _one_question_for_all, rounds=1, min_oos=0, filter=False, fallbacks=("recover", "judge")
+    )
     gen.run(DOCS[:1], tmp_path / "paper")
     record = CheckpointStore(tmp_path / "paper").load_all()["harbour"]
     assert len([q for q in record.questions if q.label == "out_of_scope"]) == 1
@@ -417,7 +420,7 @@ def test_a_copied_example_phrase_is_dropped_unless_the_screen_is_off(tmp_path: P
         return reply
 
     for screen in (True, False):
-        gen, _ = _generator(script, natural_screen=screen)
+        gen, _ = _generator(script, screens=DEFAULT_SCREENS if screen else GenerationConfig.paper().screens)
         gen.run(DOCS[:1], tmp_path / str(screen))
         record = CheckpointStore(tmp_path / str(screen)).load_all()["harbour"]
         reasons = {d.question: d.reason for d in record.dropped}

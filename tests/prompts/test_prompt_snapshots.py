@@ -48,8 +48,6 @@ POOL: dict[str, Any] = {
     "sentence": "The Kestrel carries 180 passengers across the bay in 35 minutes.",
     "subject": "the ferry Kestrel",
     "kind": "place",
-    "with_kind": True,
-    "year_hint": True,
     "asked": ["Who built the Kestrel?", "When was the Kestrel launched?"],
     "subject_kinds": ("product", "place", "book", "film", "person", "event", "other"),
     "text": "The ferry Kestrel carries 180 passengers across the bay in 35 minutes. It sails hourly.",
@@ -75,13 +73,11 @@ def test_template_matches_snapshot(name: str) -> None:
     assert rendered == path.read_text(encoding="utf-8")
 
 
-# Renderings a setting keeps as they were: each pinned by a snapshot of its own, ``NAME.VARIANT.txt``
-# (unstated_hints=False and place_year_hint=False render the prompts of before them, byte for byte:
-# an old run resumes on them).
+# Other renderings of a template, each pinned by a snapshot of its own, ``NAME.VARIANT.txt``
+# (a subject of a kind without hints of its own gets the one list; the first round is shown no
+# questions asked).
 VARIANTS: dict[tuple[str, str], dict[str, Any]] = {
-    ("gen_document_subject", "hints-off"): {"with_kind": False},
-    ("gen_unstated_question", "hints-off"): {"kind": ""},
-    ("gen_unstated_question", "place-year-off"): {"year_hint": False},
+    ("gen_unstated_question", "other-kind"): {"kind": "other"},
     ("gen_unstated_question", "first-round"): {"asked": []},
 }
 

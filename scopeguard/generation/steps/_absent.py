@@ -10,13 +10,13 @@ out-of-scope questions; of the 75 kept questions asking such a detail of a docum
 all 75 were read as unanswerable (``benchmarks/generation_natural.py``). On the fresh half O the
 rule kept 10 questions the filter found answerable: 8 natural and unanswerable, and two asking the
 address of a hotel "on Geary and Jones Streets", which a named street now leaves to the filter.
-Where to buy it joined later (``absent_stores``): over H-T the filter found 74 "Where can I buy
-...?" questions answerable or doubted them, of reviews naming no shop.
+Where to buy it joined later: over H-T the filter found 74 "Where can I buy ...?" questions
+answerable or doubted them, of reviews naming no shop.
 
 :func:`absent_detail` names the detail a question asks for when its document states none of that
-kind; :class:`~scopeguard.generation.config.GenerationConfig`'s ``absent_details`` lets that decide
-over the filter. The kinds are few and their forms plain on purpose: a detail the document might
-state in words a pattern misses (a distance: "a short walk"; a name) is left to the filter.
+kind, which the offline modes let decide over the filter. The kinds are few and their forms plain
+on purpose: a detail the document might state in words a pattern misses (a distance: "a short
+walk"; a name) is left to the filter.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ _KINDS: dict[str, tuple[re.Pattern[str], _States]] = {
         ),
     ),
     # where to buy it, of a document naming no shop, chain or website and saying nowhere that it was
-    # bought at or from a named one (GenerationConfig.absent_stores): on the hand-read halves H-T,
+    # bought at or from a named one: on the hand-read halves H-T,
     # all 42 kept "Where can I buy ...?" questions of reviews without one were unanswerable (39
     # natural), and the filter had found 74 more answerable or doubted them ("Where can I buy Pure
     # Bar?" of a review saying only that its writer will buy more: two documents of half T left short)
@@ -145,10 +145,10 @@ _KINDS: dict[str, tuple[re.Pattern[str], _States]] = {
         ),
     ),
     # who wrote it, of a document naming no writer: no author or writer, nothing written "by"
-    # someone, no "Collins's novel" (GenerationConfig.absent_authors). A book review that never
+    # someone, no "Collins's novel". A book review that never
     # names its author cannot answer "Who wrote The Road?"; the packaged filter read it as answerable
     # (half X's review of a novel, left with one out-of-scope question). A question about the
-    # review's own writer is not one of these (writer_screen's).
+    # review's own writer is not one of these (the writer screen's).
     "author": (
         re.compile(
             r"^(?!.*\breview).*(?:\bwho\b.{0,40}\b(?:wrote|written|authored|penned|author|writer)\b"

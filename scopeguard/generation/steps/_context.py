@@ -8,7 +8,7 @@ from typing import Any, Literal, TypeVar
 
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.generation.cache import CachedReply, RecordingChatModel
-from scopeguard.generation.checkpoint import DocumentRecord, StepIssue
+from scopeguard.generation.checkpoint import DocumentRecord, FilterRecord, GeneratedQuestion, StepIssue
 from scopeguard.generation.config import GenerationConfig
 from scopeguard.generation.parsers import ReplyParseError
 from scopeguard.prompts import render
@@ -90,6 +90,33 @@ class DocumentContext:
             self._seen_questions.add(key)
             out.append(q)
         return out
+
+    def question(
+        self,
+        question: str,
+        label: Literal["in_scope", "out_of_scope"],
+        index: int,
+        reply_id: str,
+        filt: FilterRecord | None = None,
+        *,
+        ids: Mapping[str, tuple[str, ...]] | None = None,
+        **provenance: object,
+    ) -> GeneratedQuestion:
+        """A kept question of this document, its id ``<doc>_<oos|ins>_<index>``: written in reply
+        ``reply_id`` (with the other replies it came from, ``ids``), read by the filter as ``filt``."""
+        reply_ids: dict[str, tuple[str, ...]] = {"question": (reply_id,), **(ids or {})}
+        if filt is not None:
+            reply_ids["filter"] = filt.reply_ids
+        return GeneratedQuestion(
+            id=f"{self.doc.id}_{'oos' if label == 'out_of_scope' else 'ins'}_{index}",
+            doc_id=self.doc.id,
+            question=question,
+            label=label,
+            words=words(question),
+            reply_ids=reply_ids,
+            filter=filt,
+            **provenance,  # type: ignore[arg-type]
+        )
 
     def record(self, status: Literal["done", "failed", "skipped"], **fields: object) -> DocumentRecord:
         return DocumentRecord(

@@ -15,6 +15,7 @@ from scopeguard.generation.steps._offline import generate_offline
 from scopeguard.generation.steps._questions import oos_questions
 from scopeguard.generation.steps._recover import hallucinate
 from scopeguard.generation.steps._remove import remove_supported
+from scopeguard.generation.steps._screens import get_screens
 from scopeguard.types import Document
 
 
@@ -91,6 +92,7 @@ async def generate_document(
     """
     if config.mode == "auto":
         raise ConfigurationError("mode 'auto' must be resolved first: use config.resolved(llm)")
+    get_screens(config.screens)  # an unknown name: a ConfigurationError naming the valid ones
     ctx = DocumentContext(doc, order, llm, judge, config)
     if config.mode in OFFLINE_MODES:
         return await generate_offline(ctx)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scopeguard.generation.checkpoint import GeneratedQuestion
 from scopeguard.generation.parsers import parse_question_list
-from scopeguard.generation.steps._context import DocumentContext, words
+from scopeguard.generation.steps._context import DocumentContext
 
 
 async def in_scope_questions(ctx: DocumentContext) -> list[GeneratedQuestion]:
@@ -24,14 +24,4 @@ async def in_scope_questions(ctx: DocumentContext) -> list[GeneratedQuestion]:
         return []
     questions, reply = got
     unique = ctx.unique("in_scope_questions", questions, reply.id)
-    return [
-        GeneratedQuestion(
-            id=f"{ctx.doc.id}_ins_{k}",
-            doc_id=ctx.doc.id,
-            question=q,
-            label="in_scope",
-            words=words(q),
-            reply_ids={"question": (reply.id,)},
-        )
-        for k, q in enumerate(unique)
-    ]
+    return [ctx.question(q, "in_scope", k, reply.id) for k, q in enumerate(unique)]

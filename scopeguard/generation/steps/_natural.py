@@ -1,4 +1,4 @@
-"""Screens for generated out-of-scope questions no person would send to a system reading documents.
+"""Screens for generated questions no person would send to a system reading documents.
 
 :func:`unnatural` gives the first reason found: a phrase copied from a prompt's example
 (:func:`copied_phrase`), a question put to the document's writer ("What did you think of ...?",
@@ -16,9 +16,12 @@ invented name from an example, copied the prompt and is dropped with the phrase 
 Trigrams with fewer than two content words ("what is the", "paid for the") are everyday English,
 not a copy; so is "the council met" about a document on a council.
 
-Below them, the checks every candidate of the offline modes meets first: :func:`standalone` cuts a
-reference to the sentence it was written from, :func:`degenerate` and :func:`unmoored` say why a
-reply is no usable question, :func:`overlap` measures how much of it the document's words cover.
+Beside them, the checks every candidate of the offline modes meets: :func:`standalone` cuts a
+reference to the sentence it was written from and mends slips no person makes,
+:func:`degenerate` and :func:`unmoored` say why a reply is no usable question, and
+:func:`about_writer`, :func:`two_things` and :func:`odd_detail` why it is not one a reader asks.
+The screens of :mod:`._screens` call them; what a question's subject is, is :mod:`._subjects`'s,
+and whether it copies one kept, :mod:`._copies`'.
 """
 
 from __future__ import annotations
@@ -28,36 +31,24 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scopeguard._sentences import split_sentences
-from scopeguard.detection.read.text import STOPWORDS, content_stems, stem
+from scopeguard.detection.read.text import STOPWORDS, content_stems
 from scopeguard.prompts import available_templates, template_examples
 
 __all__ = [
     "FIXED_ARTEFACTS",
-    "KIND_SUBJECTS",
-    "KIND_WORDS",
     "ExamplePhrases",
     "about_writer",
     "asks_writer_name",
     "centre_as_written",
     "copied_phrase",
-    "copy_stems",
     "degenerate",
     "enumerations",
     "example_phrases",
-    "named_late",
-    "not_about",
     "odd_detail",
-    "other_thing",
-    "overlap",
     "standalone",
-    "subject_as_written",
-    "subject_in_document",
-    "synonyms_as_one",
     "two_things",
     "unmoored",
     "unnatural",
-    "with_article",
 ]
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
@@ -236,148 +227,6 @@ def centre_as_written(question: str, document: str) -> str:
     return _CENTRE_OF.sub(mend, question)
 
 
-_LEADING_THE = re.compile(r"^the\s+", re.IGNORECASE)
-
-
-def subject_as_written(subject: str, document: str) -> str:
-    """``subject`` (the model's name for what ``document`` is about) as the document writes it,
-    where the model capitalised a description: "Tasty Little Snack Bar" of a review of "this tasty
-    little snack bar" is "the tasty little snack bar", "The Cold War psychological drama" of "the
-    best Cold War psychological drama" is "the Cold War psychological drama" (questions asked
-    about them read as names no one uses: issue #39, halves T and V). A subject the document
-    writes as it is, one it writes capitalised ("PURE bar"), in one word ("avitae") or with digits
-    ("hbs-730"), and one it never writes ("Buffy the Vampire Slayer") stay as they are."""
-    if subject in document:
-        return subject
-    core = _LEADING_THE.sub("", subject)
-    found = re.search(rf"(?<![\w-]){re.escape(core)}(?![\w-])", document, re.IGNORECASE)
-    if found is None:
-        return subject
-    written = found.group(0)
-    words = written.split()
-    # a description: every word in lower case, more than one (a one-word name in lower case,
-    # "avitae", "ipad", or a title, "quiet", is the writer's slip, not a description)
-    described = len(words) > 1 and all(w[:1].islower() for w in words) and not re.search(r"\d", written)
-    return f"the {written}" if core != subject or described else subject
-
-
-# the words a subject may hold that its document need not write ("The Hotel", "Omni's hotel")
-_SUBJECT_GLUE = frozenset(["the", "a", "an", "of", "and", "in", "on", "for", "by", "at", "to", "s"])
-# what a document whose subject the model named wrongly is asked about, by the subject's kind
-# (SUBJECT_KINDS); another kind asks about what each sentence names, as without a subject
-KIND_SUBJECTS = {"product": "the product", "place": "the place", "book": "the book", "film": "the film"}
-# the words a question may call a subject of each kind by ("Who directed the film?" of a review of
-# "Failure To Launch", "What is the hotel's owner?" of the Marriott's), counted as the subject's
-# (GenerationConfig.kind_words_count)
-KIND_WORDS = {"product": "product", "place": "place hotel", "book": "book novel", "film": "film movie"}
-
-
-def _singular(word: str) -> str:
-    """``word`` without a plural ending: "ferries" "ferry", "boxes" "box", "newtons" "newton"."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def _plain_words(text: str) -> set[str]:
-    """The words of ``text`` in lower case and singular, a possessive "'s" dropped ("Newton's",
-    "Newtons": "newton"; "ferries": "ferry")."""
-    return {_singular(w) for w in re.findall(r"[a-z0-9]+", text.lower().replace("'s", ""))}
-
-
-def subject_in_document(subject: str, kind: str, document: str) -> str:
-    """``subject`` if ``document`` writes each of its words (in any case, in any order), else what
-    its kind is called (:data:`KIND_SUBJECTS`: "the product") or ``""`` for another kind. A word
-    the document never writes is the model's guess, and questions about a guessed subject are
-    about something else: "Coffee" of a drink enhancer's review, "Canon EOS 6D Mark II" of a
-    compact camera's, "Lundberg Wild Blend" of a soup's (issue #39, halves I-X)."""
-    if not subject:
-        return subject
-    written = _plain_words(document)
-    if all(w in written or w in _SUBJECT_GLUE for w in _plain_words(subject)):
-        return subject
-    return KIND_SUBJECTS.get(kind, "")
-
-
-# a determiner a subject may begin with ("the soda", "this coffee", "my tablet")
-_DETERMINER = re.compile(r"^(?:the|a|an|this|these|that|those|my|our|his|her|their|its)\b", re.IGNORECASE)
-
-
-def with_article(subject: str) -> str:
-    """``subject`` with "the" before it where the model named it in lower case without one:
-    "soda", "ginger tea" of reviews of one soda, one tea, whose questions then asked about it in
-    general ("What is the price of soda?", "Where can ginger tea be bought?": issue #39, halves
-    AI-AL, 5 kept, none natural). A name ("Essentia", "Hotel Nikko") or a subject with its article
-    stays as it is."""
-    if not subject[:1].islower() or _DETERMINER.match(subject):
-        return subject
-    return f"the {subject}"
-
-
-@lru_cache(maxsize=32)
-def _sentence_words(document: str) -> tuple[tuple[str, frozenset[str]], ...]:
-    """Each sentence of ``document`` with its plain words (:func:`_plain_words`), split once per
-    document: :func:`other_thing` reads them for every candidate question of it, :func:`named_late`
-    once."""
-    return tuple((s, frozenset(_plain_words(s))) for s in split_sentences(document, glued=True))
-
-
-# a subject first named this far into its document (a share of its sentences) is a passing mention
-_LATE_SHARE = 0.4
-
-
-def named_late(subject: str, kind: str, document: str) -> bool:
-    """Whether ``document`` first names ``subject`` (a word of it other than what its kind is
-    called: "Mandarin" of "Mandarin Hotel") only after the first 40% of its sentences: a review
-    names what it reviews early, or never, and what it names late is something it compares it
-    with or mentions in passing ("I hope Ocean's 13 ... will be more enjoyable" closing a film
-    review, "I bought a Belkin at Costco" two thirds into a router's; issue #39, halves Z-AH: 8 of
-    the 11 subjects named wrongly, and 14 of the 104 named rightly, whose questions then ask about
-    "the film" or "the product" instead). It is named at the sentence by which each of its words
-    is written: "Lyon bakery" at "the Lyon bakery", not at an earlier "bakery"."""
-    words = _plain_words(subject) - _SUBJECT_GLUE - set(KIND_WORDS.get(kind, "").split())
-    sentences = _sentence_words(document)
-    if not words or not sentences:
-        return False
-    firsts = [next((i for i, (_, written) in enumerate(sentences) if w in written), None) for w in words]
-    if None in firsts:  # a word it never writes: left to subject_in_document
-        return False
-    # named once each of its words is written: "Lyon bakery" at "the Lyon bakery", not at "bakery"
-    return max(i for i in firsts if i is not None) >= _LATE_SHARE * len(sentences)
-
-
-# a name in a question: capitalised words, not the question's first
-_QUESTION_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'\u2019-]*(?:\s+[A-Z][\w'\u2019-]*)*")
-
-
-def other_thing(question: str, subject: str, document: str) -> str | None:
-    """Why ``question``, asked about ``subject``, is about another thing its document names, or
-    ``None``: it shares no word with the subject and names something the document names only in
-    sentences without a word of the subject's ("the Starbucks Double Shot espresso" of a review of
-    a canned coffee, "the Klipsch reference series" of one of speakers, "North Beach" and
-    "Fisherman's Wharf" of a hotel review whose subject the model named "San Francisco": issue #39,
-    halves AA and AB, 6 kept, none natural). "The Logitech Z-2300" of "Speakers" is the subject's
-    when the document writes "the Logitech Z-2300 speakers"; a name the document does not write is
-    left to the other rules."""
-    subject_words = _plain_words(subject) - _SUBJECT_GLUE
-    if not subject_words or subject_words & _plain_words(question):
-        return None
-    sentences = _sentence_words(document)
-    for match in _QUESTION_NAME.finditer(question):
-        name = match.group(0)
-        if name == "I":
-            continue
-        first = re.compile(rf"(?<![\w-]){re.escape(name.split()[0])}(?![\w-])")
-        naming = [words for sentence, words in sentences if first.search(sentence)]
-        if naming and not any(subject_words & words for words in naming):
-            return f"about another thing the document names ({name}), not its subject ({subject})"
-    return None
-
-
 # "When is the beef jerky available?" of a review of jerky its writer has eaten, "When does the
 # hotel open?" of a hotel's: asked by the hints' "where it is sold" and "the year it opened", never
 # natural on the hand-read halves (issue #39: 10 "when ... available" of D-AD, 5 about a hotel's
@@ -398,25 +247,6 @@ def odd_detail(question: str) -> str | None:
     if _ODD_DETAIL.search(question):
         return "asks when it is available or open (no detail a reader of the document would ask)"
     return None
-
-
-# a question that calls its subject "it" or "this" ("Where can I buy it?") is about it
-_REFERS_BACK = re.compile(r"\b(?:it|its|this|these|they|them|their)\b", re.IGNORECASE)
-
-
-def not_about(question: str, subject: str, kind: str = "") -> str | None:
-    """Why ``question``, asked about ``subject`` (a thing of ``kind``), is about something else, or
-    ``None``: it shares no content word with the subject or with what its kind is called
-    (:data:`KIND_WORDS`: "the hotel" of a place) and calls nothing "it" or "this" ("What is the
-    price of the bass?" of a review of speakers, "Where is cheddar cheese sold?" of crackers',
-    "What is the address of the Ferry Bldg?" of a hotel's: issue #39, halves Z-AF, 27 kept, 5 of
-    them natural). An empty subject (none named) asks nothing of it."""
-    if not subject.strip():
-        return None
-    about = set(content_stems(f"{subject} {KIND_WORDS.get(kind, '')}"))
-    if about & set(content_stems(question)) or _REFERS_BACK.search(question):
-        return None
-    return f"not about the document's subject ({subject}): no word of it, nor 'it'"
 
 
 def enumerations(questions: list[str]) -> set[int]:
@@ -523,68 +353,3 @@ def unmoored(question: str, sentence: str) -> str | None:
     if not set(content_stems(question)) & set(content_stems(sentence)):
         return "shares no word with its sentence"
     return None
-
-
-# The details gen_unstated_question.j2 hints at, and the words the packaged 1.5B asks them with
-# ("How far is the Sheraton from the city center?"): an unstated question asks for what its
-# document lacks, so these are not held against it by the overlap rule (overlap's ``skip``;
-# GenerationConfig.overlap_skips_details). A test holds the template's hints to this list.
-DETAIL_WORDS = (
-    "price prices maker sold size made address owns far centre center city author publisher length "
-    "year came opened director running time budget filmed date place amount reason cost"
-)
-DETAIL_STEMS = frozenset(content_stems(DETAIL_WORDS))
-
-# Words a question asks the same detail with, read as one by the copy rule
-# (GenerationConfig.detail_synonyms): on half O, "How much does it cost to stay at the Omni?" and
-# "What is the price range of the hotel?", "How far is the Omni from the city center?" and "... from
-# the centre?" were kept side by side.
-_SYNONYMS = {
-    "price": "cost costs fee fees priced prices",
-    "far": "distance",
-    "center": "centre",
-    "sold": "buy bought sell sells purchase purchased available",
-    "released": "launched introduced published",
-}
-DETAIL_SYNONYMS = {
-    stem(word): stem(canon)
-    for canon, words in _SYNONYMS.items()
-    for word in words.split()
-    if stem(word) != stem(canon)
-}
-
-
-def _one_form(stem_: str) -> str:
-    # the light stemmer cuts "-es" and makes "-ies" "-y" but leaves "-e" and "-ie": "drives" -> "driv"
-    # and "drive" -> "drive", "movies" -> "movy" and "movie" -> "movie" (on half P, "What is the price
-    # of Seagate drives?" was kept beside "... of this drive?")
-    stem_ = stem_[:-1] if stem_.endswith("e") else stem_
-    return stem_[:-1] + "i" if stem_.endswith("y") else stem_
-
-
-# agent nouns the stemmer reads as their verb ("publisher" as "published", which the copy rule reads as
-# "released"): "What was the publisher of The Road?" and "When was The Road published?" ask two
-# details (issue #39: on halves S-W four such questions were dropped as copies of the year question,
-# and on V and W a book review was left with one out-of-scope question so)
-_AGENT_NOUNS = re.compile(r"\b(publisher|founder|owner)s?\b", re.IGNORECASE)
-
-
-def copy_stems(question: str) -> frozenset[str]:
-    """``question``'s content words (stems) as the copy rule compares them: an agent noun
-    ("publisher", "founder", "owner") is a word of its own, not its verb's stem."""
-    agents = {f"{m[1].lower()}:who" for m in _AGENT_NOUNS.finditer(question)}
-    return frozenset(content_stems(_AGENT_NOUNS.sub(" ", question))) | agents
-
-
-def synonyms_as_one(stems: frozenset[str]) -> frozenset[str]:
-    """``stems`` with each synonym of a detail (:data:`DETAIL_SYNONYMS`) read as its first word, and
-    a word's forms the stemmer leaves apart ("drive", "drives") as one."""
-    return frozenset(_one_form(DETAIL_SYNONYMS.get(s, s)) for s in stems)
-
-
-def overlap(question: str, document_stems: set[str], skip: frozenset[str] = frozenset()) -> float:
-    """The share of ``question``'s content words (stems) that occur in the document, not counting
-    those in ``skip`` (the details a question is meant to ask for) unless it has no other."""
-    stems = content_stems(question)
-    rest = [s for s in stems if s not in skip] or stems
-    return sum(s in document_stems for s in rest) / len(rest) if rest else 0.0

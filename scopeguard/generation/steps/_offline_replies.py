@@ -61,11 +61,12 @@ _SUBJECT: dict[str, Any] = {"type": "string", "pattern": _SUBJECT_PATTERN}
 SUBJECT_KINDS = ("product", "place", "book", "film", "person", "event", "other")
 
 
-def subject_schema(with_kind: bool = False) -> dict[str, Any]:
-    """``{"subject": "a few words"}``, with ``"kind"`` (one of :data:`SUBJECT_KINDS`) if asked."""
-    properties: dict[str, Any] = {"subject": _SUBJECT}
-    if with_kind:
-        properties["kind"] = {"type": "string", "enum": list(SUBJECT_KINDS)}
+def subject_schema() -> dict[str, Any]:
+    """``{"subject": "a few words", "kind": one of SUBJECT_KINDS}``."""
+    properties: dict[str, Any] = {
+        "subject": _SUBJECT,
+        "kind": {"type": "string", "enum": list(SUBJECT_KINDS)},
+    }
     return {
         "type": "object",
         "properties": properties,
@@ -74,12 +75,10 @@ def subject_schema(with_kind: bool = False) -> dict[str, Any]:
     }
 
 
-def parse_subject(
-    text: str, *, truncated: bool = False, lenient: bool = False, with_kind: bool = False
-) -> tuple[str, str]:
-    """The subject a reply names (one line of 1 to 8 words) and, ``with_kind``, its kind: one of
+def parse_subject(text: str, *, truncated: bool = False, lenient: bool = False) -> tuple[str, str]:
+    """The subject a reply names (one line of 1 to 8 words) and its kind: one of
     :data:`SUBJECT_KINDS`, ``"other"`` for a missing or unknown one (the kind only picks hints: a
-    usable subject is not thrown away for it). Without ``with_kind`` the kind is ``""``."""
+    usable subject is not thrown away for it)."""
     if truncated and not lenient:
         raise ReplyParseError("truncated", "the reply was cut at the token cap", reply=text)
     reply = _object(text, lenient)
@@ -87,8 +86,6 @@ def parse_subject(
     subject = " ".join(value.split()).strip(" .") if isinstance(value, str) else ""
     if not subject or len(subject) > MAX_SUBJECT_CHARS or len(subject.split()) > 8 or '"' in subject:
         raise ReplyParseError("no_subject", "the reply names no subject of a few words", reply=text)
-    if not with_kind:
-        return subject, ""
     kind = reply.get("kind")
     kind = kind.strip().lower() if isinstance(kind, str) else ""
     return subject, kind if kind in SUBJECT_KINDS else "other"

@@ -33,7 +33,7 @@ def _latin_share(text: str) -> float:
 
 def unusable_reason(text: str, *, split_long: bool = False) -> str | None:
     """Why the offline modes cannot use ``text``, or ``None`` when they can. With ``split_long``
-    (GenerationConfig.split_long_sentences) a sentence over :data:`MAX_SENTENCE_WORDS` words counts
+    (as the offline modes read it) a sentence over :data:`MAX_SENTENCE_WORDS` words counts
     as its clauses: a review written without capitals is one "sentence" to the splitter."""
     if not text.strip():
         return "empty document"

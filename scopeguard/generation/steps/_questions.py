@@ -7,7 +7,7 @@ from collections.abc import Callable
 from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.checkpoint import ClaimVersion, DroppedQuestion, FilterRecord, GeneratedQuestion
 from scopeguard.generation.parsers import parse_questions_by_number
-from scopeguard.generation.steps._context import DocumentContext, words
+from scopeguard.generation.steps._context import DocumentContext
 from scopeguard.generation.steps._filter import CUT_AT_CAP, filter_question
 from scopeguard.generation.steps._natural import copied_phrase
 
@@ -35,7 +35,9 @@ async def oos_questions(
     dropped: list[DroppedQuestion] = []
     for j, question, reply_id in written:
         h = hallucinated[remaining[j]]
-        copied = copied_phrase(question, f"{ctx.doc.text}\n{h.text}") if ctx.cfg.natural_screen else None
+        copied = (
+            copied_phrase(question, f"{ctx.doc.text}\n{h.text}") if "natural" in ctx.cfg.screens else None
+        )
         if copied is not None:
             dropped.append(
                 DroppedQuestion(
@@ -54,24 +56,19 @@ async def oos_questions(
                 )
             )
             continue
-        ids: dict[str, tuple[str, ...]] = {"question": (reply_id,), "claim": (h.reply_id or "",)}
-        if remove_id:
-            ids["remove"] = (remove_id,)
-        if filt is not None:
-            ids["filter"] = filt.reply_ids
+        ids = {"claim": (h.reply_id or "",), **({"remove": (remove_id,)} if remove_id else {})}
         kept.append(
-            GeneratedQuestion(
-                id=f"{ctx.doc.id}_oos_{first_id + len(kept)}",
-                doc_id=ctx.doc.id,
-                question=question,
-                label="out_of_scope",
-                words=words(question),
+            ctx.question(
+                question,
+                "out_of_scope",
+                first_id + len(kept),
+                reply_id,
+                filt,
+                ids=ids,
                 claim_index=h.position,
                 true_claim=claims[h.position],
                 hallucinated_claim=h.text,
                 round=h.round,
-                reply_ids=ids,
-                filter=filt,
             )
         )
     return kept, dropped
@@ -80,7 +77,7 @@ async def oos_questions(
 async def _write_questions(ctx: DocumentContext, facts: list[str]) -> list[tuple[int, str, str]]:
     """``(fact index, question, reply id)`` for the facts that got a new question.
 
-    One call for all ``facts`` (the paper); with ``question_fallback``, the facts whose question
+    One call for all ``facts`` (the paper); with the ``question`` fallback, the facts whose question
     was lost (no usable reply, or a repeat of another question) are asked for one by one.
     """
 
@@ -106,7 +103,7 @@ async def _write_questions(ctx: DocumentContext, facts: list[str]) -> list[tuple
                 written.append((j, question, reply.id))
             else:
                 lost.append(j)
-    if not ctx.cfg.question_fallback or len(facts) == 1:
+    if "question" not in ctx.cfg.fallbacks or len(facts) == 1:
         return written  # a one-fact list was already asked for alone
     for j in lost:
         one = await ctx.ask(

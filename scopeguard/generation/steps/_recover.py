@@ -46,7 +46,7 @@ async def hallucinate(
                 facts=facts,
                 n=n,
             )
-            if got is None and ctx.cfg.recover_fallback:
+            if got is None and "recover" in ctx.cfg.fallbacks:
                 got = await _recover_guesses(ctx, facts, subset, sampling)
             if got is not None:
                 _apply(got[0], rnd, got[1].id, latest, history)

@@ -1,0 +1,190 @@
+"""The offline modes' screens: each a rule that drops a candidate no person would send, by name.
+
+A :class:`Screen` has a ``name`` (what ``GenerationConfig.screens`` lists), the candidate
+``kinds`` it applies to (``"direct"``: an in-scope candidate; ``"unstated"``, ``"followup"`` and the
+edit kinds: out-of-scope ones) and ``check(candidate, view)``: why the :class:`Candidate` is no
+usable question, or ``None``. The :class:`DocumentView` is what the screens read of the document,
+computed once for it (its subject added once the model names it). :func:`first_reason` applies the
+configured screens in their order; the keeper (:mod:`._keeper`) drops a candidate with the first
+reason found, as ``"not a usable question: <reason>"``.
+
+=============  ==========  ==================================================================
+screen         kinds       drops
+=============  ==========  ==================================================================
+degenerate     out         a reply that refers to its sentence, is too short or says words twice
+moored         every       one sharing no word with the sentence it was written from (or the
+                           subject: "What is the hotel's address?"), or referring to it
+natural        out         one copying a prompt example, put to the writer ("you"), asking two
+                           questions at once or the name of something named (:func:`unnatural`)
+writer         every       one about the document's writer as "the person"; in scope, one asking
+                           "the name of the person" (a review never names its writer)
+one_thing      unstated    one asking about two things joined by "and" (not a name's "and")
+other_thing    unstated    one about another thing the document names than its subject
+odd_details    unstated    one asking when something "is available" or a place "opens"
+about_subject  unstated    one sharing no word with the subject nor calling anything "it"
+=============  ==========  ==================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from scopeguard.detection.read.text import content_stem_set, content_stems
+from scopeguard.errors import ConfigurationError
+from scopeguard.generation.config import EDIT_KINDS
+from scopeguard.generation.steps._copies import synonyms_as_one
+from scopeguard.generation.steps._natural import (
+    about_writer,
+    asks_writer_name,
+    degenerate,
+    odd_detail,
+    two_things,
+    unmoored,
+    unnatural,
+)
+from scopeguard.generation.steps._subjects import KIND_SUBJECTS, KIND_WORDS, not_about, other_thing
+
+__all__ = [
+    "IN_SCOPE",
+    "Candidate",
+    "DocumentView",
+    "Screen",
+    "available_screens",
+    "first_reason",
+    "get_screens",
+]
+
+#: the kind of an in-scope candidate (its provenance's ``edit_kind``)
+IN_SCOPE = "direct"
+_OUT_OF_SCOPE = frozenset({"unstated", "followup", *EDIT_KINDS})
+_EVERY = _OUT_OF_SCOPE | {IN_SCOPE}
+_UNSTATED = frozenset({"unstated"})
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A question a screen reads: its ``kind`` (``"direct"``, ``"unstated"``, ``"followup"`` or an
+    edit kind), the question it was rewritten from (``source``) and the text it must share a content
+    word with (``sentence``: the sentence it was written from, with the subject's words for an
+    unstated one), where it has them."""
+
+    question: str
+    kind: str
+    source: str | None = None
+    sentence: str | None = None
+
+
+@dataclass(frozen=True)
+class DocumentView:
+    """What the screens and the keeper read of one document, computed once (:meth:`of`), the
+    subject's parts once it is named (:meth:`about`)."""
+
+    text: str
+    #: the document's content words (stems)
+    stems: frozenset[str]
+    #: ... as the copy rule reads them (a detail's synonyms as one word)
+    copy_words: frozenset[str]
+    #: the subject as asked about (a kind's name too: "the product"), and its kind
+    subject: str = ""
+    kind: str = ""
+    #: the model's own name for the subject ("" when it is a kind's name): what another thing is
+    #: told from
+    own_subject: str = ""
+    #: what the subject's kind is called ("film", "movie"): the subject's words, not details asked for
+    kind_stems: frozenset[str] = frozenset()
+    #: the subject's words and its kind's, counted as the document's for an unstated question
+    subject_stems: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, text: str) -> DocumentView:
+        stems = frozenset(content_stem_set(text))
+        return cls(text=text, stems=stems, copy_words=synonyms_as_one(stems))
+
+    def about(self, subject: str, kind: str) -> DocumentView:
+        """This view with the document's ``subject`` (of ``kind``; ``""``: none named)."""
+        kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, ""))) if subject else frozenset()
+        return replace(
+            self,
+            subject=subject,
+            kind=kind,
+            own_subject="" if subject in KIND_SUBJECTS.values() else subject,
+            kind_stems=kind_stems,
+            subject_stems=frozenset(content_stems(subject)) | kind_stems,
+        )
+
+
+class Screen(Protocol):
+    """A rule that drops a candidate: ``check`` says why, or ``None``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kinds(self) -> frozenset[str]: ...
+
+    def check(self, candidate: Candidate, view: DocumentView) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A :class:`Screen` made of a function."""
+
+    name: str
+    kinds: frozenset[str]
+    rule: Callable[[Candidate, DocumentView], str | None]
+
+    def check(self, candidate: Candidate, view: DocumentView) -> str | None:
+        return self.rule(candidate, view)
+
+
+def _writer(c: Candidate, view: DocumentView) -> str | None:
+    return asks_writer_name(c.question) if c.kind == IN_SCOPE else about_writer(c.question)
+
+
+def _other_thing(c: Candidate, view: DocumentView) -> str | None:
+    return other_thing(c.question, view.own_subject, view.text) if view.own_subject else None
+
+
+# in the order of GenerationConfig's default (config.DEFAULT_SCREENS)
+_SCREENS: dict[str, Screen] = {
+    s.name: s
+    for s in (
+        _Rule("degenerate", _OUT_OF_SCOPE, lambda c, v: degenerate(c.question)),
+        _Rule("moored", _EVERY, lambda c, v: unmoored(c.question, c.sentence) if c.sentence else None),
+        _Rule("natural", _OUT_OF_SCOPE, lambda c, v: unnatural(c.question, f"{v.text}\n{c.source or ''}")),
+        _Rule("writer", _EVERY, _writer),
+        _Rule("one_thing", _UNSTATED, lambda c, v: two_things(c.question, v.text)),
+        _Rule("other_thing", _UNSTATED, _other_thing),
+        _Rule("odd_details", _UNSTATED, lambda c, v: odd_detail(c.question)),
+        _Rule("about_subject", _UNSTATED, lambda c, v: not_about(c.question, v.subject, v.kind)),
+    )
+}
+
+
+def available_screens() -> list[str]:
+    """The names of the screens, in the order of ``GenerationConfig``'s default."""
+    return list(_SCREENS)
+
+
+def get_screens(names: Iterable[str]) -> tuple[Screen, ...]:
+    """The screens ``names`` (in that order); an unknown name raises
+    :class:`~scopeguard.errors.ConfigurationError` listing the valid ones."""
+    names = tuple(names)
+    unknown = [n for n in names if n not in _SCREENS]
+    if unknown:
+        raise ConfigurationError(
+            f"unknown screen(s) {', '.join(map(repr, unknown))}; valid names: {', '.join(_SCREENS)}"
+        )
+    return tuple(_SCREENS[n] for n in names)
+
+
+def first_reason(screens: Iterable[Screen], candidate: Candidate, view: DocumentView) -> str | None:
+    """The first reason one of ``screens`` that applies to ``candidate``'s kind gives, or ``None``."""
+    for screen in screens:
+        if candidate.kind in screen.kinds:
+            reason = screen.check(candidate, view)
+            if reason is not None:
+                return reason
+    return None

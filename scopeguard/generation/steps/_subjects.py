@@ -1,0 +1,188 @@
+"""What a document is about, as its unstated questions ask it: the subject the model names, mended.
+
+The model names a document's subject (``gen_document_subject``) and its kind; the rules here make
+that name one a reader would use (:func:`subject_as_written`, :func:`with_article`), replace one
+the document does not bear out by what its kind is called (:func:`subject_in_document`,
+:func:`named_late`: "the product"), and tell a question about another thing than the subject
+(:func:`other_thing`, :func:`not_about`). Each was read on hand-labelled samples (issue #39;
+``docs/research/generation-history.md``).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from scopeguard._sentences import split_sentences
+from scopeguard.detection.read.text import content_stems
+
+__all__ = [
+    "KIND_SUBJECTS",
+    "KIND_WORDS",
+    "named_late",
+    "not_about",
+    "other_thing",
+    "subject_as_written",
+    "subject_in_document",
+    "with_article",
+]
+
+_LEADING_THE = re.compile(r"^the\s+", re.IGNORECASE)
+
+
+def subject_as_written(subject: str, document: str) -> str:
+    """``subject`` (the model's name for what ``document`` is about) as the document writes it,
+    where the model capitalised a description: "Tasty Little Snack Bar" of a review of "this tasty
+    little snack bar" is "the tasty little snack bar", "The Cold War psychological drama" of "the
+    best Cold War psychological drama" is "the Cold War psychological drama" (questions asked
+    about them read as names no one uses: issue #39, halves T and V). A subject the document
+    writes as it is, one it writes capitalised ("PURE bar"), in one word ("avitae") or with digits
+    ("hbs-730"), and one it never writes ("Buffy the Vampire Slayer") stay as they are."""
+    if subject in document:
+        return subject
+    core = _LEADING_THE.sub("", subject)
+    found = re.search(rf"(?<![\w-]){re.escape(core)}(?![\w-])", document, re.IGNORECASE)
+    if found is None:
+        return subject
+    written = found.group(0)
+    words = written.split()
+    # a description: every word in lower case, more than one (a one-word name in lower case,
+    # "avitae", "ipad", or a title, "quiet", is the writer's slip, not a description)
+    described = len(words) > 1 and all(w[:1].islower() for w in words) and not re.search(r"\d", written)
+    return f"the {written}" if core != subject or described else subject
+
+
+# the words a subject may hold that its document need not write ("The Hotel", "Omni's hotel")
+_SUBJECT_GLUE = frozenset(["the", "a", "an", "of", "and", "in", "on", "for", "by", "at", "to", "s"])
+# what a document whose subject the model named wrongly is asked about, by the subject's kind
+# (SUBJECT_KINDS); another kind asks about what each sentence names, as without a subject
+KIND_SUBJECTS = {"product": "the product", "place": "the place", "book": "the book", "film": "the film"}
+# the words a question may call a subject of each kind by ("Who directed the film?" of a review of
+# "Failure To Launch", "What is the hotel's owner?" of the Marriott's), counted as the subject's
+# for mooring an unstated question and for its overlap
+KIND_WORDS = {"product": "product", "place": "place hotel", "book": "book novel", "film": "film movie"}
+
+
+def _singular(word: str) -> str:
+    """``word`` without a plural ending: "ferries" "ferry", "boxes" "box", "newtons" "newton"."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("ches", "shes", "xes", "sses")):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _plain_words(text: str) -> set[str]:
+    """The words of ``text`` in lower case and singular, a possessive "'s" dropped ("Newton's",
+    "Newtons": "newton"; "ferries": "ferry")."""
+    return {_singular(w) for w in re.findall(r"[a-z0-9]+", text.lower().replace("'s", ""))}
+
+
+def subject_in_document(subject: str, kind: str, document: str) -> str:
+    """``subject`` if ``document`` writes each of its words (in any case, in any order), else what
+    its kind is called (:data:`KIND_SUBJECTS`: "the product") or ``""`` for another kind. A word
+    the document never writes is the model's guess, and questions about a guessed subject are
+    about something else: "Coffee" of a drink enhancer's review, "Canon EOS 6D Mark II" of a
+    compact camera's, "Lundberg Wild Blend" of a soup's (issue #39, halves I-X)."""
+    if not subject:
+        return subject
+    written = _plain_words(document)
+    if all(w in written or w in _SUBJECT_GLUE for w in _plain_words(subject)):
+        return subject
+    return KIND_SUBJECTS.get(kind, "")
+
+
+# a determiner a subject may begin with ("the soda", "this coffee", "my tablet")
+_DETERMINER = re.compile(r"^(?:the|a|an|this|these|that|those|my|our|his|her|their|its)\b", re.IGNORECASE)
+
+
+def with_article(subject: str) -> str:
+    """``subject`` with "the" before it where the model named it in lower case without one:
+    "soda", "ginger tea" of reviews of one soda, one tea, whose questions then asked about it in
+    general ("What is the price of soda?", "Where can ginger tea be bought?": issue #39, halves
+    AI-AL, 5 kept, none natural). A name ("Essentia", "Hotel Nikko") or a subject with its article
+    stays as it is."""
+    if not subject[:1].islower() or _DETERMINER.match(subject):
+        return subject
+    return f"the {subject}"
+
+
+@lru_cache(maxsize=32)
+def _sentence_words(document: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each sentence of ``document`` with its plain words (:func:`_plain_words`), split once per
+    document: :func:`other_thing` reads them for every candidate question of it, :func:`named_late`
+    once."""
+    return tuple((s, frozenset(_plain_words(s))) for s in split_sentences(document, glued=True))
+
+
+# a subject first named this far into its document (a share of its sentences) is a passing mention
+_LATE_SHARE = 0.4
+
+
+def named_late(subject: str, kind: str, document: str) -> bool:
+    """Whether ``document`` first names ``subject`` (a word of it other than what its kind is
+    called: "Mandarin" of "Mandarin Hotel") only after the first 40% of its sentences: a review
+    names what it reviews early, or never, and what it names late is something it compares it
+    with or mentions in passing ("I hope Ocean's 13 ... will be more enjoyable" closing a film
+    review, "I bought a Belkin at Costco" two thirds into a router's; issue #39, halves Z-AH: 8 of
+    the 11 subjects named wrongly, and 14 of the 104 named rightly, whose questions then ask about
+    "the film" or "the product" instead). It is named at the sentence by which each of its words
+    is written: "Lyon bakery" at "the Lyon bakery", not at an earlier "bakery"."""
+    words = _plain_words(subject) - _SUBJECT_GLUE - set(KIND_WORDS.get(kind, "").split())
+    sentences = _sentence_words(document)
+    if not words or not sentences:
+        return False
+    firsts = [next((i for i, (_, written) in enumerate(sentences) if w in written), None) for w in words]
+    if None in firsts:  # a word it never writes: left to subject_in_document
+        return False
+    # named once each of its words is written: "Lyon bakery" at "the Lyon bakery", not at "bakery"
+    return max(i for i in firsts if i is not None) >= _LATE_SHARE * len(sentences)
+
+
+# a name in a question: capitalised words, not the question's first
+_QUESTION_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'\u2019-]*(?:\s+[A-Z][\w'\u2019-]*)*")
+
+
+def other_thing(question: str, subject: str, document: str) -> str | None:
+    """Why ``question``, asked about ``subject``, is about another thing its document names, or
+    ``None``: it shares no word with the subject and names something the document names only in
+    sentences without a word of the subject's ("the Starbucks Double Shot espresso" of a review of
+    a canned coffee, "the Klipsch reference series" of one of speakers, "North Beach" and
+    "Fisherman's Wharf" of a hotel review whose subject the model named "San Francisco": issue #39,
+    halves AA and AB, 6 kept, none natural). "The Logitech Z-2300" of "Speakers" is the subject's
+    when the document writes "the Logitech Z-2300 speakers"; a name the document does not write is
+    left to the other rules."""
+    subject_words = _plain_words(subject) - _SUBJECT_GLUE
+    if not subject_words or subject_words & _plain_words(question):
+        return None
+    sentences = _sentence_words(document)
+    for match in _QUESTION_NAME.finditer(question):
+        name = match.group(0)
+        if name == "I":
+            continue
+        first = re.compile(rf"(?<![\w-]){re.escape(name.split()[0])}(?![\w-])")
+        naming = [words for sentence, words in sentences if first.search(sentence)]
+        if naming and not any(subject_words & words for words in naming):
+            return f"about another thing the document names ({name}), not its subject ({subject})"
+    return None
+
+
+# a question that calls its subject "it" or "this" ("Where can I buy it?") is about it
+_REFERS_BACK = re.compile(r"\b(?:it|its|this|these|they|them|their)\b", re.IGNORECASE)
+
+
+def not_about(question: str, subject: str, kind: str = "") -> str | None:
+    """Why ``question``, asked about ``subject`` (a thing of ``kind``), is about something else, or
+    ``None``: it shares no content word with the subject or with what its kind is called
+    (:data:`KIND_WORDS`: "the hotel" of a place) and calls nothing "it" or "this" ("What is the
+    price of the bass?" of a review of speakers, "Where is cheddar cheese sold?" of crackers',
+    "What is the address of the Ferry Bldg?" of a hotel's: issue #39, halves Z-AF, 27 kept, 5 of
+    them natural). An empty subject (none named) asks nothing of it."""
+    if not subject.strip():
+        return None
+    about = set(content_stems(f"{subject} {KIND_WORDS.get(kind, '')}"))
+    if about & set(content_stems(question)) or _REFERS_BACK.search(question):
+        return None
+    return f"not about the document's subject ({subject}): no word of it, nor 'it'"
