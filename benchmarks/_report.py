@@ -1,8 +1,10 @@
-"""Shared output of the benchmark scripts: a plain table on stdout and a JSON file of the figures."""
+"""Shared output of the benchmark scripts: a plain table on stdout and a JSON file of the figures,
+the CPU's model name, and a share's 95% interval."""
 
 from __future__ import annotations
 
 import json
+import math
 import platform
 import subprocess
 from pathlib import Path
@@ -19,6 +21,17 @@ def cpu_model() -> str:
         if line.startswith("Model name:"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The Wilson score interval of ``k`` successes in ``n`` trials (95% with the default ``z``);
+    ``None`` for no trials. Unlike the normal approximation it stays within [0, 1] at 0 or n of n."""
+    if n == 0:
+        return None
+    p, z2 = k / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def settings(pairs: list[str], fields: Any) -> dict[str, Any]:
