@@ -49,9 +49,11 @@ class CalibrationConfig(BaseModel):
     that at most this share of answerable questions is refused); ``hedge_budget``: the share that
     may be refused or answered with a caveat (default ``min(2 * budget, 0.5)``; the band between the
     two thresholds is hedged); ``hedge=False``: no hedge band. ``sample`` documents are drawn (seeded
-    by ``seed``) from the corpus to generate questions on; passages under ``min_words`` words are
-    joined with their neighbours of the same source first. ``labelled``: dataset folders of
-    questions labelled by people, read instead of generated questions (as well, with
+    by ``seed``) from the corpus to generate questions on, the first ``oos_sample`` of them both
+    kinds, the others in-scope questions alone (the threshold reads in-scope questions; out-of-scope
+    ones measure what it catches, and cost most of a document's generation time); passages under
+    ``min_words`` words are joined with their neighbours of the same source first. ``labelled``:
+    dataset folders of questions labelled by people, read instead of generated questions (as well, with
     ``also_generate``); ``generation``: a finished ``scopeguard generate`` folder read instead of
     generating. ``generated_shift``: logits added to generated in-scope questions' scores before
     the threshold is chosen, because they are easier than people's
@@ -63,6 +65,7 @@ class CalibrationConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     sample: int = Field(default=30, ge=1)
+    oos_sample: int = Field(default=10, ge=0)
     seed: int = 0
     budget: float = 0.10
     hedge_budget: float | None = None

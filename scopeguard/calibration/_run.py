@@ -1,6 +1,8 @@
 """The calibration job: corpus -> sampled documents -> generated questions -> read -> thresholds for
-the budget -> profile + report card. Every step resumes: the generator's run folder
-(``DIR/generation/``), the scores (``DIR/scores.jsonl``), the settings (``DIR/calibration.json``)."""
+the budget -> profile + report card. Every step resumes: the generator's run folders
+(``DIR/generation/``: both kinds of question on the first ``oos_sample`` documents;
+``DIR/generation-in-scope/``: in-scope questions alone on the others), the scores
+(``DIR/scores.jsonl``), the settings (``DIR/calibration.json``)."""
 
 from __future__ import annotations
 
@@ -35,17 +37,25 @@ from scopeguard.errors import ConfigurationError, MissingDependencyError
 from scopeguard.generation.checkpoint import CheckpointStore
 from scopeguard.generation.config import GenerationConfig
 from scopeguard.generation.pipeline import DEFAULT_WRITER
-from scopeguard.generation.summary import RunSummary
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.registry import from_spec
 from scopeguard.runs import RunFolder
 from scopeguard.types import Document
 
-__all__ = ["GENERATION_DIR", "PLOT_FILE", "CalibrationRun", "calibrate", "run_calibration"]
+__all__ = [
+    "GENERATION_DIR",
+    "IN_SCOPE_GENERATION_DIR",
+    "PLOT_FILE",
+    "CalibrationRun",
+    "calibrate",
+    "run_calibration",
+    "split_sample",
+]
 
 logger = logging.getLogger(__name__)
 
 GENERATION_DIR = "generation"
+IN_SCOPE_GENERATION_DIR = "generation-in-scope"
 PLOT_FILE = "report.png"
 
 
@@ -87,37 +97,57 @@ def _llm_name(llm: str | ChatModel | None) -> str | None:
     return llm if isinstance(llm, str) or llm is None else str(llm.name)
 
 
-def _generate(
-    sample: tuple[Document, ...],
-    out: Path,
-    *,
-    llm: str | ChatModel | None,
-    config: GenerationConfig | None,
-    progress: bool | None,
-) -> RunSummary:
-    """The project's generator on the sampled documents, into its own resumable run folder."""
-    from scopeguard.generation.corpus import Corpus
+def _generators(
+    llm: str | ChatModel | None, config: GenerationConfig | None, progress: bool | None
+) -> tuple[Any, Any]:
+    """The project's generator (its default writer without ``llm``, the one ``scopeguard generate``
+    uses), and, where it writes offline, the same writer and filter for in-scope questions alone
+    (``None`` otherwise: a writer behind an API writes both kinds everywhere)."""
     from scopeguard.generation.pipeline import Generator
 
-    # no llm: the generator's own default, the one `scopeguard generate` uses
-    generator = (
+    both = (
         Generator(config=config, progress=progress)
         if llm is None
         else Generator(llm, config=config, progress=progress)
     )
-    logger.info("generating questions on %d documents into %s", len(sample), out)
-    return generator.run(Corpus(documents=sample, skipped=()), out)
+    if both.config.mode != "offline":
+        return both, None
+    alone = Generator(
+        both.llm,
+        config=both.config.model_copy(update={"mode": "in_scope"}),
+        judge=both.judge if both.judge is not None else "auto",
+        progress=progress,
+    )
+    return both, alone
 
 
-def _nothing_generated(summary: RunSummary, n: int, out: Path) -> str:
+def split_sample(
+    sample: tuple[Document, ...], oos_sample: int, in_scope_alone: bool
+) -> list[tuple[str, tuple[Document, ...]]]:
+    """The run folders the sample is generated into, each with its documents: both kinds of question
+    on the first ``oos_sample`` documents, in-scope ones alone on the rest (``in_scope_alone``; all
+    of them both kinds otherwise)."""
+    if not in_scope_alone or len(sample) <= oos_sample:
+        return [(GENERATION_DIR, sample)]
+    parts = [(GENERATION_DIR, sample[:oos_sample]), (IN_SCOPE_GENERATION_DIR, sample[oos_sample:])]
+    return [(name, docs) for name, docs in parts if docs]
+
+
+def _nothing_generated(status: Counter[str], errored: int, n: int, root: Path) -> str:
     reason = next(
-        (r.error for r in CheckpointStore(out).iter_records() if r.status != "done" and r.error), None
+        (
+            r.error
+            for d in (GENERATION_DIR, IN_SCOPE_GENERATION_DIR)
+            for r in CheckpointStore(root / d).iter_records()
+            if r.status != "done" and r.error
+        ),
+        None,
     )
     return (
-        f"generation wrote no questions on the {n} sampled documents ({summary.docs_done} done, "
-        f"{summary.docs_unusable} unusable, {summary.docs_failed} failed, {summary.docs_errored_run} "
-        f"with an LLM error" + (f"; first reason: {reason}" if reason else "") + f"; see {out}): "
-        "calibrate needs questions, generated or --labelled"
+        f"generation wrote no questions on the {n} sampled documents ({status['done']} done, "
+        f"{status['skipped']} unusable, {status['failed']} failed, {errored} with an LLM error"
+        + (f"; first reason: {reason}" if reason else "")
+        + f"; see {root / GENERATION_DIR}): calibrate needs questions, generated or --labelled"
     )
 
 
@@ -192,19 +222,40 @@ def run_calibration(
         sets.append(_rephrased(given, cfg, llm, folder, progress, notes))
     elif sample:
         gen_dir = root / GENERATION_DIR
-        summary = _generate(sample, gen_dir, llm=llm, config=generation_config, progress=progress)
-        ids = {d.id for d in sample}
-        status = Counter(r.status for r in CheckpointStore(gen_dir).iter_records() if r.doc_id in ids)
-        generation_failed = status["failed"] + summary.docs_errored_run
-        made = generated_set(gen_dir, doc_ids=ids)
+        from scopeguard.generation.corpus import Corpus
+
+        both, alone = _generators(llm, generation_config, progress)
+        made_sets, models, status = [], [], Counter[str]()
+        for name, part in split_sample(sample, cfg.oos_sample, alone is not None):
+            where = root / name
+            generator = both if name == GENERATION_DIR else alone
+            logger.info("generating questions on %d documents into %s", len(part), where)
+            summary = generator.run(Corpus(documents=part, skipped=()), where)
+            ids = {d.id for d in part}
+            status.update(r.status for r in CheckpointStore(where).iter_records() if r.doc_id in ids)
+            generation_failed += summary.docs_errored_run
+            made_sets.append(generated_set(where, doc_ids=ids))
+            models.append(summary.model)
+        generation_failed += status["failed"]
+        made = QuestionSet(
+            name=made_sets[0].name,
+            description="",
+            questions=tuple(q for m in made_sets for q in m.questions),
+        )
         described = (
-            f"{len(made.questions)} questions generated by {summary.model} ({summary.mode} mode) on "
-            f"{len(sample)} of the {n_documents} documents of {corpus} (seed {cfg.seed}"
+            f"{len(made.questions)} questions generated by {models[0]} on {len(sample)} of the "
+            f"{n_documents} documents of {corpus} (seed {cfg.seed}"
+            + (
+                f"; both kinds on {cfg.oos_sample}, in-scope questions alone on the others"
+                if len(made_sets) > 1
+                else ""
+            )
             + (f"; {joined} joined from short passages" if joined else "")
             + ")"
         )
         if not made.questions and not sets:
-            raise ConfigurationError(_nothing_generated(summary, len(sample), gen_dir))
+            errored = generation_failed - status["failed"]
+            raise ConfigurationError(_nothing_generated(status, errored, len(sample), root))
         made = QuestionSet(name=made.name, description=described, questions=made.questions)
         sets.append(_rephrased(made, cfg, llm, folder, progress, notes))
         if generation_failed:

@@ -47,6 +47,12 @@ def calibrate_command(
         "--sample",
         help="Documents drawn from the corpus to generate questions on.",
     ),
+    oos_sample: int = typer.Option(
+        config_default(CalibrationConfig, "oos_sample"),
+        "--oos-sample",
+        help="Of those, the documents that also get out-of-scope questions (they measure what the "
+        "threshold catches and cost most of the time); the others get in-scope questions alone.",
+    ),
     seed: int = typer.Option(config_default(CalibrationConfig, "seed"), "--seed", help="Seed of the draw."),
     min_words: int = typer.Option(
         config_default(CalibrationConfig, "min_words"),
@@ -108,6 +114,7 @@ def calibrate_command(
         hedge_budget=hedge_budget,
         hedge=hedge,
         sample=sample,
+        oos_sample=oos_sample,
         seed=seed,
         min_words=min_words,
         generation=generation,

@@ -85,7 +85,8 @@ def generate(
         "Algorithm 1, 13 calls) or efficient (batched recovery); the offline modes for small local "
         "models: unstated (what a sentence names but does not say), followup (follow-up "
         "questions), offline (both; follow-ups only where the unstated ones keep fewer than "
-        "--min-oos), perturb (SQuAD 2.0-style edits of in-scope questions). Offline "
+        "--min-oos), perturb (SQuAD 2.0-style edits of in-scope questions), in_scope (in-scope "
+        "questions alone, a fraction of the time). Offline "
         "candidates are kept by the logprob detector.",
     ),
     claims: int = typer.Option(

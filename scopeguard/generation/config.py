@@ -5,10 +5,10 @@ is :meth:`GenerationConfig.paper`.
 
 Modes: ``faithful`` and ``efficient`` are the paper's Algorithm 1 (guided hallucination);
 ``unstated``, ``followup``, ``offline`` (both; follow-ups only to top up a short document) and
-``perturb`` are scopeguard's offline modes for small local models
-(:mod:`scopeguard.generation.steps`); ``auto`` is resolved by the
-:class:`~scopeguard.generation.pipeline.Generator`: ``offline`` with a packaged GGUF model,
-``faithful`` otherwise.
+``perturb`` are scopeguard's offline modes for small local models, and ``in_scope`` their in-scope
+questions alone (what a calibration's threshold reads; :mod:`scopeguard.generation.steps`);
+``auto`` is resolved by the :class:`~scopeguard.generation.pipeline.Generator`: ``offline`` with a
+packaged GGUF model, ``faithful`` otherwise.
 
 The offline modes' screens (rules that drop a candidate no person would send) are named in one
 tuple, ``screens`` (:mod:`scopeguard.generation.steps._screens` holds them by name); the questions
@@ -63,8 +63,8 @@ def is_packaged_local(llm: object) -> bool:
     return False
 
 
-Mode = Literal["auto", "faithful", "efficient", "perturb", "followup", "unstated", "offline"]
-OFFLINE_MODES: tuple[str, ...] = ("perturb", "followup", "unstated", "offline")
+Mode = Literal["auto", "faithful", "efficient", "perturb", "followup", "unstated", "offline", "in_scope"]
+OFFLINE_MODES: tuple[str, ...] = ("perturb", "followup", "unstated", "offline", "in_scope")
 # The kinds of edit SQuAD 2.0's crowdworkers used to make answerable questions unanswerable
 # (Rajpurkar et al., 2018, "Know What You Don't Know", section 3, Table 2).
 EditKind = Literal[

@@ -4,18 +4,22 @@ or with --also-generate as well), and a finished generation folder (--generation
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from scopeguard.calibration._run import run_calibration, split_sample
 from scopeguard.cli._app import app
+from scopeguard.data import load_dataset
 from scopeguard.detection.detectors import registry as detector_registry
 from scopeguard.detection.profile import load_profile
-from scopeguard.generation import Generator
-from scopeguard.testing import ScriptedChatModel
+from scopeguard.generation import GenerationConfig, Generator
+from scopeguard.testing import ScriptedChatModel, ScriptedDetector
+from scopeguard.types import Document
 
-from .conftest import IdentifiedDetector, calibrate_args, fake_score, rephrased, write_jsonl
+from .conftest import TOPICS, IdentifiedDetector, calibrate_args, fake_score, rephrased, write_jsonl
 
 runner = CliRunner()
 
@@ -187,3 +191,79 @@ def test_a_generation_folder_must_be_one(tmp_path: Path, corpus: Path, detector:
         calibrate_args(corpus, str(tmp_path / "o"), "--generation", str(tmp_path / "empty"), llm=None),
     )
     assert result.exit_code == 2 and "is not a run folder (no run.json)" in result.output
+
+
+def test_an_offline_writer_writes_both_kinds_on_the_first_documents_and_in_scope_ones_on_the_rest() -> None:
+    """#58: the threshold reads in-scope questions; out-of-scope ones cost most of a document's time."""
+    docs = tuple(Document(id=f"d{i}", text=f"Text {i}.") for i in range(5))
+    assert split_sample(docs, 2, True) == [("generation", docs[:2]), ("generation-in-scope", docs[2:])]
+    assert split_sample(docs, 0, True) == [("generation-in-scope", docs)]
+    # fewer documents than oos_sample, or a writer behind an API: both kinds everywhere
+    assert split_sample(docs, 5, True) == [("generation", docs)]
+    assert split_sample(docs, 2, False) == [("generation", docs)]
+
+
+_PLAN = re.compile(r"spending plan (\d+) for the (\w+)")
+
+
+def _offline_reply(prompt: str) -> str:
+    """A scripted offline writer: questions about the plan of the sentence it is shown."""
+    if "What is this text mainly about" in prompt:
+        return json.dumps({"subject": "the council of Alderby", "kind": "organisation"})
+    plan = _PLAN.search(prompt.rsplit("entence", 1)[-1])
+    number, topic = plan.groups() if plan else ("1", "harbour")
+    if "Write one question that this sentence answers" in prompt:
+        return json.dumps(
+            {"questions": [f"Which spending plan {number} for the {topic} did the council approve?"]}
+        )
+    return json.dumps(
+        {
+            "questions": [
+                f"Which architect will the council of Alderby hire for the {topic} plan {number}?",
+                f"How much will spending plan {number} for the {topic} cost the council of Alderby?",
+            ]
+        }
+    )
+
+
+def test_calibrate_with_an_offline_writer_reads_both_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [
+        {
+            "doc_id": topic,
+            "text": " ".join(
+                f"On day {i} the council of Alderby approved spending plan {i} for the {topic} by vote."
+                for i in range(1, 16)
+            ),
+        }
+        for topic in TOPICS
+    ]
+    corpus = write_jsonl(tmp_path / "plans" / "documents.jsonl", rows)
+    writer = ScriptedChatModel(_offline_reply, model="offline-fake")
+    judge = ScriptedDetector(lambda q: 0.9 if "architect" in q or "How much" in q else 0.1)
+
+    def generators(llm: object, config: object, progress: object) -> tuple[Generator, Generator]:
+        both = GenerationConfig(mode="offline", min_oos=0, extra_rounds=0)
+        alone = both.model_copy(update={"mode": "in_scope"})
+        return (
+            Generator(writer, config=both, judge=judge, concurrency=1, progress=False),
+            Generator(writer, config=alone, judge=judge, concurrency=1, progress=False),
+        )
+
+    monkeypatch.setattr("scopeguard.calibration._run._generators", generators)
+    run = run_calibration(
+        corpus,
+        tmp_path / "c",
+        detector=IdentifiedDetector(fake_score),
+        oos_sample=2,
+        rephrase=False,
+        budget=0.25,
+    )
+    first = load_dataset(tmp_path / "c" / "generation")
+    rest = load_dataset(tmp_path / "c" / "generation-in-scope")
+    assert len(first.documents) == 2 and len(rest.documents) == 4
+    assert {q.label for q in first.questions} == {"in_scope", "out_of_scope"}
+    assert {q.label for q in rest.questions} == {"in_scope"}
+    assert run.questions == len(first.questions) + len(rest.questions)
+    assert "both kinds on 2, in-scope questions alone on the others" in run.profile.sources[0]

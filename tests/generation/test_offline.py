@@ -154,6 +154,21 @@ def test_offline_mode_asks_each_sentence_and_follows_up_and_screens_what_no_one_
     assert all("questions about the harbour plan of Wrenfield" in c.prompt for c in llm.calls[6:11])
 
 
+def test_in_scope_mode_writes_the_in_scope_questions_alone(tmp_path: Path) -> None:
+    """#58: what a calibration's threshold reads, without the out-of-scope steps' calls."""
+    gen, llm = _generator(CONFIG.model_copy(update={"mode": "in_scope"}))
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    ds = load_dataset(tmp_path)
+    offline, _ = _generator(CONFIG.model_copy(update={"mode": "offline", "min_oos": 0}))
+    offline.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path / "offline", length_rule=RULE)
+    both = load_dataset(tmp_path / "offline")
+    assert ds.questions and {q.label for q in ds.questions} == {"in_scope"}
+    assert [q.question for q in ds.questions] == [q.question for q in both.questions if q.label == "in_scope"]
+    # the five in-scope prompts alone: no subject, unstated or follow-up prompt
+    assert len(llm.calls) == 5
+    assert all("Write one question that this sentence answers" in c.prompt for c in llm.calls)
+
+
 def test_offline_mode_follows_up_only_where_the_unstated_questions_fall_short(tmp_path: Path) -> None:
     # two unstated questions are kept: with min_oos 2 the document needs no follow-ups
     gen, llm = _generator(CONFIG.model_copy(update={"mode": "offline", "min_oos": 2}))

@@ -23,6 +23,9 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
 5. every out-of-scope candidate goes to the :class:`~._keeper.Keeper`, which keeps it or drops it
    with the reason.
 
+``in_scope`` stops after step 1: the kept in-scope questions alone (a calibration's threshold reads
+only those, and they cost a fraction of a document's time).
+
 A document short of ``min_oos`` kept questions gets up to ``extra_rounds`` sampled rounds (at
 ``extra_temperature``) of its mode's source of candidates (``unstated`` for ``offline``: each round
 on the next sentences not asked yet, shown the questions asked already). A document still short
@@ -217,6 +220,8 @@ async def _run(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRec
             "with its reason)",
             dropped=tuple(dropped_in_scope),
         )
+    if cfg.mode == "in_scope":
+        return ctx.record("done", questions=tuple(in_scope), dropped=tuple(dropped_in_scope))
     sources = [q.question for q in in_scope] or candidates
     unstated = cfg.mode in ("unstated", "offline")
     if unstated:
