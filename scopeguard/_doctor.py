@@ -20,7 +20,12 @@ from pydantic import BaseModel, ConfigDict
 
 from scopeguard._paths import cache_dir
 from scopeguard.detection.read.adapter import gguf_reading
-from scopeguard.detection.read.llama_states import state_disk_budget_mb, states_on_disk
+from scopeguard.detection.read.llama_states import (
+    DEFAULT_KV_TYPE,
+    get_kv_type,
+    saved_states_summary,
+    state_disk_budget_mb,
+)
 from scopeguard.detection.read.scorer import DEFAULT_VERDICT_MODEL
 from scopeguard.errors import ScopeGuardError
 from scopeguard.llamacpp import LoaderDecision, ReadSpeed, extra_buffers_decision, measure_read_speed
@@ -32,6 +37,7 @@ __all__ = [
     "DoctorReport",
     "PackagedModel",
     "SavedStates",
+    "SavedStatesOfType",
     "check_calibration",
     "diagnose",
     "saved_states",
@@ -60,8 +66,20 @@ class CalibrationCheck(BaseModel):
     error: str | None = None  # why it cannot be used with the detector
 
 
+class SavedStatesOfType(BaseModel):
+    """The saved states of one KV type: files, bytes, the tokens they hold, bytes per token."""
+
+    model_config = ConfigDict(frozen=True)
+
+    files: int
+    bytes: int
+    tokens: int
+    bytes_per_token: float | None  # None: files named before the count joined the name
+
+
 class SavedStates(BaseModel):
-    """The reader's saved-states folder: its files, bytes and budget (``error``: a bad budget)."""
+    """The reader's saved-states folder: its files, bytes and budget (``error``: a bad budget),
+    the KV type new states are kept in, and the files by KV type (``"?"``: named without one)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -70,18 +88,46 @@ class SavedStates(BaseModel):
     bytes: int
     budget_mb: float | None
     error: str | None = None
+    kv_type: str = DEFAULT_KV_TYPE
+    by_kv_type: dict[str, SavedStatesOfType] = {}
 
 
 def saved_states() -> SavedStates:
-    """What ``$SCOPEGUARD_CACHE/llama-states`` holds against its budget."""
+    """What ``$SCOPEGUARD_CACHE/llama-states`` holds against its budget, by KV type."""
     folder = cache_dir("llama-states")
-    files, size = states_on_disk(folder)
+    summary = saved_states_summary(folder)
     try:
         budget: float | None = state_disk_budget_mb(None)
         error = None
     except ScopeGuardError as exc:
         budget, error = None, str(exc)
-    return SavedStates(path=str(folder), files=files, bytes=size, budget_mb=budget, error=error)
+    by_kv = {
+        kv: SavedStatesOfType(files=n, bytes=b, tokens=t, bytes_per_token=summary.bytes_per_token(kv))
+        for kv, (n, b, t) in summary.kv_types.items()
+    }
+    return SavedStates(
+        path=str(folder),
+        files=summary.files,
+        bytes=summary.bytes,
+        budget_mb=budget,
+        error=error,
+        by_kv_type=by_kv,
+    )
+
+
+def _states_line(st: SavedStates) -> str:
+    budget = f"{st.budget_mb:g} MB budget" if st.budget_mb is not None else f"budget: {st.error}"
+    kinds = [f"new states in {st.kv_type}"]
+    for kv, k in sorted(st.by_kv_type.items(), key=lambda item: item[0] == "?"):  # the unnamed last
+        if kv == "?":
+            kinds.append(f"{k.files} older files without a token count")
+        else:
+            per = "" if k.bytes_per_token is None else f", {k.bytes_per_token / 1024:.1f} KB per token"
+            kinds.append(f"{k.files} {kv}{per}")
+    return (
+        f"saved states    {st.files} files, {st.bytes / 2**20:.1f} MB of the {budget}; {'; '.join(kinds)} "
+        f"({st.path}; $SCOPEGUARD_STATE_DISK_MB)"
+    )
 
 
 class DoctorReport(BaseModel):
@@ -171,8 +217,11 @@ def diagnose(
             path = local_gguf(reading.base)
             decision = extra_buffers_decision(path, adapter=adapter, recheck=recheck)
             if speed:
+                import llama_cpp  # installed: llama_version says so
+
+                kv = get_kv_type(None).llama_params(llama_cpp)  # timed as the reader reads
                 read_speed = measure_read_speed(
-                    path, extra_buffers=decision.extra_buffers, tokens=128, repeats=2, adapter=adapter
+                    path, extra_buffers=decision.extra_buffers, tokens=128, repeats=2, adapter=adapter, **kv
                 )
         except ScopeGuardError as exc:
             (loader_error, speed_error) = (str(exc), None) if decision is None else (None, str(exc))
@@ -238,16 +287,13 @@ def render(report: DoctorReport) -> str:
         s = report.read_speed
         lines.append(
             f"read speed      {s.tokens_per_s:g} tokens/s ({report.reading_model}, {s.tokens} tokens, "
-            f"{s.n_threads} threads, extra buffers {_on(s.extra_buffers)}, median of {s.repeats})"
+            f"{s.n_threads} threads, extra buffers {_on(s.extra_buffers)}, KV cache {DEFAULT_KV_TYPE}, "
+            f"median of {s.repeats})"
         )
     elif report.read_speed_error:
         lines.append(f"read speed      not measured: {report.read_speed_error}")
     if (st := report.saved_states) is not None:
-        budget = f"{st.budget_mb:g} MB budget" if st.budget_mb is not None else f"budget: {st.error}"
-        lines.append(
-            f"saved states    {st.files} files, {st.bytes / 2**20:.1f} MB of the {budget} ({st.path}; "
-            "$SCOPEGUARD_STATE_DISK_MB)"
-        )
+        lines.append(_states_line(st))
     if (c := report.calibration) is not None:
         lines.append(f"calibration     {c.path}: {c.summary or 'not readable'}")
         verdict = f"made for {c.detector}" if c.matches else f"NOT usable with {c.detector}: {c.error}"

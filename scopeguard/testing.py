@@ -36,6 +36,7 @@ from scopeguard._test_servers import packaged_llama_server, running_guard_server
 from scopeguard.detection.detectors.base import BaseDetector, Detector
 from scopeguard.detection.profile import CalibrationProfile, detector_identity, rate
 from scopeguard.detection.read.base import VerdictScore
+from scopeguard.detection.read.llama_states import KeptStateStats, saved_states_summary
 from scopeguard.detection.read.reader import question_cut
 from scopeguard.errors import ConfigurationError
 from scopeguard.llm.base import (
@@ -120,7 +121,9 @@ class ScriptedPrefixScorer(ScriptedVerdictScorer):
     A prompt's text before its question (the instruction and the document) is *read* the first
     time a ``score`` or a ``prime`` needs it: that takes ``read_seconds`` and is recorded in
     ``reads``; after that it is kept and costs nothing. One lock serialises ``score`` and ``prime``
-    (llama.cpp is not re-entrant). ``prime(messages, upto=..., create=False)`` only looks up.
+    (llama.cpp is not re-entrant). ``prime(messages, upto=..., create=False)`` only looks up, and
+    counts the lookup (and a hit when the prefix is kept) in :meth:`state_stats`, whose ``saved``
+    figures are those of ``state_dir``'s state files, if given.
     """
 
     def __init__(
@@ -129,13 +132,29 @@ class ScriptedPrefixScorer(ScriptedVerdictScorer):
         *,
         read_seconds: float = 0.0,
         name: str = "scripted-prefix-verdicts",
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(margin, name=name)
         self.read_seconds = read_seconds
+        self.state_dir = None if state_dir is None else Path(state_dir)
         #: the prefixes read, in order (each once)
         self.reads: list[str] = []
         self._kept: set[str] = set()
         self._model = threading.Lock()
+        self._lookups = self._hits = 0
+
+    def state_stats(self) -> KeptStateStats:
+        """The lookups and hits so far, as :meth:`LlamaCppVerdicts.state_stats` reports them."""
+        saved = None if self.state_dir is None else saved_states_summary(self.state_dir)
+        return KeptStateStats(
+            kv_type="f16",
+            lookups=self._lookups,
+            hits=self._hits,
+            memory_states=len(self._kept),
+            memory_bytes=0,
+            directory=self.state_dir,
+            saved=saved,
+        )
 
     def _read(self, prefix: str) -> None:
         if prefix not in self._kept:  # called with the lock held
@@ -158,8 +177,11 @@ class ScriptedPrefixScorer(ScriptedVerdictScorer):
             return 0
         prefix = text.split(upto, 1)[0]
         with self._model:
-            if not create and prefix not in self._kept:
-                return 0
+            if not create:
+                self._lookups += 1
+                self._hits += prefix in self._kept
+                if prefix not in self._kept:
+                    return 0
             self._read(prefix)
         return self.count_tokens(prefix)
 

@@ -228,8 +228,9 @@ def extract_signals(
 
 
 def _read_identity(reader: Any, template: str, layer: int | None = None) -> dict[str, Any]:
-    """What a cached read depends on: model, prompt wording and passage size; for a hidden state
-    (one cache per layer, so a head reading any subset of the layers finds them), the layer."""
+    """What a cached read depends on: model, prompt wording, passage size and the KV cache's type;
+    for a hidden state (one cache per layer, so a head reading any subset of the layers finds
+    them), the layer."""
     identity: dict[str, Any] = {
         "kind": "verdict_margin" if layer is None else "verdict_hidden",
         "model": reader.scorer.name,
@@ -239,6 +240,9 @@ def _read_identity(reader: Any, template: str, layer: int | None = None) -> dict
     }
     if layer is not None:
         identity["layer"] = layer
+    kv = getattr(reader.scorer, "kv_type", "f16")  # a quantised KV cache reads a little differently
+    if kv != "f16":  # (f16 reads keep the keys they had before the type was a choice)
+        identity["kv_type"] = kv
     return identity
 
 

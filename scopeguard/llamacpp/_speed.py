@@ -58,10 +58,12 @@ def measure_read_speed(
     repeats: int = 3,
     n_threads: int | None = None,
     adapter: str | Path | None = None,
+    **params: Any,
 ) -> ReadSpeed:
     """Load ``model_path`` (extra buffers as given: decide first; the GGUF LoRA ``adapter``
-    applied) and time ``repeats`` reads of one ``tokens``-token prompt from an empty context, in
-    one decode each."""
+    applied; ``params``: more ``llama_cpp.Llama`` arguments, such as the reader's KV-cache type)
+    and time ``repeats`` reads of one ``tokens``-token prompt from an empty context, in one decode
+    each."""
     threads = n_threads or os.cpu_count() or 1
     start = time.perf_counter()
     llm: Any = construct(
@@ -72,6 +74,7 @@ def measure_read_speed(
         n_batch=tokens,
         n_ubatch=min(tokens, 512),
         n_threads=threads,
+        **params,
     )
     load_s = time.perf_counter() - start
     try:

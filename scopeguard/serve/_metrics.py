@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from scopeguard._optional import require
+from scopeguard.errors import ScopeGuardError
 from scopeguard.types import Verdict
+
+logger = logging.getLogger(__name__)
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -94,6 +99,12 @@ class Metrics:
             buckets=_LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
 
+    def watch_states(self, stats: Callable[[], Any]) -> None:
+        """Report the reader's kept states at each scrape: ``stats()`` gives its
+        :class:`~scopeguard.detection.read.llama_states.KeptStateStats` (``None``: it keeps none,
+        and the metrics are absent)."""
+        self.registry.register(_KeptStates(self._prom, stats))
+
     def verdict(self, verdict: Verdict) -> None:
         self.verdicts.labels(verdict.label, verdict.stage or verdict.detector or "-").inc()
         self.check_seconds.labels(verdict.detector or "-").observe(verdict.latency_ms / 1000.0)
@@ -104,3 +115,37 @@ class Metrics:
         """The exposition text and its content type."""
         body: Any = self._prom.generate_latest(self.registry)
         return body, str(self._prom.CONTENT_TYPE_LATEST)
+
+
+class _KeptStates:
+    """The kept-state metrics, read from the reader when scraped (a custom collector)."""
+
+    def __init__(self, prom: Any, stats: Callable[[], Any]) -> None:
+        self._core = prom.metrics_core  # the metric families a collector yields
+        self._stats = stats
+
+    def collect(self) -> Iterator[Any]:
+        try:
+            stats = self._stats()
+        except (ScopeGuardError, OSError) as exc:  # never a failed scrape
+            logger.warning("could not read the kept states' figures: %s", exc)
+            return
+        if stats is None:
+            return
+        saved = stats.saved
+        families = [
+            ("counter", "scopeguard_kept_state_lookups", stats.lookups,
+             "Passages the reader looked up a kept state for before reading a question about them."),
+            ("counter", "scopeguard_kept_state_hits", stats.hits,
+             "Lookups that found the passage's state kept (in memory or saved on disk): not read again."),
+            ("gauge", "scopeguard_kept_state_hit_ratio", stats.hit_rate,
+             "scopeguard_kept_state_hits / scopeguard_kept_state_lookups since the server started."),
+            ("gauge", "scopeguard_saved_states_bytes", None if saved is None else saved.bytes,
+             "Bytes of the reader's saved-states folder (its disk budget evicts the least recently used)."),
+            ("gauge", "scopeguard_saved_states", None if saved is None else saved.files,
+             "State files in the reader's saved-states folder."),
+        ]  # fmt: skip
+        for kind, name, value, doc in families:
+            if value is not None:  # absent: no lookup yet, or no folder
+                family = self._core.CounterMetricFamily if kind == "counter" else self._core.GaugeMetricFamily
+                yield family(name, doc, value=value)

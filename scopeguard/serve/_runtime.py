@@ -142,7 +142,17 @@ class SerialScorer:
         if attr in ("prime", "load"):  # optional abilities: present only when the scorer has them
             method = getattr(self.scorer, attr)
             return lambda *a, **k: self.lane.run(method, *a, **k)
+        if attr in ("kv_type", "state_stats", "state_dir"):  # what it keeps: read beside the lane
+            return getattr(self.scorer, attr)
         raise AttributeError(attr)
+
+
+def kept_state_stats(detector: Any) -> Any:
+    """The reading detector's kept-state figures (its scorer's ``state_stats()``: a llama.cpp
+    reader's), or ``None`` for a detector or scorer that keeps no states."""
+    scorer = getattr(getattr(detector, "reader", None), "scorer", None)
+    stats = getattr(scorer, "state_stats", None)
+    return stats() if callable(stats) else None
 
 
 def build_detector(config: ServeConfig, lane: ReadingLane) -> Detector:
@@ -213,6 +223,7 @@ class Runtime:
         self.preread_hashes: set[str] = set()
         self._preread_lock = threading.Lock()
         self.startup_preread = StartupPreread(config.preread, self.metrics)
+        self.metrics.watch_states(lambda: kept_state_stats(self.guard.detector))
         self.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="scopeguard")
 
     @property

@@ -156,6 +156,31 @@ def test_doctor_reports_the_saved_states_folder_against_its_budget(
     assert res.exit_code == 0, res.output
     line = next(x for x in res.stdout.splitlines() if x.startswith("saved states"))
     assert "1 files, 3.0 MB of the 512 MB budget" in line and str(tmp_path / "llama-states") in line
+    assert "1 older files without a token count" in line
+
+
+def test_doctor_reports_the_saved_states_bytes_per_token_and_kv_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#60 item 2: bytes per token by KV type, from the files' sizes and the token counts in their names."""
+    from scopeguard.detection.read.llama_states import DEFAULT_KV_TYPE
+
+    monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path))
+    folder = tmp_path / "llama-states"
+    folder.mkdir()
+    digest = "0123456789abcdef01234567"
+    (folder / f"model-q8_0-100t-{digest}.state").write_bytes(bytes(100 * 15 * 1024))
+    (folder / f"model-q8_0-300t-{digest}.state").write_bytes(bytes(300 * 15 * 1024))
+    (folder / f"model-f16-200t-{digest}.state").write_bytes(bytes(200 * 28 * 1024))
+    res = runner.invoke(app, ["doctor", "--no-speed", "--model", "/no/such/model.gguf"])
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.stdout.splitlines() if x.startswith("saved states"))
+    assert f"new states in {DEFAULT_KV_TYPE}" in line
+    assert "1 f16, 28.0 KB per token" in line and "2 q8_0, 15.0 KB per token" in line
+    report = json.loads(runner.invoke(app, ["doctor", "--json", "--no-speed", "--model", "/no/such"]).stdout)
+    q8 = report["saved_states"]["by_kv_type"]["q8_0"]
+    assert (q8["files"], q8["tokens"], q8["bytes_per_token"]) == (2, 400, 15 * 1024)
+    assert report["saved_states"]["kv_type"] == DEFAULT_KV_TYPE
     monkeypatch.setenv("SCOPEGUARD_STATE_DISK_MB", "lots")
     report = json.loads(runner.invoke(app, ["doctor", "--json", "--no-speed", "--model", "/no/such"]).stdout)
     assert report["saved_states"]["budget_mb"] is None

@@ -159,5 +159,8 @@ def test_a_real_reader_prereads_in_the_background_while_checks_run(smollm2: Path
     job = guard.preread_in_background(docs)
     got = [guard.check(QUESTION, [d]).score for d in reversed(docs)]  # against the job's order
     assert job.wait(300) and job.error is None and job.result == len(docs)
-    assert got[::-1] == pytest.approx(expected, abs=0.05)
+    # up to llama.cpp's rounding, which depends on how the tokens were batched (a document read by a
+    # check, then kept, or by the job): SmolLM2's P moved by up to 0.045 with the default f16 KV
+    # cache, 0.075 with q8_0 (flash attention)
+    assert got[::-1] == pytest.approx(expected, abs=0.1)
     assert len(list(tmp_path.iterdir())) == 1 + len(docs)  # the instruction's state and one per document

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +44,24 @@ from scopeguard.detection.read.text import STOPWORDS, content_stem_set, stem, to
 from scopeguard.errors import ConfigurationError
 from scopeguard.types import Document, Label, Verdict
 
-__all__ = ["STOP_BELOW_P", "DefaultDetector"]
+__all__ = ["STOP_BELOW_P", "DefaultDetector", "DefaultReading"]
 
 logger = logging.getLogger(__name__)
 
 #: P(out of scope) at or below which a passage answers the question clearly: stop reading
 STOP_BELOW_P = 0.05
+
+
+@dataclass(frozen=True)
+class DefaultReading:
+    """What the ``default`` detector read for one question (:meth:`DefaultDetector.reading`): the
+    head's P(out of scope) of the passage that answers best, that passage's verdict margin (and
+    inference margin, for a head that reads it), and how many passages were read."""
+
+    p_out_of_scope: float
+    margin: float
+    inference_margin: float | None
+    passages: int
 
 
 class DefaultDetector(BaseDetector):
@@ -128,11 +141,12 @@ class DefaultDetector(BaseDetector):
         :meth:`Reader.preread`. Returns the passages read."""
         return int(self.reader.preread(documents, progress=progress))
 
-    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
-        reader = self.reader
+    def reading(self, question: str, documents: Sequence[Document | str]) -> DefaultReading:
+        """Read ``question`` against each passage of ``documents`` until one answers it clearly;
+        the head's lowest P(out of scope) and that passage's margins (no threshold applied)."""
         best: tuple[float, float, float | None] | None = None
         n = 0
-        for scores in reader.read_passages(question, documents, self.head.probes):
+        for scores in self.reader.read_passages(question, documents, self.head.probes):
             main, inference = scores[0], (scores[1].margin if len(scores) > 1 else None)
             p = float(self.head.head.predict(self.head.row(main.margin, inference, main.hidden))[0])
             n += 1
@@ -141,7 +155,12 @@ class DefaultDetector(BaseDetector):
             if p <= STOP_BELOW_P:  # clearly answered here: the rest cannot change that
                 break
         assert best is not None  # as_documents guarantees at least one document
-        p, margin, inference = best
+        return DefaultReading(p_out_of_scope=best[0], margin=best[1], inference_margin=best[2], passages=n)
+
+    def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
+        reader = self.reader
+        read = self.reading(question, documents)
+        p, margin, inference, n = read.p_out_of_scope, read.margin, read.inference_margin, read.passages
         label: Label = "out_of_scope" if p >= self.threshold else "in_scope"
         p_no = 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, margin))))
         where = f" (best of {n} passages read)" if n > 1 else ""

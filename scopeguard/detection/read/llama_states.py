@@ -11,6 +11,12 @@ The folder has a disk budget (``disk_limit_bytes``): after each write, the state
 recently (a state's file is touched when it is loaded) are removed until the folder fits; the one
 just written stays. Several processes may share the folder: a file another one removed first is
 simply gone.
+
+A state is the model's KV cache over the prompt's tokens, in the context's KV type
+(:data:`KV_TYPES`: ``f16``, about 28 KB a token for the 1.5B model, or ``q8_0``, about 15 KB).
+A state restores only into a context of its own type (llama.cpp refuses another), so the type is
+part of every state's key and file name: ``<model>-<kv type>-<tokens>t-<digest>.state``, which is
+also how :func:`saved_states_summary` tells the bytes per token of a folder without loading any.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import ctypes
 import hashlib
 import logging
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +39,71 @@ from scopeguard.data import atomic_open
 from scopeguard.errors import ConfigurationError
 
 __all__ = [
+    "DEFAULT_KV_TYPE",
     "DEFAULT_STATE_DISK_MB",
+    "KV_TYPES",
     "STATE_SUFFIX",
+    "KeptStateStats",
     "KeptStates",
+    "KvType",
+    "SavedStatesSummary",
     "common_prefix",
     "evict_states",
+    "get_kv_type",
+    "saved_states_summary",
     "state_disk_budget_mb",
     "states_on_disk",
 ]
 
 STATE_SUFFIX = ".state"
+
+
+@dataclass(frozen=True)
+class KvType:
+    """A KV-cache type a llama.cpp context keeps its prompt states in.
+
+    ``ggml``: the ``llama_cpp.GGML_TYPE_*`` constant given as ``type_k`` and ``type_v``;
+    ``flash_attn``: whether the context needs llama.cpp's flash attention (a quantised V cache does)."""
+
+    name: str
+    ggml: str
+    flash_attn: bool
+
+    def llama_params(self, lib: Any) -> dict[str, Any]:
+        """The ``llama_cpp.Llama`` keyword arguments for this type (``lib``: the ``llama_cpp`` module)."""
+        ggml = int(getattr(lib, self.ggml))
+        return {"type_k": ggml, "type_v": ggml, "flash_attn": self.flash_attn}
+
+
+#: the KV-cache types a reader can keep its states in, by name
+KV_TYPES: dict[str, KvType] = {
+    "f16": KvType("f16", "GGML_TYPE_F16", flash_attn=False),
+    "q8_0": KvType("q8_0", "GGML_TYPE_Q8_0", flash_attn=True),
+}
+
+#: the KV-cache type of the llama.cpp read unless told otherwise (``$SCOPEGUARD_KV_TYPE`` overrides
+#: it). q8_0 keeps half the bytes per state, and its verdicts agree with f16 reads' on 198 of 200
+#: questions (``benchmarks/state_agreement.py``), but the two that changed side were both ELOQ's (68
+#: of 70 there), the shipped threshold was fitted on f16 reads and q8_0 reads a new document 1.10x
+#: slower: it becomes the default once the detector benchmarks are measured with it.
+DEFAULT_KV_TYPE = "f16"
+
+
+def get_kv_type(name: str | None) -> KvType:
+    """The :class:`KvType` named ``name`` (``None``: ``$SCOPEGUARD_KV_TYPE``, else
+    :data:`DEFAULT_KV_TYPE`), or a :class:`~scopeguard.errors.ConfigurationError` listing the valid
+    names."""
+    if name is None:
+        name = os.environ.get("SCOPEGUARD_KV_TYPE") or DEFAULT_KV_TYPE
+    found = KV_TYPES.get(name)
+    if found is None:
+        raise ConfigurationError(f"unknown KV-cache type {name!r}; valid: {', '.join(KV_TYPES)}")
+    return found
+
+
+# <stem>-<kv type>-<tokens>t-<digest>.state; files named before the type joined the name say neither
+_KV_NAMES = "|".join(re.escape(k) for k in KV_TYPES)
+_STATE_NAME = re.compile(rf"-(?P<kv>{_KV_NAMES})-(?P<tokens>\d+)t-[0-9a-f]{{24}}{re.escape(STATE_SUFFIX)}$")
 
 logger = logging.getLogger(__name__)
 
@@ -77,14 +140,60 @@ def state_disk_budget_mb(given: float | None) -> float:
 
 def states_on_disk(directory: Path) -> tuple[int, int]:
     """How many state files ``directory`` holds and their bytes (0, 0 when it does not exist)."""
+    summary = saved_states_summary(directory)
+    return summary.files, summary.bytes
+
+
+@dataclass(frozen=True)
+class SavedStatesSummary:
+    """A saved-states folder by KV type: files, bytes and the tokens they hold (``kv_types``: type
+    -> ``(files, bytes, tokens)``, ``"?"`` for files named without a type and token count)."""
+
+    files: int = 0
+    bytes: int = 0
+    kv_types: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    def bytes_per_token(self, kv: str) -> float | None:
+        """The mean bytes a token of the ``kv`` type's states takes on disk (``None``: none saved)."""
+        _, size, tokens = self.kv_types.get(kv, (0, 0, 0))
+        return size / tokens if tokens else None
+
+
+@dataclass(frozen=True)
+class KeptStateStats:
+    """A reader's kept states (:meth:`LlamaCppVerdicts.state_stats`): its KV type, how many reads
+    looked for their document's state and found it, what memory holds, and its folder's files."""
+
+    kv_type: str
+    lookups: int
+    hits: int
+    memory_states: int
+    memory_bytes: int
+    directory: Path | None
+    saved: SavedStatesSummary | None
+
+    @property
+    def hit_rate(self) -> float | None:
+        """``hits / lookups`` (``None`` before the first lookup)."""
+        return self.hits / self.lookups if self.lookups else None
+
+
+def saved_states_summary(directory: Path) -> SavedStatesSummary:
+    """What the state files of ``directory`` hold, by KV type, from their sizes and names."""
     files = total = 0
+    by_kv: dict[str, tuple[int, int, int]] = {}
     for path in directory.glob(f"*{STATE_SUFFIX}") if directory.is_dir() else ():
         try:
-            total += path.stat().st_size
+            size = path.stat().st_size
         except OSError:  # removed meanwhile by another process
             continue
+        named = _STATE_NAME.search(path.name)
+        kv, tokens = (named["kv"], int(named["tokens"])) if named else ("?", 0)
+        n, b, t = by_kv.get(kv, (0, 0, 0))
+        by_kv[kv] = (n + 1, b + size, t + tokens)
         files += 1
-    return files, total
+        total += size
+    return SavedStatesSummary(files=files, bytes=total, kv_types=dict(sorted(by_kv.items())))
 
 
 def evict_states(directory: Path, limit_bytes: int, *, keep: Path | None = None) -> int:
@@ -123,8 +232,13 @@ class KeptStates:
         limit_bytes: memory for states (0: none kept).
         directory: where primed states are written and found (``None``: memory only).
         file_key: what besides the tokens makes a state valid: the model file, the llama.cpp version,
-            an adapter read on those tokens; ``stem``: the files' name before the digest.
+            an adapter read on those tokens; ``stem``: the files' name before the KV type.
         disk_limit_bytes: the folder's budget (``None``: no limit).
+        kv: the context's KV-cache type (:data:`KV_TYPES`; default :data:`DEFAULT_KV_TYPE`), part of
+            each state's key and file name.
+
+    ``lookups`` and ``hits`` count the reads that looked for a kept state of their document and
+    those that found one (counted by the reader, :meth:`LlamaCppVerdicts.prime`).
     """
 
     def __init__(
@@ -136,16 +250,20 @@ class KeptStates:
         file_key: str,
         stem: str,
         disk_limit_bytes: int | None = None,
+        kv: str | None = None,
     ) -> None:
         self._lib = lib
         self.limit_bytes = limit_bytes
         self.directory = directory
         self.disk_limit_bytes = disk_limit_bytes
-        self._file_key = file_key
+        self.kv = get_kv_type(kv).name
+        self._file_key = f"{file_key}kv:{self.kv}:"
         self._stem = stem
         self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
         self._files: dict[tuple[int, ...], Path] = {}
         self.bytes = 0
+        self.lookups = 0
+        self.hits = 0
 
     def __len__(self) -> int:
         return len(self._states)
@@ -159,7 +277,8 @@ class KeptStates:
             return None
         digest = hashlib.sha256(self._file_key.encode())
         digest.update(np.asarray(list(ids), dtype=np.int32).tobytes())
-        return self.directory / f"{self._stem}-{digest.hexdigest()[:24]}{STATE_SUFFIX}"
+        name = f"{self._stem}-{self.kv}-{len(ids)}t-{digest.hexdigest()[:24]}{STATE_SUFFIX}"
+        return self.directory / name
 
     def longest(self, ids: Sequence[int], beyond: int) -> tuple[tuple[int, ...] | None, int]:
         """The kept state sharing the most tokens with ``ids``, if it shares more than ``beyond``."""

@@ -16,8 +16,8 @@ logits are computed.
 
 The instruction every verdict prompt starts with is read once per model, not once per process:
 :meth:`LlamaCppVerdicts.prime` keeps the state after it on disk (``$SCOPEGUARD_CACHE/llama-states``,
-a few MB, keyed by the model file, the llama.cpp version and the exact tokens), so a new process
-starts reading at the first document.
+a few MB, keyed by the model file, the llama.cpp version, the KV cache's type and the exact tokens),
+so a new process starts reading at the first document.
 
 ``layers=(...)`` also returns the hidden states of those layers at the verdict position (the last
 prompt token, where the model's Yes/No is read) from the same decode, through llama.cpp's eval
@@ -42,7 +42,14 @@ from scopeguard.detection.read._verdict_prompt import question_cut, split_tokens
 from scopeguard.detection.read.adapter import file_sha256, gguf_reading
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp
 from scopeguard.detection.read.llama_prompt import chat_formatter, render_prompt, single_token_ids, wanted_bos
-from scopeguard.detection.read.llama_states import KeptStates, common_prefix, state_disk_budget_mb
+from scopeguard.detection.read.llama_states import (
+    KeptStates,
+    KeptStateStats,
+    common_prefix,
+    get_kv_type,
+    saved_states_summary,
+    state_disk_budget_mb,
+)
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
 from scopeguard.llamacpp import decode, load_llama, logits_row
 from scopeguard.llm.base import ChatMessage
@@ -69,8 +76,8 @@ class LlamaCppVerdicts:
             :class:`~scopeguard.errors.DocumentTooLongError`; the detector chunks documents first).
         n_threads: CPU threads (default ``$SCOPEGUARD_N_THREADS``, else all cores).
         n_gpu_layers: layers to offload where llama.cpp was built with a GPU backend.
-        state_cache_mb: memory for the saved states of recent prompts (about 30 KB per token
-            for the 1.5B model); 0 keeps only the last prompt's.
+        state_cache_mb: memory for the saved states of recent prompts (per token of the 1.5B model:
+            about 28 KB with ``kv_type="f16"``, 15 KB with ``"q8_0"``); 0 keeps only the last prompt's.
         state_dir: where :meth:`prime` keeps the instruction's state across processes (default
             ``$SCOPEGUARD_CACHE/llama-states``; ``None`` with ``persist_states=False``: memory only).
         state_disk_mb: that folder's budget: past it, the states used least recently are removed
@@ -78,6 +85,13 @@ class LlamaCppVerdicts:
         layers: hidden-state layers to return with each score (``VerdictScore.hidden``), numbered
             like transformers' ``hidden_states`` (``-1`` the final normed state, ``-4`` the output
             of the fourth block from the top); empty: log-probs only.
+        kv_type: the KV cache's type, and so the kept states' (:data:`~scopeguard.detection.read.
+            llama_states.KV_TYPES`; default ``$SCOPEGUARD_KV_TYPE``, else :data:`~scopeguard.
+            detection.read.llama_states.DEFAULT_KV_TYPE`): ``"f16"`` (28 KB a token) or
+            ``"q8_0"`` (about 15 KB, read with llama.cpp's flash attention; verdicts agree with
+            f16 reads': ``benchmarks/state_agreement.py``, margin correlation 0.995, the same label
+            on 198 of 200 questions). States kept in one type are never restored into another: the
+            type is part of their key.
     """
 
     #: a saved state is restored only when it shares this many more tokens than the live one
@@ -96,8 +110,11 @@ class LlamaCppVerdicts:
         state_disk_mb: float | None = None,
         layers: Sequence[int] = (),
         adapter: str | Path | None = None,
+        kv_type: str | None = None,
     ) -> None:
         from scopeguard.models import available_ggufs, local_gguf
+
+        self._kv = get_kv_type(kv_type)
 
         self._lib = require(
             "llama_cpp", extra="local", feature="log-prob verdicts with llama.cpp", package="llama-cpp-python"
@@ -133,6 +150,7 @@ class LlamaCppVerdicts:
             file_key=file_key,
             stem=self.path.stem + ("" if self._question_side else reading.suffix),
             disk_limit_bytes=int(state_disk_budget_mb(state_disk_mb) * 2**20),
+            kv=self._kv.name,
         )
         self._llm: Any = None
         self._lock = threading.Lock()
@@ -156,13 +174,19 @@ class LlamaCppVerdicts:
         return tuple(self._tap.layers)
 
     @property
+    def kv_type(self) -> str:
+        """The KV cache's type (``"f16"``, ``"q8_0"``): the kept states' too."""
+        return self._kv.name
+
+    @property
     def name(self) -> str:
         """The packaged short name (``qwen2.5-coder-1.5b``) or the file's stem, and ``+lora-...``."""
         return self._name
 
     def __repr__(self) -> str:
         lora = "" if self.adapter is None else f", adapter={str(self.adapter)!r}"
-        return f"LlamaCppVerdicts(path={str(self.path)!r}{lora}, n_ctx={self.n_ctx})"
+        kv = f"kv_type={self.kv_type!r}"
+        return f"LlamaCppVerdicts(path={str(self.path)!r}{lora}, n_ctx={self.n_ctx}, {kv})"
 
     # -- loading ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -182,6 +206,7 @@ class LlamaCppVerdicts:
             n_threads=self.n_threads,
             n_gpu_layers=self.n_gpu_layers,
             eval_callback=None if self._tap is None else self._tap.callback,
+            **self._kv.llama_params(self._lib),
         )
         if self._tap is not None:
             try:
@@ -355,13 +380,14 @@ class LlamaCppVerdicts:
         """Read the start of ``messages``' prompt, up to the text ``upto`` (a placeholder, e.g.
         where the first document or the question goes), and keep the state after it for every
         later prompt that starts the same way; returns the number of tokens primed (0 if ``upto``
-        is not in the prompt, or if ``create`` is false and no saved state exists).
+        is not in the prompt, or if ``create`` is false and no kept state holds it).
 
         The state is written to ``state_dir`` and read back by the next process instead of decoding
         that text again (a state that llama.cpp refuses is read afresh). ``create=False`` only looks
-        for a saved state (memory, then ``state_dir``) and reads nothing. Scores are a fresh read's
-        up to llama.cpp's rounding, which depends on how many tokens it decodes at once (margins of
-        the 1.5B model moved by 0.05, median over 8 questions, at most 0.14).
+        for a kept state that holds the text (the live context, memory, then ``state_dir``), reads
+        nothing, and counts the lookup and whether it found one (:meth:`state_stats`). Scores are a
+        fresh read's up to llama.cpp's rounding, which depends on how many tokens it decodes at once
+        (margins of the 1.5B model moved by 0.05, median over 8 questions, at most 0.14).
         """
         text = self.render(messages)
         if upto not in text:
@@ -373,13 +399,17 @@ class LlamaCppVerdicts:
         key = tuple(ids)
         file = self._kept.file(ids)
         with self._lock:
+            if not create:  # a lookup before a read: counted, found or not (state_stats)
+                self._kept.lookups += 1
+                found = key in self._kept or self._covered(ids)
+                found = found or (file is not None and file.is_file() and self._kept.load(key, file))
+                self._kept.hits += found
+                return len(ids) if found else 0
             if key in self._kept:
                 return len(ids)
             if file is not None and file.is_file() and self._kept.load(key, file):
                 logger.debug("primed %d tokens from %s", len(ids), file)
                 return len(ids)
-            if not create:
-                return 0
             try:
                 # from the instruction's state, for a document; the base's alone for a question-side adapter
                 self._read(ids, logits=False, bare=len(ids) if self._question_side else None)
@@ -391,6 +421,25 @@ class LlamaCppVerdicts:
         return len(ids)
 
     # -- kept states -------------------------------------------------------------------------
+    def _covered(self, ids: list[int]) -> bool:
+        """Whether the live context or a kept state already holds all of ``ids`` (lock held)."""
+        live = common_prefix(self._past, ids) >= len(ids)
+        return live or self._kept.longest(ids, len(ids) - 1)[0] is not None
+
+    def state_stats(self) -> KeptStateStats:
+        """The kept states: KV type, lookups and hits (reads that found their document's state kept),
+        memory, and the saved-states folder's files, bytes and tokens (a scan of the folder)."""
+        kept = self._kept
+        return KeptStateStats(
+            kv_type=self.kv_type,
+            lookups=kept.lookups,
+            hits=kept.hits,
+            memory_states=len(kept),
+            memory_bytes=kept.bytes,
+            directory=self.state_dir,
+            saved=None if self.state_dir is None else saved_states_summary(self.state_dir),
+        )
+
     def _restore_best(self, ids: list[int], live: int) -> int:
         """Load the kept state sharing the longest prefix with ``ids`` if it beats the live one by
         :attr:`MIN_STATE_GAIN` tokens; how many tokens it shares with ``ids`` (0: none loaded)."""

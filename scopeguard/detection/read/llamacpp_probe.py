@@ -42,6 +42,7 @@ class LlamaCppHiddenStates:
             state_cache_mb=0,
             persist_states=False,
             layers=(layer,),
+            kv_type="f16",  # keeps no states: the probe's features as they were fitted
         )
         llm = self._verdicts._load()
         meta: dict[str, str] = dict(llm.metadata or {})

@@ -96,11 +96,12 @@ class Reader:
         so that a later question about them costs only its own tokens; returns the passages read.
 
         With llama.cpp the states go to the scorer's ``state_dir`` (default
-        ``$SCOPEGUARD_CACHE/llama-states``, about 30 KB per token with the 1.5B model: ~10 MB for a
-        250-word passage), where every later process finds them: pre-read a fixed corpus once
-        (offline, or on a bigger machine with the same model file and llama.cpp version) and
-        online checks skip reading it. A scorer without a prefix cache reads nothing (returns 0).
-        Verdicts equal a fresh read's up to llama.cpp's rounding (see :meth:`LlamaCppVerdicts.prime`).
+        ``$SCOPEGUARD_CACHE/llama-states``, about 28 KB per token with the 1.5B model's f16 KV
+        cache: ~9 MB for a 250-word passage; 15 KB with ``kv_type="q8_0"``), where every later
+        process finds them: pre-read a fixed corpus once (offline, or on a bigger machine with the
+        same model file, llama.cpp version and KV type) and online checks skip reading it. A scorer
+        without a prefix cache reads nothing (returns 0). Verdicts equal a fresh read's up to
+        llama.cpp's rounding (see :meth:`LlamaCppVerdicts.prime`).
         """
         from scopeguard._progress import progress_bar
 

@@ -131,6 +131,51 @@ def test_preread_documents_cost_later_questions_only_their_own_tokens(
     assert len(list(tmp_path.iterdir())) == 3
 
 
+@pytest.mark.timeout(300)
+def test_q8_0_states_are_half_the_bytes_restore_as_read_and_stay_apart_from_f16(
+    smollm2: Path, tmp_path: Path
+) -> None:
+    """#60 item 2: a q8_0 KV cache's saved states, per token about half an f16 one's (34 bytes per 32
+    values against 64), give a new reader the scores of a fresh q8_0 read; an f16 reader never
+    restores them (the type is in the key), and the lookups find the pre-read document."""
+    from scopeguard.detection.read.llama_states import saved_states_summary
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+
+    def detector(kv: str, **kw: object) -> LogProbDetector:
+        return LogProbDetector(reader=LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, kv_type=kv, **kw))  # type: ignore[arg-type]
+
+    fresh = detector("q8_0", state_cache_mb=0, persist_states=False)
+    expected = [fresh.reader.read(q, [DOC])[0].margin for q in QUESTIONS]
+    for kv in ("q8_0", "f16"):
+        assert detector(kv, state_dir=tmp_path).preread([DOC], progress=False) == 1
+    summary = saved_states_summary(tmp_path)
+    assert (
+        summary.kv_types["q8_0"][0] == summary.kv_types["f16"][0] == 2
+    )  # the instruction's and the document's
+    q8, f16 = summary.bytes_per_token("q8_0"), summary.bytes_per_token("f16")
+    assert q8 is not None and f16 is not None and 0.5 < q8 / f16 < 0.6
+    later = detector("q8_0", state_dir=tmp_path)
+    scorer = later.scorer
+    assert isinstance(scorer, LlamaCppVerdicts) and scorer.kv_type == "q8_0"
+    got = [later.reader.read(q, [DOC])[0].margin for q in QUESTIONS]
+    assert got == pytest.approx(expected, abs=0.02)
+    stats = scorer.state_stats()
+    assert (stats.kv_type, stats.lookups, stats.hits, stats.hit_rate) == ("q8_0", 2, 2, 1.0)
+    assert stats.saved is not None and stats.saved.files == 4
+    # an f16 reader of a folder of q8_0 states finds none of them (and removes none): it reads afresh
+    only_q8 = tmp_path / "q8_0"
+    only_q8.mkdir()
+    for file in tmp_path.glob("*-q8_0-*.state"):
+        file.rename(only_q8 / file.name)
+    other = detector("f16", state_dir=only_q8)
+    margin = other.reader.read(QUESTIONS[0], [DOC])[0].margin
+    assert (other.scorer.state_stats().lookups, other.scorer.state_stats().hits) == (1, 0)  # type: ignore[attr-defined]
+    f16_fresh = detector("f16", state_cache_mb=0, persist_states=False).reader.read(QUESTIONS[0], [DOC])[0]
+    assert margin == pytest.approx(f16_fresh.margin, abs=0.02)
+    # the q8_0 states are all there; the f16 reader kept its own instruction's beside them
+    assert saved_states_summary(only_q8).kv_types["q8_0"] == summary.kv_types["q8_0"]
+
+
 def test_llamacpp_server_logprobs_match_the_in_process_model(llama_server: str, local_gguf: Path) -> None:
     from scopeguard.detection.read import verdict_scorer
     from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
