@@ -22,10 +22,14 @@ Thresholds compared, each judged by false refusals (answerable human questions r
 - ``LABEL``, ``LABEL+shift``, ``gen+LABEL`` for each ``--extra LABEL=ROOT``: the same from other
   in-scope questions on the same documents (``para``: the generated ones rephrased in a reader's
   words by ``calibration_rephrase.py``, what ``scopeguard calibrate`` reads), and from both;
+  ``LABEL+shift-bt``: the shift measured from the statistic calibrate applies it to (the budget
+  threshold, a conservative rank with few questions) instead of the plain quantile;
 - ``human-N``: the budget threshold of N labelled human questions drawn at random (the rest
   measured; the mean over ``--repeats`` draws);
 - ``hindsight``: what the best threshold catches at the false-refusal rate the generated one had,
-  and at the budget (chosen on the very questions measured).
+  and at the budget (chosen on the very questions measured); every row also records
+  ``short_of_hindsight``, what the best threshold at that row's false refusals catches beyond it
+  (#58's second condition: at most 0.10), and the table ends with each row's worst set.
 
     S=/work/scratch/sg   # somewhere that outlives the session
     python benchmarks/studies/calibration_corpora.py --out $S/corpora
@@ -240,6 +244,22 @@ def main() -> None:
         }
         for lab in labels
     }
+
+    def bt_logit(scores: Any) -> float | None:
+        try:
+            return float(logit(budget_threshold(scores, b)))
+        except ConfigurationError:
+            return None
+
+    # the same gaps measured from the statistic calibrate applies the shift to (its budget threshold)
+    shifts_extra_bt = {
+        lab: {
+            n: h90[n] - t
+            for n in names
+            if lab in per[n]["extra"] and (t := bt_logit(per[n]["extra"][lab])) is not None
+        }
+        for lab in labels
+    }
     rows: dict[str, Any] = {}
     for n in names:
         d = per[n]
@@ -286,6 +306,12 @@ def main() -> None:
                         **measure(p_h, y_h, float(expit(logit(t_x) + shift))),
                         "shift": shift,
                     }
+                    others = [v for m, v in shifts_extra_bt[lab].items() if m != n]
+                    shift = float(np.median(others)) if others else 0.0
+                    row[f"{lab}+shift-bt"] = {
+                        **measure(p_h, y_h, float(expit(logit(t_x) + shift))),
+                        "shift": shift,
+                    }
         for k in (20, 50, 100):
             if k >= len(y_h):
                 continue
@@ -302,6 +328,10 @@ def main() -> None:
                 frs.append(m["false_refusals"])
                 cs.append(m["caught"])
             row[f"human-{k}"] = {"false_refusals": float(np.mean(frs)), "caught": float(np.mean(cs))}
+        # how much the best threshold in hindsight at each row's false refusals catches beyond it
+        for m in row.values():
+            if isinstance(m, dict) and "false_refusals" in m and not np.isnan(m["false_refusals"]):
+                m["short_of_hindsight"] = caught_at(p_h, y_h, m["false_refusals"]) - m["caught"]
         fr_gen = row.get("generated", {}).get("false_refusals")
         row["hindsight"] = {
             "caught_at_budget": caught_at(p_h, y_h, b),
@@ -317,6 +347,7 @@ def main() -> None:
         "shifts_logit": shifts,
         "shifts_logit_all": shifts_all,
         "shifts_logit_extra": shifts_extra,
+        "shifts_logit_extra_bt": shifts_extra_bt,
         "sets": {n: {k: v for k, v in per[n].items()} for n in names},
         "rows": rows,
     }
@@ -329,7 +360,7 @@ def main() -> None:
         "generated+shift",
         "generated-all",
         "generated-all+shift",
-        *(c for lab in labels for c in (lab, f"{lab}+shift", f"gen+{lab}")),
+        *(c for lab in labels for c in (lab, f"{lab}+shift", f"{lab}+shift-bt", f"gen+{lab}")),
         "human-20",
         "human-50",
         "human-100",
@@ -354,6 +385,15 @@ def main() -> None:
             + " ".join(f"{c:>16}" for c in cells)
             + f" {best if best is None else round(best, 2)!s:>12}"
         )
+    print("worst set per column: false refusals / caught short of the best in hindsight at that rate")
+    for c in cols:
+        ms = [rows[n].get(c) for n in names]
+        ms = [m for m in ms if m and "short_of_hindsight" in m]
+        if ms:
+            print(
+                f"  {c:<22} {max(m['false_refusals'] for m in ms):.2f} / "
+                f"{max(m['short_of_hindsight'] for m in ms):.2f} ({len(ms)} sets)"
+            )
     print(f"wrote {args.out}")
 
 
