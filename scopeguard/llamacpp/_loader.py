@@ -276,6 +276,10 @@ def construct(
     path = check_gguf(model_path)
     lora = None if adapter is None else check_adapter(adapter, path)
     params.setdefault("verbose", False)
+    # the bindings default prompt decoding to every core (n_threads_batch = cpu_count()): a thread
+    # limit given for generation holds for prompts too, or a guard "on 1 thread" reads on all of them
+    if params.get("n_threads") is not None:
+        params.setdefault("n_threads_batch", params["n_threads"])
     with _CONSTRUCT_LOCK, _extra_buffers_set(lib, extra_buffers), _eval_callback_set(lib, eval_callback):
         try:
             with contextlib.redirect_stderr(io.StringIO()):

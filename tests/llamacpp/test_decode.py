@@ -32,3 +32,12 @@ def test_logits_at_every_position_match_the_last_row_of_a_piece_by_piece_read(sm
             decode(llm, long, 0, all_logits=True)
     finally:
         llm.close()
+
+
+def test_a_thread_limit_holds_for_prompt_decoding_too(smollm2: Path) -> None:
+    """The bindings decode prompts on every core unless told; n_threads limits both."""
+    llm = load_llama(smollm2, purpose="test", n_ctx=128, n_threads=1)
+    try:
+        assert (llm.context_params.n_threads, llm.context_params.n_threads_batch) == (1, 1)
+    finally:
+        llm.close()
