@@ -399,17 +399,16 @@ class LlamaCppVerdicts:
         key = tuple(ids)
         file = self._kept.file(ids)
         with self._lock:
-            if not create:  # a lookup before a read: counted, found or not (state_stats)
-                self._kept.lookups += 1
-                found = key in self._kept or self._covered(ids)
-                found = found or (file is not None and file.is_file() and self._kept.load(key, file))
-                self._kept.hits += found
-                return len(ids) if found else 0
-            if key in self._kept:
-                return len(ids)
-            if file is not None and file.is_file() and self._kept.load(key, file):
+            # a lookup (before a read) also counts the live context's tokens as found
+            found = key in self._kept or (not create and self._covered(ids))
+            if not found and file is not None and file.is_file() and self._kept.load(key, file):
                 logger.debug("primed %d tokens from %s", len(ids), file)
-                return len(ids)
+                found = True
+            if not create:  # counted, found or not (state_stats)
+                self._kept.lookups += 1
+                self._kept.hits += found
+            if found or not create:
+                return len(ids) if found else 0
             try:
                 # from the instruction's state, for a document; the base's alone for a question-side adapter
                 self._read(ids, logits=False, bare=len(ids) if self._question_side else None)
