@@ -92,6 +92,7 @@ DEFAULT_SCREENS: tuple[str, ...] = (
     "other_thing",
     "odd_details",
     "about_subject",
+    "answered",
 )
 # The questions asked again when a reply is unusable (scopeguard's additions; none is the paper's):
 # recover: a recovery reply unusable after its retry is asked for the guesses alone
@@ -249,6 +250,7 @@ _OLD_SWITCHES: dict[str, tuple[str, bool]] = {
     "other_thing": ("other_thing_screen", False),
     "odd_details": ("odd_details_screen", False),
     "about_subject": ("about_subject_screen", False),
+    "answered": ("answered_screen", False),  # no such field: added after the tuple
     "recover": ("recover_fallback", True),
     "question": ("question_fallback", True),
     "judge": ("judge_followup", True),

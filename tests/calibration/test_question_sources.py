@@ -18,6 +18,7 @@ from scopeguard.detection.profile import load_profile
 from scopeguard.generation import GenerationConfig, Generator
 from scopeguard.testing import ScriptedChatModel, ScriptedDetector
 from scopeguard.types import Document
+from tests.generation.writer_replies import IN_SCOPE_ASK, answered
 
 from .conftest import TOPICS, IdentifiedDetector, calibrate_args, fake_score, rephrased, write_jsonl
 
@@ -212,10 +213,8 @@ def _offline_reply(prompt: str) -> str:
         return json.dumps({"subject": "the council of Alderby", "kind": "organisation"})
     plan = _PLAN.search(prompt.rsplit("entence", 1)[-1])
     number, topic = plan.groups() if plan else ("1", "harbour")
-    if "Write one question that this sentence answers" in prompt:
-        return json.dumps(
-            {"questions": [f"Which spending plan {number} for the {topic} did the council approve?"]}
-        )
+    if IN_SCOPE_ASK in prompt:
+        return answered(f"Which spending plan {number} for the {topic} did the council approve?", prompt)
     return json.dumps(
         {
             "questions": [

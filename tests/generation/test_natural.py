@@ -18,6 +18,7 @@ from scopeguard.generation.steps._natural import (
     unnatural,
 )
 from scopeguard.generation.steps._offline import example_index
+from scopeguard.generation.steps._screens import unanswered
 from scopeguard.generation.steps._subjects import (
     named_late,
     not_about,
@@ -349,3 +350,21 @@ def test_a_details_synonyms_read_as_one_word() -> None:
     assert one("Who built the Roku?") != one("Who sold the Roku?")
     assert one("Where are the drives sold?") == one("Where is the drive sold?")  # read on half P
     assert one("Who directed the movies?") == one("Who directed the movie?")
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "reason"),
+    [
+        # the writer asked for what its sentence does not name
+        ("What is the name of the restaurant?", "Chez Marcel", "its answer is not in its sentence"),
+        ("What is the name of the restaurant?", "the restaurant", "it states its own answer"),
+        ("Which paper praised the restaurant?", "Harbour Gazette", None),
+        ("How many calories does the drink have?", "90", None),
+        ("What did the restaurant get?", "a", "its answer names nothing"),
+    ],
+)
+def test_an_in_scope_question_whose_answer_its_sentence_lacks_is_screened(
+    question: str, answer: str, reason: str | None
+) -> None:
+    sentence = "Lovely restaurant, praised by the Harbour Gazette, and only 90 calories a drink."
+    assert unanswered(question, answer, sentence) == reason

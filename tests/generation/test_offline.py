@@ -19,6 +19,7 @@ from scopeguard.generation.steps._absent import absent_detail
 from scopeguard.generation.steps._offline_replies import SUBJECT_KIND_TOKENS, SUBJECT_TOKENS
 from scopeguard.llm.base import Completion, Prompt
 from scopeguard.testing import ScriptedChatModel, ScriptedDetector
+from tests.generation.writer_replies import IN_SCOPE_ASK, answered
 
 SENTENCES = [
     "The council of Wrenfield approved the harbour plan on Monday evening.",
@@ -61,9 +62,9 @@ DEGENERATE = "Why did Ines Holt say Ines Holt said that?"
 
 
 def _reply(prompt: str) -> str:
-    if "Write one question that this sentence answers" in prompt:
+    if IN_SCOPE_ASK in prompt:
         sentence = prompt.split('Sentence: "', 1)[1].split('"\n', 1)[0]
-        return json.dumps({"questions": [IN_SCOPE[SENTENCES.index(sentence)]]})
+        return answered(IN_SCOPE[SENTENCES.index(sentence)], prompt)
     if "Rewrite a question in" in prompt:
         source = prompt.rsplit('Question: "', 1)[1].split('"', 1)[0]
         if source == IN_SCOPE[0]:
@@ -166,7 +167,35 @@ def test_in_scope_mode_writes_the_in_scope_questions_alone(tmp_path: Path) -> No
     assert [q.question for q in ds.questions] == [q.question for q in both.questions if q.label == "in_scope"]
     # the five in-scope prompts alone: no subject, unstated or follow-up prompt
     assert len(llm.calls) == 5
-    assert all("Write one question that this sentence answers" in c.prompt for c in llm.calls)
+    assert all(IN_SCOPE_ASK in c.prompt for c in llm.calls)
+
+
+def test_an_in_scope_question_whose_answer_its_sentence_lacks_is_dropped_before_the_filter(
+    tmp_path: Path,
+) -> None:
+    # the writer names a detail sentence 3 does not have (where the fishermen met), and of sentence 2
+    # writes a question that already says its answer: both are dropped unread
+    unnamed = "What is the name of the town hall where the fishermen of Wrenfield met?"
+    said = "Does the ferry Marlin carry 180 passengers?"
+
+    def script(prompt: str) -> str:
+        if IN_SCOPE_ASK in prompt and SENTENCES[3] in prompt:
+            return answered(unnamed, prompt, answer="Wrenfield Guildhall")
+        if IN_SCOPE_ASK in prompt and SENTENCES[2] in prompt:
+            return answered(said, prompt, answer="180 passengers")
+        return _reply(prompt)
+
+    read: list[str] = []
+    judge = ScriptedDetector(lambda q: read.append(q) or SCORES.get(q, 0.99))  # type: ignore[func-returns-value]
+    config = CONFIG.model_copy(update={"mode": "in_scope"})
+    gen = Generator(ScriptedChatModel(script, model="fake"), config=config, judge=judge, progress=False)
+    gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    record = CheckpointStore(tmp_path).load_all()["wrenfield"]
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert reasons[unnamed] == "not a usable question: its answer is not in its sentence"
+    assert reasons[said] == "not a usable question: it states its own answer"
+    assert unnamed not in read and said not in read and IN_SCOPE[4] in read
+    assert [q.question for q in record.questions] == IN_SCOPE[:2]
 
 
 def test_offline_mode_follows_up_only_where_the_unstated_questions_fall_short(tmp_path: Path) -> None:
@@ -223,16 +252,21 @@ def test_a_run_saved_before_the_screens_tuple_resumes_as_it_ran_or_is_refused_in
     # every rule on, as the last such version wrote it: as the defaults run now
     old = {**saved, **dict.fromkeys([*RETIRED_SETTINGS, *OLD_SWITCHES], True)}
     (tmp_path / "run.json").write_text(json.dumps(old))
-    gen, llm = _generator(offline)
+    # as the defaults ran then: every screen but "answered", added after the tuple
+    before = tuple(s for s in DEFAULT_SCREENS if s != "answered")
+    gen, _ = _generator(offline)
+    with pytest.raises(ConfigurationError, match=r"screens: .*'answered'"):
+        gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
+    gen, llm = _generator(offline.model_copy(update={"screens": before}))
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     assert llm.calls == []  # resumed: nothing to do
-    assert json.loads((tmp_path / "run.json").read_text())["screens"] == list(DEFAULT_SCREENS)
+    assert json.loads((tmp_path / "run.json").read_text())["screens"] == list(before)
     # a screen switched off: its screens tuple lacks it, and only that resumes
     (tmp_path / "run.json").write_text(json.dumps({**old, "writer_screen": False}))
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match=r"screens: \[.*'natural', 'one_thing'.*\] -> \["):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
-    without = tuple(s for s in DEFAULT_SCREENS if s != "writer")
+    without = tuple(s for s in before if s != "writer")
     gen, _ = _generator(offline.model_copy(update={"screens": without}))
     gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
     # a rule whose "off" this version no longer has, off or not yet there: refused in one line
@@ -556,10 +590,8 @@ def test_a_rewrite_that_copies_a_prompt_example_is_dropped(tmp_path: Path) -> No
     kinds = ("negation", "antonym", "entity_swap", "other_neutral")
 
     def script(prompt: str) -> str:
-        if "Write one question that this sentence answers" in prompt:
-            return json.dumps(
-                {"questions": ["Who said the ferry Marlin will get a new engine in the spring?"]}
-            )
+        if IN_SCOPE_ASK in prompt:
+            return answered("Who said the ferry Marlin will get a new engine in the spring?", prompt)
         return json.dumps(dict(zip(kinds, [copied, named, artefact, own], strict=True)))
 
     config = CONFIG.model_copy(update={"mode": "perturb", "perturb_kinds": kinds})
@@ -650,10 +682,10 @@ def test_an_in_scope_candidate_about_the_prompt_not_its_sentence_is_dropped(tmp_
     }
 
     def script(prompt: str) -> str:
-        if "Write one question that this sentence answers" in prompt:
+        if IN_SCOPE_ASK in prompt:
             sentence = prompt.split('Sentence: "', 1)[1].split('"\n', 1)[0]
             if sentence in about_the_prompt:
-                return json.dumps({"questions": [about_the_prompt[sentence]]})
+                return answered(about_the_prompt[sentence], prompt)
         return _reply(prompt)
 
     config = CONFIG.model_copy(update={"mode": "perturb"})
@@ -678,8 +710,8 @@ def test_a_document_whose_writer_asks_about_no_sentence_fails_with_its_dropped_c
     tmp_path: Path,
 ) -> None:
     def script(prompt: str) -> str:  # SmolLM2-135M's reply to every sentence
-        if "Write one question that this sentence answers" in prompt:
-            return json.dumps({"questions": ["What is the answer to this question?"]})
+        if IN_SCOPE_ASK in prompt:
+            return answered("What is the answer to this question?", prompt)
         raise AssertionError("nothing is rewritten when no in-scope question is usable")
 
     gen, _ = _generator(CONFIG, script)
@@ -696,9 +728,9 @@ def test_in_scope_questions_are_topped_up_from_more_sentences_while_short(tmp_pa
     sentences = [f"The ferry from {t} leaves the harbour every morning at a fixed hour." for t in towns]
 
     def script(prompt: str) -> str:
-        if "Write one question that this sentence answers" in prompt:
+        if IN_SCOPE_ASK in prompt:
             town = next(t for t in towns if t in prompt)
-            return json.dumps({"questions": [f"When does the ferry from {town} leave the harbour?"]})
+            return answered(f"When does the ferry from {town} leave the harbour?", prompt)
         return json.dumps({"questions": ["Who owns the ferry company of the harbour?"] * 2})
 
     answerable = {f"When does the ferry from {t} leave the harbour?" for t in ("Arlow", "Farrow", "Glenby")}
@@ -707,7 +739,7 @@ def test_in_scope_questions_are_topped_up_from_more_sentences_while_short(tmp_pa
     config = CONFIG.model_copy(update={"mode": "unstated", "min_oos": 0})
     gen = Generator(llm, config=config, judge=detector, concurrency=1, progress=False)
     gen.run([{"doc_id": "ferries", "text": " ".join(sentences)}], tmp_path, length_rule=RULE)
-    asked = [t for c in llm.calls if "Write one question that" in c.prompt for t in towns if t in c.prompt]
+    asked = [t for c in llm.calls if IN_SCOPE_ASK in c.prompt for t in towns if t in c.prompt]
     assert asked == towns[:7]  # five, then Farrow and Glenby until three are kept; Harlow never
     record = CheckpointStore(tmp_path).load_all()["ferries"]
     assert [q.question for q in record.questions if q.label == "in_scope"] == sorted(answerable, key=str)
@@ -732,9 +764,9 @@ GLUED = "".join(f"The ferry from {t} leaves the harbour every morning at a fixed
 
 
 def _ferries(prompt: str) -> str:
-    if "Write one question that this sentence answers" in prompt:
+    if IN_SCOPE_ASK in prompt:
         town = next(t for t in TOWNS if t in prompt)
-        return json.dumps({"questions": [f"When does the ferry from {town} leave the harbour?"]})
+        return answered(f"When does the ferry from {town} leave the harbour?", prompt)
     if "What is this text mainly about" in prompt:
         return json.dumps({"subject": "the ferries of the harbour", "kind": "other"})
     return json.dumps({"questions": ["Who owns the ferry company of the harbour?"]})
@@ -813,13 +845,13 @@ def test_a_review_written_without_capitals_is_cut_into_its_sentences_not_refused
 def test_in_scope_sentences_are_asked_up_to_more_in_scope_beyond_the_first(tmp_path: Path) -> None:
     # only Arlow's question is answerable: the first five sentences, then more_in_scope more
     llm, record = _ferry_run(tmp_path)
-    asked = [t for c in llm.calls if "Write one question that" in c.prompt for t in TOWNS if t in c.prompt]
+    asked = [t for c in llm.calls if IN_SCOPE_ASK in c.prompt for t in TOWNS if t in c.prompt]
     assert asked == TOWNS[:11]
     assert [q.question for q in record.questions if q.label == "in_scope"] == [
         "When does the ferry from Arlow leave the harbour?"
     ]
     llm, _ = _ferry_run(tmp_path / "before", more_in_scope=3)
-    asked = [t for c in llm.calls if "Write one question that" in c.prompt for t in TOWNS if t in c.prompt]
+    asked = [t for c in llm.calls if IN_SCOPE_ASK in c.prompt for t in TOWNS if t in c.prompt]
     assert asked == TOWNS[:8]
 
 
@@ -921,12 +953,14 @@ def _asked_run(
     def script(prompt: str) -> str:
         if subject and "What is this text mainly about" in prompt:
             return json.dumps({"subject": subject[0], "kind": subject[1]})
-        if "Write one question that this sentence answers" in prompt:
+        if IN_SCOPE_ASK in prompt:
             asked = in_scope
         else:
             asked = unstated if "sentence does not answer" in prompt else {}
         for i, question in asked.items():
             if SENTENCES[i] in prompt:  # one question, or a reply's list of them
+                if asked is in_scope:
+                    return answered(question, prompt)
                 return json.dumps({"questions": question if isinstance(question, list) else [question]})
         return _reply(prompt)
 
@@ -1292,8 +1326,8 @@ def _answerable_run(
     in-scope reply for the Bexley sentence is ``in_scope``; the filter finds both answerable."""
 
     def script(prompt: str) -> str:
-        if in_scope and "Write one question that this sentence answers" in prompt and "Bexley" in prompt:
-            return json.dumps({"questions": [in_scope]})
+        if in_scope and IN_SCOPE_ASK in prompt and "Bexley" in prompt:
+            return answered(in_scope, prompt)
         if "does not answer" in prompt and "Dunmore" in prompt.split("Sentence", 1)[-1]:
             return json.dumps({"questions": [out_of_scope]})
         return _fill_script(prompt)

@@ -14,7 +14,9 @@ from scopeguard.generation.parsers import ReplyParseError
 from scopeguard.generation.steps._offline_replies import (
     QUESTION_PATTERN,
     SUBJECT_KINDS,
+    answered_schema,
     edits_schema,
+    parse_answered,
     parse_edits,
     parse_questions,
     parse_subject,
@@ -69,6 +71,29 @@ def test_subject_with_its_kind() -> None:
     assert kinds["required"] == ["subject", "kind"] and kinds["properties"]["kind"]["enum"] == list(
         SUBJECT_KINDS
     )
+
+
+def test_an_answer_then_its_question() -> None:
+    reply = json.dumps({"answer": " on Monday evening. ", "question": Q1})
+    assert parse_answered(reply) == ("on Monday evening", Q1)
+    for bad, reason in (
+        (json.dumps({"answer": "Monday", "question": "The plan was approved."}), "not_a_question"),
+        (json.dumps({"answer": "", "question": Q1}), "no_answer"),
+        (json.dumps({"answer": "x" * 81, "question": Q1}), "no_answer"),
+        (json.dumps({"questions": [Q1]}), "not_a_question"),
+    ):
+        with pytest.raises(ReplyParseError) as err:
+            parse_answered(bad)
+        assert err.value.reason == reason
+    assert parse_answered("Here: " + reply, lenient=True) == ("on Monday evening", Q1)
+    with pytest.raises(ReplyParseError, match="truncated"):
+        parse_answered(reply, truncated=True)
+    # the answer is asked first, so the writer picks what the sentence answers before the question
+    schema = answered_schema()
+    assert list(schema["properties"]) == schema["required"] == ["answer", "question"]
+    pattern = schema["properties"]["answer"]["pattern"]
+    assert re.match(pattern, "£5 a night")
+    assert not re.match(pattern, " Monday") and not re.match(pattern, 'a "b"')
 
 
 def test_the_schemas_describe_what_the_parsers_accept() -> None:

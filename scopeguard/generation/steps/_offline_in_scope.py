@@ -1,12 +1,14 @@
 """The offline modes' in-scope candidates: one question per informative sentence, that it answers.
 
 The sentences of a document with the most names and numbers (:func:`informative_sentences`; one over
-45 words cut at its clause breaks) are each shown alone to the model, which writes the question the
-sentence answers (shown the whole document, a small model asks the same generic question again and
-again). A candidate is kept when the screens for in-scope candidates pass it (:mod:`._screens`),
-the document states the kind of detail it asks for (:mod:`._absent`) and the filter finds it
-answerable; while fewer than ``n_in_scope`` are kept, up to ``more_in_scope`` more sentences are
-asked, and a document still short keeps the candidates the filter doubted within its margin.
+45 words cut at its clause breaks) are each shown alone to the model, which copies a detail of the
+sentence as the answer and writes the question that detail answers (shown the whole document, a
+small model asks the same generic question again and again; asked for a question alone, it asks for
+what the sentence does not name). A candidate is kept when the screens for in-scope candidates pass
+it (:mod:`._screens`), the document states the kind of detail it asks for (:mod:`._absent`) and the
+filter finds it answerable; while fewer than ``n_in_scope`` are kept, up to ``more_in_scope`` more
+sentences are asked, and a document still short keeps the candidates the filter doubted within its
+margin.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._keeper import margin_floor
 from scopeguard.generation.steps._natural import standalone
 from scopeguard.generation.steps._offline_replies import (
+    MAX_ANSWER_CHARS,
     MAX_TOKENS_PER_QUESTION,
+    answered_schema,
+    parse_answered,
     parse_questions,
     questions_schema,
 )
@@ -81,8 +86,9 @@ async def in_scope_candidates(
 ) -> tuple[list[GeneratedQuestion], list[str], list[DroppedQuestion]]:
     """The kept in-scope questions, every usable candidate (sources if none is kept), and the dropped.
 
-    One call per informative sentence (``n_in_scope + 2`` of them): the question it answers; while
-    fewer than ``n_in_scope`` are kept, up to ``more_in_scope`` more sentences are asked.
+    One call per informative sentence (``n_in_scope + 2`` of them): a detail of it and the question
+    the detail answers; while fewer than ``n_in_scope`` are kept, up to ``more_in_scope`` more
+    sentences are asked.
     """
     kept: list[GeneratedQuestion] = []
     dropped: list[DroppedQuestion] = []
@@ -98,14 +104,22 @@ async def in_scope_candidates(
     for sentence in first + more:
         if sentence in more and len(kept) >= ctx.cfg.n_in_scope:
             break
-        got = await ask_questions(ctx, "offline_in_scope", "gen_offline_in_scope", 1, None, sentence=sentence)
+        got = await ctx.ask(
+            "offline_in_scope",
+            "gen_offline_in_scope",
+            lambda r, lenient: parse_answered(r.text, truncated=r.truncated, lenient=lenient),
+            max_tokens=MAX_TOKENS_PER_QUESTION + MAX_ANSWER_CHARS // 2 + 40,
+            schema=answered_schema(),
+            sentence=sentence,
+        )
         if got is None:
             continue
-        (question,), reply = got
+        (answer, question), reply = got
         question = standalone(question)
         if not ctx.unique("offline_in_scope", [question], reply.id):
             continue
-        unusable = first_reason(screens, Candidate(question, IN_SCOPE, sentence=sentence), view)
+        candidate = Candidate(question, IN_SCOPE, sentence=sentence, answer=answer)
+        unusable = first_reason(screens, candidate, view)
         reason: str | None = None
         filt = None
         absent: str | None = None

@@ -17,9 +17,12 @@ from typing import Any
 from scopeguard.generation.parsers import ReplyParseError
 
 __all__ = [
+    "MAX_ANSWER_CHARS",
     "SUBJECT_KINDS",
     "SUBJECT_KIND_TOKENS",
+    "answered_schema",
     "edits_schema",
+    "parse_answered",
     "parse_edits",
     "parse_questions",
     "parse_subject",
@@ -44,6 +47,26 @@ def questions_schema(n: int, key: str = "questions") -> dict[str, Any]:
         "type": "object",
         "properties": {key: {"type": "array", "items": _QUESTION, "minItems": n, "maxItems": n}},
         "required": [key],
+        "additionalProperties": False,
+    }
+
+
+# An in-scope candidate's answer, copied from its sentence: one line of at most 80 characters, no
+# quote or brace (nothing for the grammar to escape); asked before its question, so the model
+# chooses what the sentence answers first (gen_offline_in_scope).
+MAX_ANSWER_CHARS = 80
+_ANSWER: dict[str, Any] = {
+    "type": "string",
+    "pattern": '^[^ "{}\\[\\]\\\\\\n][^"{}\\[\\]\\\\\\n]{0,' + str(MAX_ANSWER_CHARS - 1) + "}$",
+}
+
+
+def answered_schema() -> dict[str, Any]:
+    """``{"answer": words of the sentence, "question": a question}``, the answer first."""
+    return {
+        "type": "object",
+        "properties": {"answer": _ANSWER, "question": _QUESTION},
+        "required": ["answer", "question"],
         "additionalProperties": False,
     }
 
@@ -145,6 +168,22 @@ def parse_questions(
     if len(usable) != n:
         raise ReplyParseError("not_a_question", "an item is not a one-line question", reply=text)
     return usable
+
+
+def parse_answered(text: str, *, truncated: bool = False, lenient: bool = False) -> tuple[str, str]:
+    """The answer (one line, stripped) and the question of a reply to ``answered_schema``; ``lenient``
+    (after the firmer retry) takes the JSON object out of surrounding text."""
+    if truncated and not lenient:
+        raise ReplyParseError("truncated", "the reply was cut at the token cap", reply=text)
+    obj = _object(text, lenient)
+    question = _question(obj.get("question"))
+    if question is None:
+        raise ReplyParseError("not_a_question", "the reply has no one-line question", reply=text)
+    value = obj.get("answer")
+    answer = " ".join(value.split()).strip(" .") if isinstance(value, str) else ""
+    if not answer or len(answer) > MAX_ANSWER_CHARS:
+        raise ReplyParseError("no_answer", "the reply gives no answer of one short line", reply=text)
+    return answer, question
 
 
 def parse_edits(

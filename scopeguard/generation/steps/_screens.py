@@ -22,6 +22,8 @@ one_thing      unstated    one asking about two things joined by "and" (not a na
 other_thing    unstated    one about another thing the document names than its subject
 odd_details    unstated    one asking when something "is available" or a place "opens"
 about_subject  unstated    one sharing no word with the subject nor calling anything "it"
+answered       in scope    one whose answer (copied from its sentence by the writer) has a word
+                           the sentence lacks, or none the question lacks (:func:`unanswered`)
 =============  ==========  ==================================================================
 """
 
@@ -54,6 +56,7 @@ __all__ = [
     "available_screens",
     "first_reason",
     "get_screens",
+    "unanswered",
 ]
 
 #: the kind of an in-scope candidate (its provenance's ``edit_kind``)
@@ -68,12 +71,14 @@ class Candidate:
     """A question a screen reads: its ``kind`` (``"direct"``, ``"unstated"``, ``"followup"`` or an
     edit kind), the question it was rewritten from (``source``) and the text it must share a content
     word with (``sentence``: the sentence it was written from, with the subject's words for an
-    unstated one), where it has them."""
+    unstated one) and, for an in-scope one, the ``answer`` the writer copied from that sentence,
+    where it has them."""
 
     question: str
     kind: str
     source: str | None = None
     sentence: str | None = None
+    answer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,21 @@ def _writer(c: Candidate, view: DocumentView) -> str | None:
     return asks_writer_name(c.question) if c.kind == IN_SCOPE else about_writer(c.question)
 
 
+def unanswered(question: str, answer: str, sentence: str) -> str | None:
+    """Why ``sentence`` does not answer ``question`` with ``answer``, or ``None``: the answer names
+    nothing, has a content word the sentence lacks (the writer asked for what the sentence does not
+    say: "What is the name of the restaurant?" of "Lovely bistro, praised by the local paper"), or has
+    none the question lacks (the question gives its own answer)."""
+    said = set(content_stems(answer))
+    if not said:
+        return "its answer names nothing"
+    if not said <= content_stem_set(sentence):
+        return "its answer is not in its sentence"
+    if said <= content_stem_set(question):
+        return "it states its own answer"
+    return None
+
+
 def _other_thing(c: Candidate, view: DocumentView) -> str | None:
     return other_thing(c.question, view.own_subject, view.text) if view.own_subject else None
 
@@ -159,6 +179,11 @@ _SCREENS: dict[str, Screen] = {
         _Rule("other_thing", _UNSTATED, _other_thing),
         _Rule("odd_details", _UNSTATED, lambda c, v: odd_detail(c.question)),
         _Rule("about_subject", _UNSTATED, lambda c, v: not_about(c.question, v.subject, v.kind)),
+        _Rule(
+            "answered",
+            frozenset({IN_SCOPE}),
+            lambda c, v: unanswered(c.question, c.answer, c.sentence) if c.answer and c.sentence else None,
+        ),
     )
 }
 
