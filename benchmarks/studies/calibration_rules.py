@@ -5,7 +5,7 @@
 This replays rules on them:
 
 - ``shipped``: what ``calibrate`` does (the rephrased in-scope questions' budget threshold, moved
-  up by the shift, ``GENERATED_SHIFT``);
+  up by the shift, ``GENERATED_SHIFT`` or ``--shift``);
 - ``cap F``: the same, but no higher than ``F`` of the way from the budget threshold to the median
   generated out-of-scope score (logits): on a corpus whose generated out-of-scope questions sit far
   above its in-scope ones the shift is cut short;
@@ -54,8 +54,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("study", type=Path, help="a calibration_study.py results JSON")
     ap.add_argument("--rephrased", default="para1", help="the --extra label calibrate's rephrasing ran as")
+    ap.add_argument("--shift", type=float, default=GENERATED_SHIFT, help="logits (default: calibrate's)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    shift = args.shift
     study = json.loads(args.study.read_text())
     budget, sets = study["budget"], study["sets"]
     names = list(sets)
@@ -78,11 +80,11 @@ def main() -> None:
         def rule(n: str) -> float:
             _, _, pg, yg = arrays(n)
             oos = float(np.median([logit(p) for p in pg[yg == 1]]))
-            return expit(min(base(n) + GENERATED_SHIFT, base(n) + f * (oos - base(n))))
+            return expit(min(base(n) + shift, base(n) + f * (oos - base(n))))
 
         return rule
 
-    rules: dict[str, Rule] = {"shipped": lambda n: expit(base(n) + GENERATED_SHIFT)}
+    rules: dict[str, Rule] = {"shipped": lambda n: expit(base(n) + shift)}
     grid = [round(0.3 + 0.05 * i, 2) for i in range(13)]
     for f in grid:
         rules[f"cap {f:.2f}"] = capped(f)
@@ -111,6 +113,7 @@ def main() -> None:
         )
     if args.out:
         out: dict[str, Any] = {"study": str(args.study), "machine": cpu_model(), "budget": budget}
+        out |= {"rephrased": args.rephrased, "shift": shift}
         out |= {"loo_fraction": chosen, "rows": rows}
         args.out.write_text(json.dumps(out, indent=1) + "\n")
 

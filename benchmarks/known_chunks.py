@@ -1,0 +1,116 @@
+"""What a check costs when its chunks are known: 1, 4 and 8 pre-read chunks against a cold read (#60).
+
+    python benchmarks/known_chunks.py [--questions 8] [--cold 3] [--threads N]
+
+A RAG check reads its question against the retrieved chunks. With the chunks pre-read
+(``Guard.preread``, the path the LangChain / LlamaIndex wrappers and ``serve --preread`` take) only
+the question side is read; cold, every chunk is read whole. Back to back in one process, with the
+packaged ``default`` detector through ``Guard.check``:
+
+* **known k** (k = 1, 4, 8): the first k chunks pre-read, then each question checked against them;
+* **cold 4**: each question against 4 chunks no reader has seen (the same chunks, each opened by a
+  tag no other copy has, so that no kept state shares more than the instruction with them).
+
+Chunks are 250-word windows of the shared ELOQ news documents (8 documents of at least 250 words);
+questions are ELOQ's questions on them. The states live in a fresh ``$SCOPEGUARD_CACHE`` (a
+temporary folder), so nothing kept by an earlier run helps. Prints the table (median seconds a
+question, the ratio to the cold read) and writes ``benchmarks/results/known_chunks.json`` (figures
+and ids only, never text), with the CPU named. #60's bar: 4 known chunks <= 0.7 s a question and
+<= 0.08x the cold read, on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import cpu_model, report
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "eloq-gold-dev"
+RESULT = ROOT / "benchmarks" / "results" / "known_chunks.json"
+WORDS = 250
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--questions", type=int, default=8, help="questions timed per known row")
+    ap.add_argument("--cold", type=int, default=3, help="questions timed cold (each about 10 s)")
+    ap.add_argument("--threads", type=int, default=None, help="$SCOPEGUARD_N_THREADS (default: all cores)")
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args()
+    if not (DATA / "documents.jsonl").is_file():
+        raise SystemExit(f"needs the shared ELOQ dev set at {DATA}")
+    os.environ["SCOPEGUARD_CACHE"] = tempfile.mkdtemp(prefix="scopeguard-known-chunks-")
+    if args.threads:
+        os.environ["SCOPEGUARD_N_THREADS"] = str(args.threads)
+
+    from scopeguard import Guard
+    from scopeguard.types import Document
+
+    docs = [json.loads(line) for line in (DATA / "documents.jsonl").open(encoding="utf-8")]
+    docs = [d for d in docs if len(d["text"].split()) >= WORDS][:8]
+    if len(docs) < 8:
+        raise SystemExit(f"needs 8 documents of at least {WORDS} words in {DATA}")
+    chunks = [Document(text=" ".join(d["text"].split()[:WORDS]), id=d["doc_id"]) for d in docs]
+    ids = {d["doc_id"] for d in docs}
+    questions = [json.loads(line) for line in (DATA / "questions.jsonl").open(encoding="utf-8")]
+    asked = [q["question"] for q in questions if q["doc_id"] in ids][: max(args.questions, args.cold)]
+
+    guard = Guard(detector="default")
+    guard.check("What is this about?", chunks[:1])  # loads the model; not timed
+
+    def timed(question: str, passages: list[Document]) -> float:
+        start = time.perf_counter()
+        guard.check(question, passages)
+        return time.perf_counter() - start
+
+    seconds: dict[str, list[float]] = {}
+    for k in (1, 4, 8):
+        guard.preread(chunks[:k], progress=False)
+        seconds[f"known {k}"] = [timed(q, chunks[:k]) for q in asked[: args.questions]]
+    cold: list[float] = []
+    for i, question in enumerate(asked[: args.cold]):
+        tagged = [
+            Document(text=f"(copy {i}.{j}) {c.text}", id=f"{c.id}-{i}") for j, c in enumerate(chunks[:4])
+        ]
+        cold.append(timed(question, tagged))
+    seconds["cold 4"] = cold
+
+    cold_median = statistics.median(cold)
+    rows = [
+        {
+            "run": run,
+            "chunks": int(run.split()[-1]),
+            "questions": len(times),
+            "median_s": round(statistics.median(times), 3),
+            "min_s": round(min(times), 3),
+            "max_s": round(max(times), 3),
+            "x_cold_4": round(statistics.median(times) / cold_median, 3),
+        }
+        for run, times in seconds.items()
+    ]
+    result = {
+        "benchmark": "known_chunks",
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        "threads": os.environ.get("SCOPEGUARD_N_THREADS", "all"),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "detector": "default",
+        "chunk_words": WORDS,
+        "documents": sorted(ids),
+        "bar": {"known_4_median_s": 0.7, "known_4_x_cold": 0.08},
+        "seconds": seconds,
+    }
+    report(rows, result, args.out)
+
+
+if __name__ == "__main__":
+    main()
