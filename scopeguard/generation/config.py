@@ -250,11 +250,12 @@ _OLD_SWITCHES: dict[str, tuple[str, bool]] = {
     "other_thing": ("other_thing_screen", False),
     "odd_details": ("odd_details_screen", False),
     "about_subject": ("about_subject_screen", False),
-    "answered": ("answered_screen", False),  # no such field: added after the tuple
     "recover": ("recover_fallback", True),
     "question": ("question_fallback", True),
     "judge": ("judge_followup", True),
 }
+# screens added after the tuple: a run saved before the tuple ran without them
+_AFTER_THE_TUPLE = ("answered",)
 #: the boolean fields of run folders saved before #59 whose "on" is now the only behaviour (their
 #: "off", the generator of before one of #39's changes, was deleted): a run saved with one off, or
 #: before it existed, cannot be resumed
@@ -303,6 +304,8 @@ def upgrade_settings(saved: dict[str, Any]) -> dict[str, Any]:
     old = {*RETIRED_SETTINGS, *(field for field, _ in _OLD_SWITCHES.values())}
     return {
         **{k: v for k, v in saved.items() if k not in old},
-        "screens": [s for s in DEFAULT_SCREENS if s in on or s not in _OLD_SWITCHES],
+        "screens": [
+            s for s in DEFAULT_SCREENS if (s in on or s not in _OLD_SWITCHES) and s not in _AFTER_THE_TUPLE
+        ],
         "fallbacks": [f for f in FALLBACKS if f in on],
     }
