@@ -42,7 +42,7 @@ def _trust(profile: CalibrationProfile, *, generated: bool, joined: int, rephras
             + " scores were moved up by a shift learned on other corpora before "
             "the threshold was chosen; measured on people's questions of six corpora (scopeguard's "
             "study, docs/research/calibration.md), a profile from generated questions alone at a 0.10 "
-            "budget then refused 0-14% of answerable questions with both corrections (0-18% with "
+            "budget then refused 0-16% of answerable questions with both corrections (0-17% with "
             "the shift learned on the other five; 4-42% without either), but "
             "on ELOQ news it caught 0.30 less than the best threshold in hindsight; 50 "
             "questions labelled by people kept it at 8-9% and caught up to 0.90. Label "
