@@ -203,6 +203,13 @@ def generate(
             "or join short passages into longer documents"
         )
     typer.echo(summary.table())
+    if summary.docs_skipped:
+        typer.echo(
+            f"{summary.docs_skipped} of {summary.docs_in_corpus} documents were skipped (empty, or under "
+            f"--min-words {min_words}, the ELOQ paper's length rule): pass a lower --min-words (0 keeps "
+            "every document) to write questions on short passages too",
+            err=True,
+        )
     if eloq_export is not None:
         export_eloq(out, eloq_export)
         typer.echo(f"ELOQ layout written to {eloq_export}")

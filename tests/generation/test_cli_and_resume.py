@@ -49,6 +49,8 @@ def test_cli_generate_prints_a_summary_resumes_and_exports(tmp_path: Path) -> No
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "2 done (2 this run, 0 resumed), 1 skipped" in result.output
+    # the skipped one is named with the rule that skipped it and the way to keep it
+    assert "1 of 3 documents were skipped (empty, or under --min-words 150" in result.output
     assert "8 out-of-scope kept, 2 filtered, 6 in-scope" in result.output
     assert "2 of 2 done documents have both kinds (0 without an out-of-scope question" in result.output
     assert len(import_eloq(tmp_path / "eloq").questions) == 14
