@@ -196,18 +196,18 @@ def generate(
         progress=None if progress else False,
     )
     summary = generator.run(corpus, out, length_rule=rule, max_docs=max_docs)
+    why = f"(empty, or under --min-words {min_words}"
+    keep = "pass a lower --min-words (0 keeps every document)"
     if summary.docs_in_corpus and summary.docs_skipped == summary.docs_in_corpus:
         raise ConfigurationError(
-            f"all {summary.docs_in_corpus} documents were skipped (empty, or under --min-words "
-            f"{min_words}): nothing was generated; pass a lower --min-words (0 keeps every document) "
+            f"all {summary.docs_in_corpus} documents were skipped {why}): nothing was generated; {keep} "
             "or join short passages into longer documents"
         )
     typer.echo(summary.table())
     if summary.docs_skipped:
         typer.echo(
-            f"{summary.docs_skipped} of {summary.docs_in_corpus} documents were skipped (empty, or under "
-            f"--min-words {min_words}, the ELOQ paper's length rule): pass a lower --min-words (0 keeps "
-            "every document) to write questions on short passages too",
+            f"{summary.docs_skipped} of {summary.docs_in_corpus} documents were skipped {why}, the ELOQ "
+            f"paper's length rule): {keep} to write questions on short passages too",
             err=True,
         )
     if eloq_export is not None:
