@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import uuid
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,11 +31,13 @@ __all__ = [
     "atomic_open",
     "atomic_write_json",
     "atomic_write_jsonl",
+    "atomic_write_sealed",
     "atomic_write_text",
     "jsonl_writer",
     "load_dataset",
     "read_jsonl",
     "save_dataset",
+    "unseal",
 ]
 
 DOCUMENTS_FILE = "documents.jsonl"
@@ -156,6 +160,40 @@ def atomic_open(path: str | os.PathLike[str], mode: Literal["w", "wb"] = "w") ->
         os.replace(tmp, p)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+#: a sealed file starts with this, then the payload's length and CRC-32 (:func:`atomic_write_sealed`)
+_SEAL = struct.Struct("<8sQI")
+_SEAL_MAGIC = b"SGSEAL1\n"
+
+
+def atomic_write_sealed(path: str | os.PathLike[str], payload: bytes) -> None:
+    """Write ``payload`` to ``path`` atomically (see :func:`atomic_open`) behind a seal (a magic,
+    its length and its CRC-32), so that :func:`unseal` tells a file damaged since (a flipped bit, a
+    cut copy) from a good one. For binary caches whose bytes no parser checks (a model's kept
+    state, a feature vector): loaded damaged, they would give a wrong answer, not an error."""
+    with atomic_open(path, "wb") as fh:
+        fh.write(_SEAL.pack(_SEAL_MAGIC, len(payload), zlib.crc32(payload)))
+        fh.write(payload)
+
+
+def unseal(blob: bytes) -> bytes:
+    """The payload of a file written by :func:`atomic_write_sealed`; a ``ValueError`` naming what
+    is wrong when it was damaged since. A file without the seal (written before there was one) is
+    returned as it is, for its own format's checks."""
+    if not blob.startswith(_SEAL_MAGIC):
+        return blob
+    if len(blob) < _SEAL.size:
+        raise ValueError("the file is cut short inside its seal")
+    _, length, crc = _SEAL.unpack_from(blob)
+    payload = blob[_SEAL.size :]
+    if len(payload) != length:
+        raise ValueError(
+            f"the file holds {len(payload)} bytes after its seal, not {length}: cut short or grown"
+        )
+    if zlib.crc32(payload) != crc:
+        raise ValueError("the file's checksum does not match its bytes: damaged since it was written")
+    return payload
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

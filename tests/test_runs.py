@@ -1,4 +1,5 @@
-"""The one run-folder mechanism: config check on resume, torn-line repair, atomic writes, cache dir."""
+"""The one run-folder mechanism: config check on resume, torn-line repair, atomic writes, sealed
+binary caches, cache dir."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from scopeguard._paths import cache_dir
-from scopeguard.data import atomic_open, atomic_write_text
+from scopeguard.data import atomic_open, atomic_write_sealed, atomic_write_text, unseal
 from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.runs import JsonlLog, RunFolder, repair_torn_tail
 
@@ -98,6 +99,30 @@ def test_atomic_open_keeps_the_old_file_when_the_block_fails(tmp_path: Path) -> 
         fh.write("half")
         raise RuntimeError("killed")
     assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_a_sealed_file_reads_back_and_a_damaged_one_says_how(tmp_path: Path) -> None:
+    path = tmp_path / "state.bin"
+    payload = bytes(range(256)) * 40
+    atomic_write_sealed(path, payload)
+    assert unseal(path.read_bytes()) == payload
+    _flip(path, len(path.read_bytes()) - 100)  # one bit of the payload
+    with pytest.raises(ValueError, match="checksum does not match"):
+        unseal(path.read_bytes())
+    atomic_write_sealed(path, payload)
+    path.write_bytes(path.read_bytes()[:-10])  # a cut copy
+    with pytest.raises(ValueError, match="not 10240: cut short"):
+        unseal(path.read_bytes())
+    with pytest.raises(ValueError, match="cut short inside its seal"):
+        unseal(path.read_bytes()[:12])
+    # written before the seal: handed back whole, for its own format to check
+    assert unseal(b"\x93NUMPY old file") == b"\x93NUMPY old file"
 
 
 def test_cache_dir_reads_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

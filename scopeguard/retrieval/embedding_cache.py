@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import uuid
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,8 +59,13 @@ class EmbeddingCache:
                 try:
                     with np.load(shard, allow_pickle=False) as data:
                         keys, vecs = data["keys"], data["vectors"]
-                except (OSError, ValueError, KeyError) as exc:  # corrupt shard: ignore, it is re-encoded
+                except OSError as exc:  # unreadable now (permissions, a disk error): its texts re-encoded
                     logger.warning("ignoring unreadable embedding cache shard %s: %s", shard, exc)
+                    continue
+                except (ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+                    # torn or damaged since it was written (its members carry a CRC-32): removed
+                    logger.warning("removed the damaged embedding cache shard %s: %s", shard, exc)
+                    shard.unlink(missing_ok=True)
                     continue
                 for key, vec in zip(keys.tolist(), vecs, strict=True):
                     self._vectors[str(key)] = vec.astype(np.float32, copy=False)

@@ -104,6 +104,20 @@ def test_cache_shards_survive_reload_and_ignore_corrupt_files(tmp_path: Path) ->
     assert EmbeddingCache("other/model", tmp_path).get(keys) == [None, None]
 
 
+def test_a_shard_damaged_since_it_was_written_is_removed_not_raised(tmp_path: Path) -> None:
+    cache = EmbeddingCache("some/model", tmp_path)
+    cache.put([text_key("a")], np.array([[1.0, 0.0]]))
+    cache.put([text_key("b")], np.array([[0.0, 2.0]]))
+    first, second = sorted(cache.directory.glob("shard-*.npz"), key=lambda p: p.stat().st_mtime_ns)
+    data = bytearray(second.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a member: its CRC-32 no longer matches (zipfile.BadZipFile)
+    second.write_bytes(bytes(data))
+    got = EmbeddingCache("some/model", tmp_path).get([text_key("a"), text_key("b")])
+    assert got[0] is not None and got[0].tolist() == [1.0, 0.0]
+    assert got[1] is None  # encoded again by the caller
+    assert first.exists() and not second.exists()
+
+
 def test_cache_dir_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SCOPEGUARD_CACHE", str(tmp_path))
     assert EmbeddingCache("m").directory.parent == tmp_path / "embeddings"

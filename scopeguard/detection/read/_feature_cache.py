@@ -5,6 +5,7 @@ lookup that builds them."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from scopeguard._paths import cache_dir
-from scopeguard.data import atomic_open, atomic_write_text
+from scopeguard.data import atomic_write_sealed, atomic_write_text, unseal
 
 __all__ = ["FeatureCache", "stable_hash"]
 
@@ -25,7 +26,8 @@ def stable_hash(*parts: Any) -> str:
 
 
 class FeatureCache:
-    """Float32 vectors on disk, one ``.npy`` per key, under a namespace derived from ``identity``."""
+    """Float32 vectors on disk, one ``.npy`` per key (sealed with its checksum, see
+    :func:`~scopeguard.data.atomic_write_sealed`), under a namespace derived from ``identity``."""
 
     def __init__(self, identity: dict[str, Any], *, root: str | os.PathLike[str] | None = None) -> None:
         self.identity = identity
@@ -40,9 +42,12 @@ class FeatureCache:
         if not path.is_file():
             return None
         try:
-            return np.asarray(np.load(path, allow_pickle=False), dtype=np.float32)
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)  # a torn or foreign file: recompute
+            payload = unseal(path.read_bytes())
+            return np.asarray(np.load(io.BytesIO(payload), allow_pickle=False), dtype=np.float32)
+        except OSError:  # unreadable now (permissions, a disk error): recompute, keep the file
+            return None
+        except (ValueError, EOFError):  # torn, damaged since written, or foreign: recompute
+            path.unlink(missing_ok=True)
             return None
 
     def put(self, key: str, vector: np.ndarray) -> None:
@@ -50,5 +55,6 @@ class FeatureCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not (self.directory / "identity.json").is_file():
             atomic_write_text(self.directory / "identity.json", json.dumps(self.identity, indent=2))
-        with atomic_open(path, "wb") as fh:
-            np.save(fh, np.asarray(vector, dtype=np.float32), allow_pickle=False)
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(vector, dtype=np.float32), allow_pickle=False)
+        atomic_write_sealed(path, buffer.getvalue())  # checked on get: a damaged vector is read again

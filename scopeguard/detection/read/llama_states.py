@@ -5,7 +5,9 @@ A :class:`KeptStates` holds the sequence state llama.cpp returns after each rece
 recently used first out), and writes the states of primed prefixes (the instruction, a pre-read
 document) to a folder where the next process finds them. :class:`~scopeguard.detection.read.llamacpp.
 LlamaCppVerdicts` restores the kept state sharing the longest prefix with a new prompt and decodes
-only the rest. A state llama.cpp refuses (another build) is dropped, and its file removed.
+only the rest. A state llama.cpp refuses (another build) is dropped, and its file removed; so is
+a file whose bytes no longer match the checksum it was written with (a flipped bit, a cut copy),
+which llama.cpp would restore and read wrong verdicts from.
 
 The folder has a disk budget (``disk_limit_bytes``): after each write, the states used least
 recently (a state's file is touched when it is loaded) are removed until the folder fits; the one
@@ -35,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from scopeguard.data import atomic_open
+from scopeguard.data import atomic_write_sealed, unseal
 from scopeguard.errors import ConfigurationError
 
 __all__ = [
@@ -333,9 +335,13 @@ class KeptStates:
     def load(self, key: tuple[int, ...], file: Path) -> bool:
         """Bring the state saved in ``file`` into memory as ``key``; ``False`` if it cannot be read."""
         try:
-            saved = file.read_bytes()
+            saved = unseal(file.read_bytes())
         except OSError as exc:
             logger.warning("could not read the saved state %s: %s", file, exc)
+            return False
+        except ValueError as exc:  # loaded, it would give wrong verdicts, not an error
+            logger.warning("removed the saved state %s (%s); reading its prompt afresh", file, exc)
+            file.unlink(missing_ok=True)
             return False
         self.keep(key, saved)
         self._files[key] = file
@@ -344,14 +350,14 @@ class KeptStates:
         return True
 
     def write(self, key: tuple[int, ...], file: Path) -> None:
-        """Write the kept state ``key`` to ``file`` (atomically); a read-only folder only costs the
-        next process a read."""
+        """Write the kept state ``key`` to ``file`` (atomically, sealed with its checksum: a state
+        damaged on disk since is removed by :meth:`load`, not restored); a read-only folder only
+        costs the next process a read."""
         data = self._states.get(key)
         if data is None:
             return
         try:
-            with atomic_open(file, "wb") as fh:
-                fh.write(data)
+            atomic_write_sealed(file, data)
         except OSError as exc:
             logger.warning("could not keep the prompt's state in %s: %s", file, exc)
             return

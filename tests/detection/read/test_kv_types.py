@@ -73,10 +73,10 @@ def test_a_folder_is_summarised_by_kv_type_with_its_bytes_per_token(tmp_path: Pa
             assert file is not None
             kept.write(key, file)
     (tmp_path / "m-0123abcd.state").write_bytes(bytes(7))  # named before the type joined the name
-    summary = saved_states_summary(tmp_path)
-    assert (summary.files, summary.bytes) == states_on_disk(tmp_path) == (5, 2800 + 1500 + 7)
-    assert summary.kv_types == {"?": (1, 7, 0), "f16": (2, 2800, 100), "q8_0": (2, 1500, 100)}
-    assert summary.bytes_per_token("q8_0") == 15.0 and summary.bytes_per_token("f16") == 28.0
+    summary = saved_states_summary(tmp_path)  # bytes on disk: each state behind a 20-byte seal
+    assert (summary.files, summary.bytes) == states_on_disk(tmp_path) == (5, 2840 + 1540 + 7)
+    assert summary.kv_types == {"?": (1, 7, 0), "f16": (2, 2840, 100), "q8_0": (2, 1540, 100)}
+    assert summary.bytes_per_token("q8_0") == 15.4 and summary.bytes_per_token("f16") == 28.4
     assert summary.bytes_per_token("?") is None and summary.bytes_per_token("bf16") is None
     assert saved_states_summary(tmp_path / "missing") == SavedStatesSummary()
 
