@@ -10,7 +10,11 @@ This replays rules on them:
   generated out-of-scope score (logits): on a corpus whose generated out-of-scope questions sit far
   above its in-scope ones the shift is cut short;
 - ``cap LOO``: ``F`` chosen on the other sets (the lowest worst shortfall among those whose worst
-  false refusals stay <= 0.15), as a user's corpus would get it.
+  false refusals stay <= 0.15), as a user's corpus would get it;
+- ``LOO median`` (``mean``, ``q60``, ``q67``, ``q75``, ``max``): the shift for a set is that statistic of
+  the other sets' gaps (the study's ``shifts_logit_extra`` of the rephrasing: how far the human in-scope
+  questions' budget threshold sits above the rephrased ones'), as a user's corpus would get it;
+  ``GENERATED_SHIFT`` is the median of all six.
 
     python benchmarks/studies/calibration_rules.py benchmarks/studies/results/calibration_study_12docs.json
 
@@ -98,6 +102,19 @@ def main() -> None:
 
         chosen[n] = min(grid, key=worst)
     rules["cap LOO"] = lambda n: capped(chosen[n])(n)
+    gaps: dict[str, float] = study["shifts_logit_extra"][args.rephrased]
+    statistics: dict[str, Callable[[list[float]], float]] = {
+        "median": lambda g: float(np.median(g)),
+        "mean": lambda g: float(np.mean(g)),
+        **{f"q{round(100 * q)}": (lambda g, q=q: float(np.quantile(g, q))) for q in (0.6, 2 / 3, 0.75)},
+        "max": lambda g: float(np.max(g)),
+    }
+    for label, stat in statistics.items():
+
+        def learned(n: str, stat: Callable[[list[float]], float] = stat) -> float:
+            return expit(base(n) + stat([gaps[m] for m in names if m != n]))
+
+        rules[f"LOO {label}"] = learned
 
     rows = {label: {n: measure(rule, n) for n in names} for label, rule in rules.items()}
     cell = "{false_refusals:.2f}/{caught:.2f} ({short_of_hindsight:+.2f})"
