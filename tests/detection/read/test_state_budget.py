@@ -70,8 +70,8 @@ def test_kept_states_write_within_the_budget_and_a_load_keeps_a_state_longer(tmp
 def test_a_state_damaged_on_disk_is_removed_and_read_afresh_not_restored(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # restored, a state with a flipped bit gives another verdict with no error (measured with the
-    # packaged 1.5B: P(out of scope) 0.107 -> 0.101 for 16 flipped bytes, 0.389 for 39 values)
+    # restored, a damaged state gives another verdict with no error (benchmarks/damaged_states.py
+    # --unsealed, the packaged 1.5B: P(out of scope) 0.071 -> 0.435 with 39 values overwritten)
     folder = tmp_path / "states"
     folder.mkdir()
 
