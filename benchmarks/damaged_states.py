@@ -94,14 +94,14 @@ def main() -> None:
     mode = "unsealed" if args.unsealed else "sealed"
 
     def check(step: str) -> dict[str, Any]:
-        out = subprocess.run(
+        stdout = subprocess.run(
             [sys.executable, "-c", CHILD, text, step, mode, QUESTION],
             env=env,
             capture_output=True,
             text=True,
             check=True,
         ).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        return json.loads(stdout.strip().splitlines()[-1])
 
     fresh = check("preread")["score"]
     states = sorted((cache / "llama-states").glob("*.state"), key=lambda p: p.stat().st_size)

@@ -78,9 +78,6 @@ def main() -> None:
         raise SystemExit("llama.cpp could not make a context with 8 sequences")
     memory = llama_cpp.llama_get_memory(ctx)
 
-    def tokens(text: str) -> list[int]:
-        return scorer._tokens(text)
-
     own = llm._ctx.ctx  # the reader's own context (one sequence), as a check decodes today
     own_memory = llama_cpp.llama_get_memory(own)
 
@@ -105,7 +102,8 @@ def main() -> None:
         if not closing:
             text = text.replace(CLOSING, "")
         head = scorer.render(verdict_messages("\x00", chunk)).split("\x00", 1)[0]
-        full, pre = tokens(text), tokens(head)[:-1]  # the prefix's last token may merge: left to the suffix
+        # the prefix's last token may merge with the question: left to the suffix
+        full, pre = scorer._tokens(text), scorer._tokens(head)[:-1]
         assert full[: len(pre)] == pre
         return pre, full[len(pre) :]
 
@@ -118,12 +116,6 @@ def main() -> None:
                 suffix_tokens.setdefault((closing, k), []).append(
                     round(statistics.mean(len(s) for _, s in split))
                 )
-
-                def fill() -> None:
-                    llama_cpp.llama_memory_clear(memory, True)
-                    for seq, (pre, _) in enumerate(split):  # noqa: B023
-                        decode([(seq, 0, pre)])
-
                 spent = 0.0
                 for pre, suffix in split:  # as a check reads: the chunk's state alone in the context
                     llama_cpp.llama_memory_clear(own_memory, True)
@@ -132,7 +124,9 @@ def main() -> None:
                     decode([(0, len(pre), suffix)], own)
                     spent += time.perf_counter() - start
                 seconds.setdefault((closing, k, "one at a time"), []).append(spent)
-                fill()
+                llama_cpp.llama_memory_clear(memory, True)  # every chunk in its own sequence
+                for seq, (pre, _) in enumerate(split):
+                    decode([(seq, 0, pre)])
                 start = time.perf_counter()
                 decode([(seq, len(pre), suffix) for seq, (pre, suffix) in enumerate(split)])
                 seconds.setdefault((closing, k, "one batch"), []).append(time.perf_counter() - start)
