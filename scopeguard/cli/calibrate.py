@@ -84,7 +84,8 @@ def calibrate_command(
         config_default(CalibrationConfig, "generated_shift"),
         "--generated-shift",
         help="Logits added to generated in-scope questions' scores before the threshold is chosen: "
-        "they are easier than people's (0: none; labelled questions are read as they are).",
+        "they are easier than people's (0: none, for questions generated from the documents too, such as "
+        "a synthetic test set; labelled questions are read as they are).",
     ),
     rephrase: bool = typer.Option(
         config_default(CalibrationConfig, "rephrase"),
