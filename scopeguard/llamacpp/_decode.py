@@ -4,18 +4,50 @@
 their own history (shared prefixes, saved states) and want one row, or a row per token for a
 question's fluency. :func:`decode` reads ``ids`` after ``n_past`` tokens already in the context,
 in pieces of the context's batch size; :func:`logits_row` copies one row of logits out.
+
+A Ctrl-C (SIGINT) during a decode is held until the decode returns (:func:`interrupts_held`): the
+context's eval callback (the hidden-state tap, :mod:`._layers`) is Python code that llama.cpp calls
+for every graph node, so Python's handler would raise ``KeyboardInterrupt`` inside it, where ctypes
+prints the traceback and swallows it. The check then went on, the tap missed its tensor, and the
+guard failed closed with a wrong reason ("computed no tensor for layers [21]") instead of stopping.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from scopeguard.errors import LLMError
 
-__all__ = ["decode", "logits_row"]
+__all__ = ["decode", "interrupts_held", "logits_row"]
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold SIGINT while the block runs and deliver it to the process's own handler after (so
+    ``KeyboardInterrupt`` is raised here, not inside a ctypes callback that would swallow it). Only
+    on the main thread (where Python runs signal handlers) and only when the handler is Python code;
+    an ignored or default (process-ending) SIGINT is left as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        yield
+        return
+    held: list[Any] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        if held:
+            handler(signal.SIGINT, held[0])
 
 
 def decode(llm: Any, ids: Sequence[int], n_past: int, *, all_logits: bool = False) -> int:
@@ -25,13 +57,14 @@ def decode(llm: Any, ids: Sequence[int], n_past: int, *, all_logits: bool = Fals
     if all_logits and len(ids) > step:
         raise LLMError(f"{len(ids)} tokens with logits at every position exceed the batch ({step})")
     last = 0
-    for start in range(0, len(ids), step):
-        piece = list(ids[start : start + step])
-        batch = llm._batch
-        batch.reset()
-        batch.set_batch(piece, n_past + start, all_logits)
-        llm._ctx.decode(batch)
-        last = len(piece) - 1
+    with interrupts_held():
+        for start in range(0, len(ids), step):
+            piece = list(ids[start : start + step])
+            batch = llm._batch
+            batch.reset()
+            batch.set_batch(piece, n_past + start, all_logits)
+            llm._ctx.decode(batch)
+            last = len(piece) - 1
     return last
 
 

@@ -41,3 +41,56 @@ def test_a_thread_limit_holds_for_prompt_decoding_too(smollm2: Path) -> None:
         assert (llm.context_params.n_threads, llm.context_params.n_threads_batch) == (1, 1)
     finally:
         llm.close()
+
+
+def test_a_ctrl_c_during_a_decode_is_raised_after_it_not_swallowed_by_the_eval_callback(
+    smollm2: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp calls a context's eval callback (the hidden-state tap) for every graph node; a
+    SIGINT arriving then makes Python raise KeyboardInterrupt inside the callback, where ctypes
+    prints and drops it. decode holds the signal and raises it once the decode has returned."""
+    import os
+    import signal
+    import sys
+
+    import llama_cpp
+
+    if not callable(signal.getsignal(signal.SIGINT)):
+        pytest.skip("SIGINT has no Python handler in this process")
+    nodes: list[int] = []
+    sent: list[int] = []
+
+    def on_node(tensor: int, ask: bool, user_data: object) -> bool:
+        if not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)  # Python's handler runs while this callback does
+        nodes.append(1)
+        return False
+
+    callback = llama_cpp.ggml_backend_sched_eval_callback(on_node)
+    dropped: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: dropped.append(u.exc_value))
+    llm = load_llama(smollm2, purpose="test", n_ctx=128, n_threads=1, eval_callback=callback)
+    try:
+        ids = list(llm.tokenize(b"The ferry leaves the harbour at nine every morning.", add_bos=False))
+        # unheld, as before: the interrupt is dropped inside the callback and the read goes on
+        batch = llm._batch
+        batch.reset()
+        batch.set_batch(ids, 0, False)
+        llm._ctx.decode(batch)
+        assert [type(e) for e in dropped] == [KeyboardInterrupt]
+        # held: the decode runs to its end, then the interrupt is raised to the caller
+        nodes.clear()
+        sent.clear()
+        llm._ctx.kv_cache_clear()
+        with pytest.raises(KeyboardInterrupt):
+            decode(llm, ids, 0)
+        assert len(nodes) > 1 and len(dropped) == 1
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        # and the context reads on as if nothing happened
+        interrupted = logits_row(llm, len(ids) - 1)
+        llm._ctx.kv_cache_clear()
+        sent.append(1)  # no more signals
+        np.testing.assert_allclose(logits_row(llm, decode(llm, ids, 0)), interrupted, atol=1e-4)
+    finally:
+        llm.close()

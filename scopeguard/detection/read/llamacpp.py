@@ -297,7 +297,7 @@ class LlamaCppVerdicts:
             if shared < len(ids):
                 self._adapter(bare is None or bare < len(ids))
                 row = decode(self._llm, ids[shared:], shared)
-        except Exception:
+        except BaseException:  # a Ctrl-C too: the context may hold part of a restore or a decode
             self._past = []
             raise
         self._past = list(ids)
@@ -326,6 +326,10 @@ class LlamaCppVerdicts:
                 if self._tap is not None:
                     self._tap.abort()
                 raise LLMError(f"llama.cpp failed to read the verdict prompt: {exc}") from None
+            except BaseException:  # a Ctrl-C, held until the decode returned (llamacpp._decode)
+                if self._tap is not None:
+                    self._tap.abort()
+                raise
             if self._tap is not None:
                 hidden = self._tap.stop()  # a ModelError if the graph had no such layer
             self._kept.capture(ctx.ctx, ids)
@@ -373,6 +377,9 @@ class LlamaCppVerdicts:
             except Exception as exc:
                 self._tap.abort()
                 raise LLMError(f"llama.cpp failed to read the probe input: {exc}") from None
+            except BaseException:
+                self._tap.abort()
+                raise
             return np.asarray(self._tap.stop(), dtype=np.float32)
 
     # -- the shared instruction -----------------------------------------------------------------
