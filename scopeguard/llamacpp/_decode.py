@@ -33,21 +33,24 @@ def interrupts_held() -> Iterator[None]:
     ``KeyboardInterrupt`` is raised here, not inside a ctypes callback that would swallow it). Only
     on the main thread (where Python runs signal handlers) and only when the handler is Python code;
     an ignored or default (process-ending) SIGINT is left as it is."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     handler = signal.getsignal(signal.SIGINT)
-    if not callable(handler):
+    main = threading.current_thread() is threading.main_thread()
+    deliver = handler if main and callable(handler) else None
+    held: list[Any] = []
+    if deliver is not None:
+        try:
+            signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+        except ValueError:  # not the main interpreter (a sub-interpreter's main thread)
+            deliver = None
+    if deliver is None:
         yield
         return
-    held: list[Any] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGINT, deliver)
         if held:
-            handler(signal.SIGINT, held[0])
+            deliver(signal.SIGINT, held[0])
 
 
 def decode(llm: Any, ids: Sequence[int], n_past: int, *, all_logits: bool = False) -> int:

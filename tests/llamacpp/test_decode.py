@@ -94,3 +94,30 @@ def test_a_ctrl_c_during_a_decode_is_raised_after_it_not_swallowed_by_the_eval_c
         np.testing.assert_allclose(logits_row(llm, decode(llm, ids, 0)), interrupted, atol=1e-4)
     finally:
         llm.close()
+
+
+def test_holding_interrupts_leaves_other_threads_and_an_ignored_sigint_alone() -> None:
+    import signal
+    import threading
+
+    from scopeguard.llamacpp._decode import interrupts_held
+
+    failed: list[BaseException] = []
+
+    def in_a_thread() -> None:
+        try:
+            with interrupts_held():  # signal.signal would raise off the main thread
+                pass
+        except BaseException as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=in_a_thread)
+    worker.start()
+    worker.join()
+    assert failed == []
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts_held():
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
