@@ -36,6 +36,7 @@ from typing import Any
 
 from scopeguard._optional import require
 from scopeguard.errors import ConfigurationError, ModelError
+from scopeguard.llamacpp._decode import interrupts_held
 
 __all__ = [
     "check_adapter",
@@ -280,7 +281,14 @@ def construct(
     # limit given for generation holds for prompts too, or a guard "on 1 thread" reads on all of them
     if params.get("n_threads") is not None:
         params.setdefault("n_threads_batch", params["n_threads"])
-    with _CONSTRUCT_LOCK, _extra_buffers_set(lib, extra_buffers), _eval_callback_set(lib, eval_callback):
+    # interrupts held: llama.cpp logs the load through a Python callback, where a Ctrl-C would be
+    # raised and dropped by ctypes (llamacpp._decode.interrupts_held)
+    with (
+        _CONSTRUCT_LOCK,
+        interrupts_held(),
+        _extra_buffers_set(lib, extra_buffers),
+        _eval_callback_set(lib, eval_callback),
+    ):
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 llm = lib.Llama(model_path=str(path), **params)

@@ -270,3 +270,44 @@ def test_the_real_canary_decides_for_this_cpu_and_the_process_reads_with_it(
     clear_model_cache()
     reply = LlamaCppChatModel(copy, n_ctx=512, n_threads=1).complete("Name a colour.", max_tokens=4)
     assert reply.completion_tokens > 0 and reply.texts[0].strip()
+
+
+def test_a_ctrl_c_during_a_load_is_raised_after_it_not_dropped_in_a_log_callback(
+    smollm2: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp logs a load through a Python callback; a SIGINT then makes Python raise
+    KeyboardInterrupt inside it, where ctypes drops it. The loader holds the signal and raises it
+    once the load has returned. Here the callback is libc's qsort calling back into Python."""
+    import ctypes
+    import os
+    import signal
+
+    import llama_cpp
+
+    from scopeguard.llamacpp._loader import construct
+
+    if not callable(signal.getsignal(signal.SIGINT)):
+        pytest.skip("SIGINT has no Python handler in this process")
+    libc = ctypes.CDLL(None)
+    compare = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    sent: list[int] = []
+
+    def on_compare(a: int, b: int) -> int:
+        if not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)  # Python's handler runs while this callback does
+        return 0
+
+    callback = compare(on_compare)
+    real = llama_cpp.Llama
+
+    def llama_calling_back(*args: Any, **kwargs: Any) -> Any:
+        values = (ctypes.c_int * 8)(*range(8))
+        libc.qsort(values, 8, ctypes.sizeof(ctypes.c_int), callback)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(llama_cpp, "Llama", llama_calling_back)
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: None)
+    with pytest.raises(KeyboardInterrupt):
+        construct(smollm2, extra_buffers=False, n_ctx=64, n_threads=1)
+    assert sent and signal.getsignal(signal.SIGINT) is signal.default_int_handler
