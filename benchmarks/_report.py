@@ -1,5 +1,5 @@
 """Shared output of the benchmark scripts: a plain table on stdout and a JSON file of the figures,
-the CPU's model name, and a share's 95% interval."""
+the CPU's model name, and a share's 95% interval; and the known-chunk benchmarks' chunks."""
 
 from __future__ import annotations
 
@@ -67,3 +67,12 @@ def earlier_rows(path: Path, here: set[str], key: str = "run") -> tuple[list[dic
         return [], {}
     earlier = json.loads(path.read_text(encoding="utf-8"))
     return [row for row in earlier["rows"] if row[key] not in here], earlier
+
+
+def eloq_windows(data: Path, words: int = 250, n: int = 8) -> list[tuple[str, str]]:
+    """``(doc_id, its first words)`` of the first ``n`` documents of ``data`` (the shared ELOQ dev
+    set) with at least ``words`` words: the retrieved chunks of the known-chunk benchmarks."""
+    docs = [json.loads(line) for line in (data / "documents.jsonl").open(encoding="utf-8")]
+    return [
+        (d["doc_id"], " ".join(d["text"].split()[:words])) for d in docs if len(d["text"].split()) >= words
+    ][:n]

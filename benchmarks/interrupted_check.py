@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import cpu_model
+from _report import cpu_model, eloq_windows
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "eloq-gold-dev"
@@ -44,16 +44,11 @@ QUESTIONS = (
 )
 
 
-def chunks() -> list[str]:
-    docs = [json.loads(line) for line in (DATA / "documents.jsonl").open(encoding="utf-8")]
-    return [" ".join(d["text"].split()[:250]) for d in docs if len(d["text"].split()) >= 250][:4]
-
-
 def child(mode: str, delays: list[float]) -> dict[str, Any]:
     from scopeguard import Guard
 
     guard = Guard(detector="default")
-    texts = chunks()
+    texts = [text for _, text in eloq_windows(DATA, n=4)]
     guard.check("What is this about?", texts)  # loads the reader and pre-reads the chunks
     out: dict[str, Any] = {"interrupts": [], "after": {}}
     asked = QUESTIONS[: len(delays)]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import cpu_model, report
+from _report import cpu_model, eloq_windows, report
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "eloq-gold-dev"
@@ -58,12 +58,11 @@ def main() -> None:
     from scopeguard import Guard
     from scopeguard.types import Document
 
-    docs = [json.loads(line) for line in (DATA / "documents.jsonl").open(encoding="utf-8")]
-    docs = [d for d in docs if len(d["text"].split()) >= WORDS][:8]
-    if len(docs) < 8:
+    windows = eloq_windows(DATA, WORDS)
+    if len(windows) < 8:
         raise SystemExit(f"needs 8 documents of at least {WORDS} words in {DATA}")
-    chunks = [Document(text=" ".join(d["text"].split()[:WORDS]), id=d["doc_id"]) for d in docs]
-    ids = {d["doc_id"] for d in docs}
+    chunks = [Document(text=text, id=doc_id) for doc_id, text in windows]
+    ids = {doc_id for doc_id, _ in windows}
     questions = [json.loads(line) for line in (DATA / "questions.jsonl").open(encoding="utf-8")]
     asked = [q["question"] for q in questions if q["doc_id"] in ids]
     need = 3 * args.questions + args.cold

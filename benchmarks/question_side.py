@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import cpu_model, report
+from _report import cpu_model, eloq_windows, report
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "eloq-gold-dev"
@@ -59,10 +59,9 @@ def main() -> None:
 
     if CLOSING not in render("answerability_verdict", document="D", question="Q"):
         raise SystemExit("the verdict prompt's closing instruction changed: update CLOSING")
-    docs = [json.loads(line) for line in (DATA / "documents.jsonl").open(encoding="utf-8")]
-    docs = [d for d in docs if len(d["text"].split()) >= WORDS][:8]
-    chunks = [" ".join(d["text"].split()[:WORDS]) for d in docs]
-    ids = {d["doc_id"] for d in docs}
+    windows = eloq_windows(DATA, WORDS)
+    chunks = [text for _, text in windows]
+    ids = {doc_id for doc_id, _ in windows}
     questions = [json.loads(line) for line in (DATA / "questions.jsonl").open(encoding="utf-8")]
     asked = [q["question"] for q in questions if q["doc_id"] in ids][: args.reps]
 

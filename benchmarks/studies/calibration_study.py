@@ -70,6 +70,22 @@ from default_budget import DEFAULT_SETS, SAME_SOURCE, dataset_path, parse_sets, 
 TRAIN = parse_sets(DEFAULT_SETS)
 
 
+def human_questions(name: str, split: dict[str, Any], human_docs: int) -> Any:
+    """The set's human-labelled questions a threshold is judged on: those of the documents generated
+    on and of the held-out pool, up to ``human_docs`` documents (every document of ELOQ dev and of
+    the sets written here)."""
+    from scopeguard.data import Dataset, load_dataset
+
+    human = load_dataset(dataset_path(name))
+    keep = set(split["generated_on"]) | set(split["pool"][: max(0, human_docs - len(split["generated_on"]))])
+    if name in ("eloq-gold-dev", "near-miss", "implied", "policies"):
+        keep = set(human.documents)
+    return Dataset(
+        documents={k: v for k, v in human.documents.items() if k in keep},
+        questions=tuple(q for q in human.questions if q.doc_id in keep),
+    )
+
+
 def logit(p: np.ndarray | float) -> Any:
     q = np.clip(np.asarray(p, dtype=np.float64), 1e-6, 1 - 1e-6)
     return np.log(q / (1 - q))
@@ -177,17 +193,7 @@ def main() -> None:
             continue
         split = json.loads((args.splits / name / "split.json").read_text())
         head = head_without(name)
-        human = load_dataset(dataset_path(name))
-        keep = (
-            list(split["generated_on"])
-            + list(split["pool"])[: max(0, args.human_docs - len(split["generated_on"]))]
-        )
-        if name in ("eloq-gold-dev", "near-miss", "implied", "policies"):
-            keep = list(human.documents)
-        human = Dataset(
-            documents={k: v for k, v in human.documents.items() if k in set(keep)},
-            questions=tuple(q for q in human.questions if q.doc_id in set(keep)),
-        )
+        human = human_questions(name, split, args.human_docs)
         generated = load_dataset(gen_dir)
         p_h, y_h = scores(head, human, name)
         p_g, y_g = scores(head, generated, f"{name}-generated")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import statistics
 import sys
@@ -34,9 +33,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import cpu_model, wilson
+from calibration_study import human_questions
 from default_budget import dataset_path
 
-from scopeguard.calibration._choose import GENERATED_SHIFT
+from scopeguard.calibration._choose import GENERATED_SHIFT, shifted
 from scopeguard.detection.profile import budget_threshold
 
 HERE = Path(__file__).resolve().parent
@@ -45,31 +45,20 @@ REVIEW = HERE / "results" / "refusal_review.json"
 LABELS = ("answerable", "not_answerable", "unclear")
 
 
-def logit(p: float) -> float:
-    return math.log(p / (1 - p))
-
-
-def expit(z: float) -> float:
-    return 1 / (1 + math.exp(-z))
-
-
 def thresholds(study: dict[str, Any], name: str, rephrased: str) -> dict[str, float]:
-    """The set's threshold at the shipped shift and at the median of the other sets' gaps."""
-    base = logit(budget_threshold(study["sets"][name]["extra"][rephrased], study["budget"]))
+    """The set's threshold at the shipped shift and at the median of the other sets' gaps, moved
+    as ``calibrate`` moves it."""
+    base = budget_threshold(study["sets"][name]["extra"][rephrased], study["budget"])
     gaps = study["shifts_logit_extra"][rephrased]
     others = statistics.median(g for n, g in gaps.items() if n != name)
-    return {"shipped": expit(base + GENERATED_SHIFT), "left_out": expit(base + others)}
+    return {"shipped": shifted(base, GENERATED_SHIFT), "left_out": shifted(base, others)}
 
 
-def human_questions(study: dict[str, Any], name: str, splits: Path, docs: int) -> list[Any]:
+def scored_questions(study: dict[str, Any], name: str, splits: Path, docs: int) -> list[Any]:
     """The set's human questions in the order the study scored them (by document id), checked
     against the study's labels."""
-    from scopeguard.data import load_dataset
-
     split = json.loads((splits / name / "split.json").read_text())
-    keep = set(list(split["generated_on"]) + list(split["pool"])[: max(0, docs - len(split["generated_on"]))])
-    ds = load_dataset(dataset_path(name))
-    qs = sorted((q for q in ds.questions if q.doc_id in keep), key=lambda q: q.doc_id)
+    qs = sorted(human_questions(name, split, docs).questions, key=lambda q: q.doc_id)
     if [0 if q.label == "in_scope" else 1 for q in qs] != study["sets"][name]["y_h"]:
         raise SystemExit("the questions do not line up with the study's: another --splits or --docs?")
     return qs
@@ -79,7 +68,7 @@ def draw(args: argparse.Namespace) -> None:
     from scopeguard.data import load_dataset
 
     study = json.loads(args.study.read_text())
-    qs = human_questions(study, args.set, args.splits, args.docs)
+    qs = scored_questions(study, args.set, args.splits, args.docs)
     scores = study["sets"][args.set]["p_h"]
     t = thresholds(study, args.set, args.rephrased)
     low = min(t.values())

@@ -322,13 +322,11 @@ class LlamaCppVerdicts:
             try:
                 row = self._read(ids, logits=True, bare=self._split(text, ids))
                 logits = logits_row(llm, row)
-            except Exception as exc:
+            except BaseException as exc:  # a Ctrl-C too, held until the decode returned (llamacpp._decode)
                 if self._tap is not None:
                     self._tap.abort()
-                raise LLMError(f"llama.cpp failed to read the verdict prompt: {exc}") from None
-            except BaseException:  # a Ctrl-C, held until the decode returned (llamacpp._decode)
-                if self._tap is not None:
-                    self._tap.abort()
+                if isinstance(exc, Exception):
+                    raise LLMError(f"llama.cpp failed to read the verdict prompt: {exc}") from None
                 raise
             if self._tap is not None:
                 hidden = self._tap.stop()  # a ModelError if the graph had no such layer
@@ -374,11 +372,10 @@ class LlamaCppVerdicts:
                     self._read(ids[:split], logits=False, keep=0)
                 self._tap.start()
                 self._read(ids, logits=True, keep=split)
-            except Exception as exc:
+            except BaseException as exc:
                 self._tap.abort()
-                raise LLMError(f"llama.cpp failed to read the probe input: {exc}") from None
-            except BaseException:
-                self._tap.abort()
+                if isinstance(exc, Exception):
+                    raise LLMError(f"llama.cpp failed to read the probe input: {exc}") from None
                 raise
             return np.asarray(self._tap.stop(), dtype=np.float32)
 
