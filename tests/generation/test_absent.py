@@ -52,6 +52,13 @@ BOOK = (
         ("Where can I buy the case?", REVIEW + " We picked it up at Gerlach's on the corner.", None),
         ("Where can I buy the case?", REVIEW + " We bought it at the farmer's market.", None),
         ("Where can I buy the case?", REVIEW + " I ordered it from the maker directly.", None),
+        # a shop named in a sentence about buying, whatever its name (no list of shops, #59)
+        ("Where can I buy the case?", REVIEW + " Brindlemart's price was the lowest.", None),
+        ("Where can I buy the case?", REVIEW + " Delivery with Parcelnest took two days.", None),
+        ("Where can I buy the case?", REVIEW + " I purchased it here after reading the reviews.", None),
+        # a name in passing, in no sentence about buying, is no seller
+        ("Where can I buy the case?", REVIEW + " It fits in my bag next to a Starbucks mug.", "store"),
+        ("Where can I buy the case?", REVIEW + " I watch Netflix on the train with it.", "store"),
         ("Who wrote the book?", BOOK, "author"),
         ("Who is the author of The Long Tide?", BOOK, "author"),
         ("What is the name of the writer of the novel?", BOOK, "author"),
