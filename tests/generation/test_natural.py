@@ -16,6 +16,7 @@ from scopeguard.generation.steps._natural import (
     odd_detail,
     two_things,
     unnatural,
+    unwritten_name,
 )
 from scopeguard.generation.steps._offline import example_index
 from scopeguard.generation.steps._screens import unanswered
@@ -368,3 +369,27 @@ def test_an_in_scope_question_whose_answer_its_sentence_lacks_is_screened(
 ) -> None:
     sentence = "Lovely restaurant, praised by the Harbour Gazette, and only 90 calories a drink."
     assert unanswered(question, answer, sentence) == reason
+
+
+@pytest.mark.parametrize(
+    ("question", "name"),
+    [
+        ("How many loaves does the Marsh Lane bakery sell in France?", "France"),  # never written
+        ("What did Rosa Vent pay for the United States franchise?", "United"),
+        ("When did the Marsh Lane bakery open its second shop?", None),  # its names, any case
+        ("What does Rosa Vent's rye bread cost?", None),  # a possessive of a written name
+        ("What does the Marsh Lane bakery charge on Mondays?", None),
+        ("When is the bakery open? Is it open on Sundays?", None),  # a day, a sentence's first word
+        ("Does the Marsh Lane bakery close in August?", None),  # a month
+        ("Who trained Rosa Vent in Lyonnais baking?", "Lyonnais"),
+        ("How much does the rye bread cost in the Lyon shop?", None),
+    ],
+)
+def test_a_question_naming_what_its_document_never_writes_is_found(question: str, name: str | None) -> None:
+    from scopeguard.detection.read.text import content_stem_set
+
+    reason = unwritten_name(question, BAKERY, content_stem_set(BAKERY))
+    assert reason == (None if name is None else f"names what its document never writes ({name})")
+    # a name glued to the word before it is written all the same
+    glued = BAKERY + " For a sweeter loaf I recommendKelso Rye."
+    assert unwritten_name("What does Kelso Rye cost?", glued, content_stem_set(glued)) is None

@@ -252,8 +252,8 @@ def test_a_run_saved_before_the_screens_tuple_resumes_as_it_ran_or_is_refused_in
     # every rule on, as the last such version wrote it: as the defaults run now
     old = {**saved, **dict.fromkeys([*RETIRED_SETTINGS, *OLD_SWITCHES], True)}
     (tmp_path / "run.json").write_text(json.dumps(old))
-    # as the defaults ran then: every screen but "answered", added after the tuple
-    before = tuple(s for s in DEFAULT_SCREENS if s != "answered")
+    # as the defaults ran then: every screen but "answered" and "unwritten_name", added after the tuple
+    before = tuple(s for s in DEFAULT_SCREENS if s not in ("answered", "unwritten_name"))
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match=r"screens: .*'answered'"):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -1095,6 +1095,20 @@ def test_an_unstated_question_asking_when_it_is_available_is_dropped(tmp_path: P
     # switched off (with about_subject), the filter decides and keeps it
     screens = tuple(s for s in DEFAULT_SCREENS if s not in ("odd_details", "about_subject"))
     assert when in _unstated_oos(tmp_path / "off", {2: when}, screens=screens)
+
+
+def test_an_unstated_question_naming_what_the_document_never_writes_is_dropped(tmp_path: Path) -> None:
+    abroad = "How many passengers did the ferry Marlin carry to France?"
+    record = _asked_run(tmp_path, {2: abroad})
+    reasons = {d.question: d.reason for d in record.dropped}
+    assert reasons[abroad] == "not a usable question: names what its document never writes (France)"
+    # a name the document writes, in any case, is its own
+    named = "What did the ferry MARLIN cost the Council of Wrenfield?"
+    assert named in _unstated_oos(tmp_path / "written", {2: named})
+    # switched off (with about_subject: the ferry is not the fake's subject), the filter decides and
+    # keeps it
+    screens = tuple(s for s in DEFAULT_SCREENS if s not in ("unwritten_name", "about_subject"))
+    assert abroad in _unstated_oos(tmp_path / "off", {2: abroad}, screens=screens)
 
 
 def test_a_question_asking_the_publisher_is_no_copy_of_one_asking_when_it_was_published(

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scopeguard.detection.read.text import STOPWORDS, content_stems
+from scopeguard.detection.read.text import STOPWORDS, content_stems, stem
 from scopeguard.prompts import available_templates, template_examples
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "two_things",
     "unmoored",
     "unnatural",
+    "unwritten_name",
 ]
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
@@ -246,6 +248,36 @@ def odd_detail(question: str) -> str | None:
     available", when a place "opens" or its opening hours), or ``None``."""
     if _ODD_DETAIL.search(question):
         return "asks when it is available or open (no detail a reader of the document would ask)"
+    return None
+
+
+# a capitalised word in a question that does not open it or a sentence in it: part of a name
+_NAME_WORD = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'\u2019-]*")
+# English capitalises these without naming anything ("Is it open on Sundays?")
+_CALENDAR = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april may "  # noqa: SIM905
+    "june july august september october november december".split()
+)
+
+
+def unwritten_name(question: str, document: str, stems: AbstractSet[str]) -> str | None:
+    """Why ``question`` names something ``document`` never writes (``stems``: its content stems,
+    and any others counted as its), or ``None``; a word found inside another ("recommendBack To
+    Nature", a review's glued words) is written, and so are days and months. An out-of-scope
+    question about a thing the document names asks what it leaves unsaid; one that brings in a name
+    of its own is the writer's invention: "... in the United States?" of two passages on
+    economics, "... who hid Daily Kos from the French?", "What is Jalen Hurts' current position in
+    the NFL?" (issue #59: of the 206 hand-labelled out-of-scope questions of the four domains, 7
+    named something their document never writes, 6 of them unnatural or answerable)."""
+    lowered = None
+    for found in _NAME_WORD.finditer(question):
+        word = re.sub(r"['\u2019]s?$", "", found.group(0)).lower()
+        calendar = word in _CALENDAR or (word.endswith("s") and word[:-1] in _CALENDAR)
+        if len(word) < 2 or word in STOPWORDS or calendar or stem(word) in stems:
+            continue
+        lowered = document.lower() if lowered is None else lowered
+        if word not in lowered:
+            return f"names what its document never writes ({found.group(0)})"
     return None
 
 

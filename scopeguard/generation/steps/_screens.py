@@ -8,23 +8,25 @@ computed once for it (its subject added once the model names it). :func:`first_r
 configured screens in their order; the keeper (:mod:`._keeper`) drops a candidate with the first
 reason found, as ``"not a usable question: <reason>"``.
 
-=============  ==========  ==================================================================
-screen         kinds       drops
-=============  ==========  ==================================================================
-degenerate     out         a reply that refers to its sentence, is too short or says words twice
-moored         every       one sharing no word with the sentence it was written from (or the
-                           subject: "What is the hotel's address?"), or referring to it
-natural        out         one copying a prompt example, put to the writer ("you"), asking two
-                           questions at once or the name of something named (:func:`unnatural`)
-writer         every       one about the document's writer as "the person"; in scope, one asking
-                           "the name of the person" (a review never names its writer)
-one_thing      unstated    one asking about two things joined by "and" (not a name's "and")
-other_thing    unstated    one about another thing the document names than its subject
-odd_details    unstated    one asking when something "is available" or a place "opens"
-about_subject  unstated    one sharing no word with the subject nor calling anything "it"
-answered       in scope    one whose answer (copied from its sentence by the writer) has a word
-                           the sentence lacks, or none the question lacks (:func:`unanswered`)
-=============  ==========  ==================================================================
+==============  ==========  ==================================================================
+screen          kinds       drops
+==============  ==========  ==================================================================
+degenerate      out         a reply that refers to its sentence, is too short or says words twice
+moored          every       one sharing no word with the sentence it was written from (or the
+                            subject: "What is the hotel's address?"), or referring to it
+natural         out         one copying a prompt example, put to the writer ("you"), asking two
+                            questions at once or the name of something named (:func:`unnatural`)
+unwritten_name  unstated,   one naming something neither its document nor its subject writes
+                followup    ("... in the United States?" of a passage on economics)
+writer          every       one about the document's writer as "the person"; in scope, one asking
+                            "the name of the person" (a review never names its writer)
+one_thing       unstated    one asking about two things joined by "and" (not a name's "and")
+other_thing     unstated    one about another thing the document names than its subject
+odd_details     unstated    one asking when something "is available" or a place "opens"
+about_subject   unstated    one sharing no word with the subject nor calling anything "it"
+answered        in scope    one whose answer (copied from its sentence by the writer) has a word
+                            the sentence lacks, or none the question lacks (:func:`unanswered`)
+==============  ==========  ==================================================================
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from scopeguard.generation.steps._natural import (
     two_things,
     unmoored,
     unnatural,
+    unwritten_name,
 )
 from scopeguard.generation.steps._subjects import KIND_SUBJECTS, KIND_WORDS, not_about, other_thing
 
@@ -64,6 +67,7 @@ IN_SCOPE = "direct"
 _OUT_OF_SCOPE = frozenset({"unstated", "followup", *EDIT_KINDS})
 _EVERY = _OUT_OF_SCOPE | {IN_SCOPE}
 _UNSTATED = frozenset({"unstated"})
+_WRITTEN_FROM_THE_DOCUMENT = frozenset({"unstated", "followup"})  # not an edit: entity_swap swaps names
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,11 @@ _SCREENS: dict[str, Screen] = {
         _Rule("degenerate", _OUT_OF_SCOPE, lambda c, v: degenerate(c.question)),
         _Rule("moored", _EVERY, lambda c, v: unmoored(c.question, c.sentence) if c.sentence else None),
         _Rule("natural", _OUT_OF_SCOPE, lambda c, v: unnatural(c.question, f"{v.text}\n{c.source or ''}")),
+        _Rule(
+            "unwritten_name",
+            _WRITTEN_FROM_THE_DOCUMENT,
+            lambda c, v: unwritten_name(c.question, v.text, v.stems | v.subject_stems),
+        ),
         _Rule("writer", _EVERY, _writer),
         _Rule("one_thing", _UNSTATED, lambda c, v: two_things(c.question, v.text)),
         _Rule("other_thing", _UNSTATED, _other_thing),
