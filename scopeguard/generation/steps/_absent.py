@@ -40,11 +40,16 @@ def _writes(pattern: re.Pattern[str]) -> _States:
 _CAPITALISED_RUN = re.compile(r"\b[A-Z][\w'.-]*(?: [A-Z][\w'.-]*)+")
 
 
+def _asked(question: str) -> set[str]:
+    """The words of ``question`` in lower case: a name made only of them is the question's own."""
+    return {w.lower() for w in re.findall(r"[\w'-]+", question)}
+
+
 def _names_beside(question: str, document: str) -> bool:
     """Whether ``document`` writes a name of two or more capitalised words the question does not
     (its title, "The Road", is the question's; a title led by "The" or "A" is no name): "Cormac
     McCarthy is a master" and "J.K. Rowling" may name the author."""
-    asked = {w.lower() for w in re.findall(r"[\w'-]+", question)}
+    asked = _asked(question)
     for run in _CAPITALISED_RUN.finditer(document):
         words = [w.strip(".").lower() for w in run.group(0).split()]
         if words[0] in ("the", "a", "an"):
@@ -90,7 +95,7 @@ def _seller_stated(pattern: re.Pattern[str]) -> _States:
     def states(question: str, document: str) -> bool:
         if pattern.search(document):
             return True
-        asked = {w.lower() for w in re.findall(r"[\w'-]+", question)}
+        asked = _asked(question)
         for sentence in re.split(r"(?<=[.!?])\s+|\n+", document):
             if not _BUYING.search(sentence):
                 continue

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from scopeguard.detection.read.text import STOPWORDS, content_stems, stem
+from scopeguard.generation.steps._subjects import QUESTION_NAME
 from scopeguard.prompts import available_templates, template_examples
 
 __all__ = [
@@ -251,8 +252,6 @@ def odd_detail(question: str) -> str | None:
     return None
 
 
-# a capitalised word in a question that does not open it or a sentence in it: part of a name
-_NAME_WORD = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'\u2019-]*")
 # English capitalises these without naming anything ("Is it open on Sundays?")
 _CALENDAR = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february march april may "  # noqa: SIM905
@@ -270,14 +269,15 @@ def unwritten_name(question: str, document: str, stems: AbstractSet[str]) -> str
     the NFL?" (issue #59: of the 206 hand-labelled out-of-scope questions of the four domains, 7
     named something their document never writes, 6 of them unnatural or answerable)."""
     lowered = None
-    for found in _NAME_WORD.finditer(question):
-        word = re.sub(r"['\u2019]s?$", "", found.group(0)).lower()
-        calendar = word in _CALENDAR or (word.endswith("s") and word[:-1] in _CALENDAR)
-        if len(word) < 2 or word in STOPWORDS or calendar or stem(word) in stems:
-            continue
-        lowered = document.lower() if lowered is None else lowered
-        if word not in lowered:
-            return f"names what its document never writes ({found.group(0)})"
+    for name in QUESTION_NAME.finditer(question):
+        for written in name.group(0).split():
+            word = re.sub(r"['\u2019]s?$", "", written).lower()
+            calendar = word in _CALENDAR or (word.endswith("s") and word[:-1] in _CALENDAR)
+            if len(word) < 2 or word in STOPWORDS or calendar or stem(word) in stems:
+                continue
+            lowered = document.lower() if lowered is None else lowered
+            if word not in lowered:
+                return f"names what its document never writes ({written})"
     return None
 
 

@@ -19,6 +19,7 @@ from scopeguard.detection.read.text import content_stems
 __all__ = [
     "KIND_SUBJECTS",
     "KIND_WORDS",
+    "QUESTION_NAME",
     "named_late",
     "not_about",
     "other_thing",
@@ -141,8 +142,8 @@ def named_late(subject: str, kind: str, document: str) -> bool:
     return max(i for i in firsts if i is not None) >= _LATE_SHARE * len(sentences)
 
 
-# a name in a question: capitalised words, not the question's first
-_QUESTION_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'\u2019-]*(?:\s+[A-Z][\w'\u2019-]*)*")
+#: a name in a question: a run of capitalised words, not the question's first nor a sentence's
+QUESTION_NAME = re.compile(r"(?<!^)(?<![.?!] )\b[A-Z][\w'\u2019-]*(?:\s+[A-Z][\w'\u2019-]*)*")
 
 
 def other_thing(question: str, subject: str, document: str) -> str | None:
@@ -158,7 +159,7 @@ def other_thing(question: str, subject: str, document: str) -> str | None:
     if not subject_words or subject_words & _plain_words(question):
         return None
     sentences = _sentence_words(document)
-    for match in _QUESTION_NAME.finditer(question):
+    for match in QUESTION_NAME.finditer(question):
         name = match.group(0)
         if name == "I":
             continue
