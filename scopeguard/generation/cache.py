@@ -249,6 +249,20 @@ class RecordingChatModel:
         self.ledger.add(self.step, reply)
         return reply
 
+    def _lookup(
+        self, prompt: Prompt, n: int, temperature: float, max_tokens: int | None, seed: int | None
+    ) -> tuple[str, CachedReply | None, dict[str, Any]]:
+        """The request's cache key, its reply where the cache has one (booked), and the sampling
+        settings to send it with otherwise (after :meth:`_on_miss`); shared by :meth:`call` and
+        :meth:`acall`."""
+        key = self._key(prompt, n, temperature, max_tokens, seed)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return key, self._book(key, None, hit), {}
+        sampling: dict[str, Any] = dict(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        self._on_miss(key, prompt, sampling)
+        return key, None, sampling
+
     @staticmethod
     def _completion(reply: CachedReply, model: str) -> Completion:
         return Completion(
@@ -269,13 +283,8 @@ class RecordingChatModel:
         max_tokens: int | None = None,
         seed: int | None = None,
     ) -> CachedReply:
-        key = self._key(prompt, n, temperature, max_tokens, seed)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return self._book(key, None, hit)
-        sampling: dict[str, Any] = dict(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        self._on_miss(key, prompt, sampling)
-        return self._book(key, self.llm.complete(prompt, **sampling))
+        key, reply, sampling = self._lookup(prompt, n, temperature, max_tokens, seed)
+        return reply if reply is not None else self._book(key, self.llm.complete(prompt, **sampling))
 
     async def acall(
         self,
@@ -286,13 +295,8 @@ class RecordingChatModel:
         max_tokens: int | None = None,
         seed: int | None = None,
     ) -> CachedReply:
-        key = self._key(prompt, n, temperature, max_tokens, seed)
-        hit = self.cache.get(key)
-        if hit is not None:
-            return self._book(key, None, hit)
-        sampling: dict[str, Any] = dict(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        self._on_miss(key, prompt, sampling)
-        return self._book(key, await self.llm.acomplete(prompt, **sampling))
+        key, reply, sampling = self._lookup(prompt, n, temperature, max_tokens, seed)
+        return reply if reply is not None else self._book(key, await self.llm.acomplete(prompt, **sampling))
 
     def complete(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.generation.cache import CachedReply, RecordingChatModel
@@ -16,6 +16,12 @@ from scopeguard.types import Document
 
 T = TypeVar("T")
 Sampling = tuple[float, int | None]
+
+
+class ListParser(Protocol):
+    """A parser of a numbered list of ``n`` items (:func:`~scopeguard.generation.parsers.parse_claims`)."""
+
+    def __call__(self, text: str, n: int, *, truncated: bool, lenient: bool) -> list[str]: ...
 
 
 def words(text: str) -> int:
@@ -78,6 +84,20 @@ class DocumentContext:
                     self.note(step, "accepted_lenient", reply_id=reply.id, accepted=True)
                     return value, reply
         return None
+
+    async def ask_list(
+        self, step: str, template: str, parse: ListParser, n: int, max_tokens: int
+    ) -> tuple[list[str], CachedReply] | None:
+        """:meth:`ask` for ``n`` numbered items of the document (``template`` gets ``document`` and
+        ``n``), read by ``parse``; ``None`` when no reply was usable."""
+        return await self.ask(
+            step,
+            template,
+            lambda r, lenient: parse(r.text, n, truncated=r.truncated, lenient=lenient),
+            max_tokens=max_tokens,
+            document=self.doc.text,
+            n=n,
+        )
 
     def unique(self, step: str, questions: list[str], reply_id: str) -> list[str]:
         """``questions`` without repeats of a question this document already has (recorded)."""

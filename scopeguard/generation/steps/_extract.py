@@ -10,11 +10,4 @@ from scopeguard.generation.steps._context import DocumentContext
 async def extract_claims(ctx: DocumentContext) -> tuple[list[str], CachedReply] | None:
     """The document's claims and the reply they came from; ``None`` when no reply was usable."""
     n = ctx.cfg.n_claims
-    return await ctx.ask(
-        "extract",
-        "gen_extract_claims",
-        lambda r, lenient: parse_claims(r.text, n, truncated=r.truncated, lenient=lenient),
-        max_tokens=60 * n + 80,
-        document=ctx.doc.text,
-        n=n,
-    )
+    return await ctx.ask_list("extract", "gen_extract_claims", parse_claims, n, max_tokens=60 * n + 80)

@@ -12,13 +12,8 @@ async def in_scope_questions(ctx: DocumentContext) -> list[GeneratedQuestion]:
     n = ctx.cfg.n_in_scope
     if n == 0:
         return []
-    got = await ctx.ask(
-        "in_scope_questions",
-        "gen_in_scope_questions",
-        lambda r, lenient: parse_question_list(r.text, n, truncated=r.truncated, lenient=lenient),
-        max_tokens=50 * n + 60,
-        document=ctx.doc.text,
-        n=n,
+    got = await ctx.ask_list(
+        "in_scope_questions", "gen_in_scope_questions", parse_question_list, n, max_tokens=50 * n + 60
     )
     if got is None:
         return []
