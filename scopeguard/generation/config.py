@@ -88,6 +88,7 @@ DEFAULT_SCREENS: tuple[str, ...] = (
     "moored",
     "natural",
     "unwritten_name",
+    "no_name",
     "writer",
     "one_thing",
     "other_thing",
@@ -256,7 +257,7 @@ _OLD_SWITCHES: dict[str, tuple[str, bool]] = {
     "judge": ("judge_followup", True),
 }
 # screens added after the tuple: a run saved before the tuple ran without them
-_AFTER_THE_TUPLE = ("answered", "unwritten_name")
+_AFTER_THE_TUPLE = ("answered", "unwritten_name", "no_name")
 #: the boolean fields of run folders saved before #59 whose "on" is now the only behaviour (their
 #: "off", the generator of before one of #39's changes, was deleted): a run saved with one off, or
 #: before it existed, cannot be resumed

@@ -11,6 +11,7 @@ from scopeguard.generation.config import EDIT_KINDS, GenerationConfig
 from scopeguard.generation.steps._natural import (
     FIXED_ARTEFACTS,
     about_writer,
+    asks_name,
     asks_writer_name,
     copied_phrase,
     odd_detail,
@@ -393,3 +394,19 @@ def test_a_question_naming_what_its_document_never_writes_is_found(question: str
     # a name glued to the word before it is written all the same
     glued = BAKERY + " For a sweeter loaf I recommendKelso Rye."
     assert unwritten_name("What does Kelso Rye cost?", glued, content_stem_set(glued)) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("What is the name of the hotel's owner?", True),
+        ("What are the names of the other bakers?", True),
+        ("What is the head baker's name?", True),
+        ("What is the Marsh Lane bakery's sourdough called?", True),
+        ("Who named the Marsh Lane bakery?", False),  # who named it, not its name
+        ("Is the bakery called to inspections often?", False),  # "called", not a name asked
+        ("What is the price of a rye loaf?", False),
+    ],
+)
+def test_an_out_of_scope_question_asking_for_a_name_is_found(question: str, asks: bool) -> None:
+    assert (asks_name(question) is not None) is asks

@@ -252,8 +252,8 @@ def test_a_run_saved_before_the_screens_tuple_resumes_as_it_ran_or_is_refused_in
     # every rule on, as the last such version wrote it: as the defaults run now
     old = {**saved, **dict.fromkeys([*RETIRED_SETTINGS, *OLD_SWITCHES], True)}
     (tmp_path / "run.json").write_text(json.dumps(old))
-    # as the defaults ran then: every screen but "answered" and "unwritten_name", added after the tuple
-    before = tuple(s for s in DEFAULT_SCREENS if s not in ("answered", "unwritten_name"))
+    # as the defaults ran then: every screen but those added after the tuple
+    before = tuple(s for s in DEFAULT_SCREENS if s not in ("answered", "unwritten_name", "no_name"))
     gen, _ = _generator(offline)
     with pytest.raises(ConfigurationError, match=r"screens: .*'answered'"):
         gen.run([{"doc_id": "wrenfield", "text": DOC}], tmp_path, length_rule=RULE)
@@ -1397,3 +1397,14 @@ def test_who_wrote_it_of_a_document_naming_no_writer_is_out_of_scope(
     # a document naming one leaves it to the filter
     named = GLUED + " Its timetable is by Ada Voss."
     assert absent_detail(who, named) is None
+
+
+def test_an_unstated_question_asking_for_a_name_is_dropped(tmp_path: Path) -> None:
+    name = "What is the name of the ferry Marlin's captain?"
+    record = _asked_run(tmp_path, {2: name})
+    assert {d.question: d.reason for d in record.dropped}[name] == (
+        "not a usable question: asks for a name (the document names it elsewhere, or nothing of the kind)"
+    )
+    # switched off (with about_subject), the filter decides and keeps it
+    screens = tuple(s for s in DEFAULT_SCREENS if s not in ("no_name", "about_subject"))
+    assert name in _unstated_oos(tmp_path / "off", {2: name}, screens=screens)

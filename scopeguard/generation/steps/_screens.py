@@ -18,6 +18,8 @@ natural         out         one copying a prompt example, put to the writer ("yo
                             questions at once or the name of something named (:func:`unnatural`)
 unwritten_name  unstated,   one naming something neither its document nor its subject writes
                 followup    ("... in the United States?" of a passage on economics)
+no_name         unstated,   one asking for a name ("What is the name of the law?"): named elsewhere
+                followup    in its document, or nothing of the kind is (:func:`~._natural.asks_name`)
 writer          every       one about the document's writer as "the person"; in scope, one asking
                             "the name of the person" (a review never names its writer)
 one_thing       unstated    one asking about two things joined by "and" (not a name's "and")
@@ -41,6 +43,7 @@ from scopeguard.generation.config import EDIT_KINDS
 from scopeguard.generation.steps._copies import synonyms_as_one
 from scopeguard.generation.steps._natural import (
     about_writer,
+    asks_name,
     asks_writer_name,
     degenerate,
     odd_detail,
@@ -183,6 +186,7 @@ _SCREENS: dict[str, Screen] = {
             _WRITTEN_FROM_THE_DOCUMENT,
             lambda c, v: unwritten_name(c.question, v.text, v.stems | v.subject_stems),
         ),
+        _Rule("no_name", _WRITTEN_FROM_THE_DOCUMENT, lambda c, v: asks_name(c.question)),
         _Rule("writer", _EVERY, _writer),
         _Rule("one_thing", _UNSTATED, lambda c, v: two_things(c.question, v.text)),
         _Rule("other_thing", _UNSTATED, _other_thing),
