@@ -410,3 +410,11 @@ def test_a_question_naming_what_its_document_never_writes_is_found(question: str
 )
 def test_an_out_of_scope_question_asking_for_a_name_is_found(question: str, asks: bool) -> None:
     assert (asks_name(question) is not None) is asks
+
+
+def test_a_decade_is_a_count_of_an_enumeration() -> None:
+    from scopeguard.generation.steps._natural import enumerations
+
+    decades = ["What did Rosa Vent bake in the 1960s?", "What did Rosa Vent bake in the 1970s?"]
+    assert enumerations(decades) == {0, 1}
+    assert enumerations(["What did Rosa Vent bake in Lyon?", "What did Rosa Vent bake in Paris?"]) == set()

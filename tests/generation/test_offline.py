@@ -1408,3 +1408,19 @@ def test_an_unstated_question_asking_for_a_name_is_dropped(tmp_path: Path) -> No
     # switched off (with about_subject), the filter decides and keeps it
     screens = tuple(s for s in DEFAULT_SCREENS if s not in ("no_name", "about_subject"))
     assert name in _unstated_oos(tmp_path / "off", {2: name}, screens=screens)
+
+
+def test_a_question_kept_again_with_one_count_changed_is_dropped(tmp_path: Path) -> None:
+    # asked of two sentences, so no one reply holds the series
+    sixties = "What did the harbour of Wrenfield ship in the 1960s?"
+    seventies = "What did the harbour of Wrenfield ship in the 1970s?"
+    record = _asked_run(tmp_path, {0: sixties, 1: seventies})
+    assert sixties in [q.question for q in record.questions]
+    assert {d.question: d.reason for d in record.dropped}[seventies] == (
+        "not a usable question: an enumeration (a question kept with one count changed)"
+    )
+    # without the natural screen, the filter decides and keeps both
+    screens = tuple(s for s in DEFAULT_SCREENS if s not in ("natural", "about_subject"))
+    assert {sixties, seventies} <= set(
+        _unstated_oos(tmp_path / "off", {0: sixties, 1: seventies}, screens=screens)
+    )

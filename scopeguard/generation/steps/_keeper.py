@@ -2,13 +2,14 @@
 
 A candidate is, in turn: dropped once the document has ``max_oos`` kept; mended
 (:func:`~._natural.standalone`, :func:`~._natural.centre_as_written`); dropped as a copy of a
-question written or kept (:meth:`Keeper.copy_of`); dropped by the first configured screen that
-finds it no usable question (:mod:`._screens`); dropped as off-topic when less than ``min_overlap``
-of its content words are the document's (an unstated question's details and its subject's words
-aside); and then read by the filter: kept when it finds it out of scope with P(out of scope) at
-least its threshold plus ``oos_margin``, or whatever it says when the question asks a detail the
-document states none of (:mod:`._absent`). Those dropped only for the margin may later fill a short
-document (:meth:`Keeper.fill`).
+question written or kept (:meth:`Keeper.copy_of`), or as one kept with one count changed (with the
+``natural`` screen: "... in the 1970s?" after "... in the 1960s?"); dropped by the first configured
+screen that finds it no usable question (:mod:`._screens`); dropped as off-topic when less than
+``min_overlap`` of its content words are the document's (an unstated question's details and its
+subject's words aside); and then read by the filter: kept when it finds it out of scope with P(out
+of scope) at least its threshold plus ``oos_margin``, or whatever it says when the question asks a
+detail the document states none of (:mod:`._absent`). Those dropped only for the margin may later
+fill a short document (:meth:`Keeper.fill`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ class Keeper:
         copy = self.copy_of(stems)
         if copy is not None:
             self._drop(candidate, f"a copy of a question already kept ({copy})")
+            return
+        if "natural" in cfg.screens and any(enumerations([q.question, question]) for q in self.kept):
+            # a series asked over several replies ("... occupation in the 1960s?", "... in the 1970s?")
+            reason = "not a usable question: an enumeration (a question kept with one count changed)"
+            self._drop(candidate, reason)
             return
         bad = first_reason(self.screens, candidate, self.view)
         if bad is not None:

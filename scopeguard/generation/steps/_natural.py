@@ -164,7 +164,8 @@ _COUNT_WORDS = frozenset(
 
 
 def _count_word(word: str) -> bool:
-    return word in _COUNT_WORDS or word.isdigit() or bool(re.fullmatch(r"\d+(?:st|nd|rd|th)", word))
+    # a number, an ordinal ("4th") or a decade ("1960s")
+    return word in _COUNT_WORDS or bool(re.fullmatch(r"\d+(?:st|nd|rd|th|s)?", word))
 
 
 # the text's writer named as a third person: a review's "I" as the packaged 1.5B rewrites it ("What
