@@ -5,7 +5,8 @@
     scopeguard generate /tmp/domains/news.jsonl --out /tmp/domains/news     # and so for each domain
 
     # each kept question beside its document, to read (text stays in --work, never in the repo);
-    # a question without a label gets an empty one in the review file
+    # a question without a label gets an empty one in the review file; two runs of one domain (the
+    # arms of an A/B) give one sheet, their questions shuffled together, the run not named
     python benchmarks/generation_domains.py review --run news=/tmp/domains/news \\
         --run reviews=/tmp/domains/reviews --work /tmp/domains
     # fill "natural" and "answerable" in benchmarks/results/generation_domains_review.json, then
@@ -42,6 +43,7 @@ import datetime
 import json
 import logging
 import os
+import random
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -52,7 +54,7 @@ from generation_offline import question_sha
 
 from scopeguard.data import read_jsonl
 from scopeguard.detection.read.text import STOPWORDS, content_stem_set, stem, tokenize
-from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
+from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord, GeneratedQuestion
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -82,14 +84,15 @@ def domains(path: Path = MANIFEST) -> dict[str, dict[str, Any]]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def parse_runs(pairs: list[str], known: dict[str, Any]) -> dict[str, Path]:
-    """``DOMAIN=DIR`` pairs as {domain: folder}; a domain not in the manifest stops the script."""
-    runs: dict[str, Path] = {}
+def parse_runs(pairs: list[str], known: dict[str, Any]) -> dict[str, list[Path]]:
+    """``DOMAIN=DIR`` pairs as {domain: [folder, ...]} (a domain may have several runs: the arms of
+    one draw); a domain not in the manifest stops the script."""
+    runs: dict[str, list[Path]] = {}
     for pair in pairs:
         domain, _, folder = pair.partition("=")
         if domain not in known or not folder:
             raise SystemExit(f"--run takes DOMAIN=DIR with DOMAIN one of {', '.join(known)}; got {pair!r}")
-        runs[domain] = Path(folder)
+        runs.setdefault(domain, []).append(Path(folder))
     return runs
 
 
@@ -213,22 +216,43 @@ def documents(manifest: dict[str, dict[str, Any]], work: Path) -> None:
         logger.info("wrote %d documents to %s", len(rows), out)
 
 
+def _kept(folders: list[Path]) -> list[tuple[DocumentRecord, list[GeneratedQuestion]]]:
+    """Each document done in any of ``folders`` with the questions any of them kept, each once, out
+    of scope first; of several runs (arms), shuffled within each label (seeded by the document), so
+    that a sheet does not tell which run kept which."""
+    docs: dict[str, tuple[DocumentRecord, dict[str, GeneratedQuestion]]] = {}
+    for folder in folders:
+        for r in records(folder):
+            if r.status == "done":
+                kept = docs.setdefault(r.doc_id, (r, {}))[1]
+                for q in r.questions:
+                    kept.setdefault(label_key(r.doc_id, q.question), q)
+    out = []
+    for r, kept in docs.values():
+        qs = list(kept.values())
+        if len(folders) > 1:
+            random.Random(r.doc_id).shuffle(qs)
+        out.append((r, sorted(qs, key=lambda q: q.label, reverse=True)))  # out of scope first
+    return out
+
+
 def review(
-    runs: dict[str, Path], manifest: dict[str, dict[str, Any]], work: Path, review_file: Path
+    runs: dict[str, list[Path]], manifest: dict[str, dict[str, Any]], work: Path, review_file: Path
 ) -> dict[str, int]:
-    """Write ``work/to_label_DOMAIN.md`` (each document, then its kept questions with their keys) and
-    add an empty label to ``review_file`` for each kept question without one; returns the questions
-    still unlabelled per domain."""
+    """Write ``work/to_label_DOMAIN.md`` (each document, then its kept questions with their keys;
+    several runs of a domain are read blind, :func:`_kept`) and add an empty label to
+    ``review_file`` for each kept question without one; returns the questions still unlabelled per
+    domain."""
     labels = read_labels(review_file)
     unlabelled: dict[str, int] = {}
     work.mkdir(parents=True, exist_ok=True)
-    for domain, folder in runs.items():
-        recs = [r for r in records(folder) if r.status == "done"]
-        _check_sample(domain, recs, manifest[domain]["doc_ids"])
-        lines = [f"# {domain}: {folder}", ""]
-        for r in recs:
+    for domain, folders in runs.items():
+        docs = _kept(folders)
+        _check_sample(domain, [r for r, _ in docs], manifest[domain]["doc_ids"])
+        lines = [f"# {domain}: {', '.join(map(str, folders))}", ""]
+        for r, kept in docs:
             lines += [f"## {r.doc_id}", "", r.text[:DOCUMENT_CHARS], ""]
-            for q in sorted(r.questions, key=lambda q: q.label, reverse=True):  # out of scope first
+            for q in kept:
                 key = label_key(r.doc_id, q.question)
                 lines.append(f"- `{key}` {q.label} ({q.edit_kind}): {q.question}")
                 labels.setdefault(
@@ -244,7 +268,7 @@ def review(
             lines.append("")
         path = work / f"to_label_{domain}.md"
         path.write_text("\n".join(lines), encoding="utf-8")
-        keys = {label_key(r.doc_id, q.question) for r in recs for q in r.questions}
+        keys = {label_key(r.doc_id, q.question) for r, kept in docs for q in kept}
         unlabelled[domain] = sum(not is_labelled(labels[k]) for k in keys)
         print(
             f"{domain}: {len(keys)} kept questions in {path}; {unlabelled[domain]} unlabelled in "
@@ -263,11 +287,14 @@ def run_settings(folder: Path) -> dict[str, Any] | None:
 
 
 def build_report(
-    runs: dict[str, Path], manifest: dict[str, dict[str, Any]], labels: dict[str, dict[str, Any]]
+    runs: dict[str, list[Path]], manifest: dict[str, dict[str, Any]], labels: dict[str, dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The rows (one per domain) and what the result file records beside them."""
+    """The rows (one per domain: one run each) and what the result file records beside them."""
     rows, settings = [], {}
-    for domain, folder in runs.items():
+    for domain, folders in runs.items():
+        if len(folders) != 1:
+            raise SystemExit(f"report takes one --run a domain; {domain} has {len(folders)}")
+        folder = folders[0]
         recs = records(folder)
         _check_sample(domain, recs, manifest[domain]["doc_ids"])
         rows.append(domain_row(domain, recs, labels, manifest[domain]["doc_ids"]))

@@ -147,7 +147,7 @@ def test_report_per_domain(gd: ModuleType, tmp_path: Path) -> None:
     labels = _labels(gd)
     # the repository's manifest, its sample's ids emptied: the run's own documents are the sample
     manifest = {d: {**m, "doc_ids": []} for d, m in gd.domains().items()}
-    rows, meta = gd.build_report({"reviews": folder}, manifest, labels)
+    rows, meta = gd.build_report({"reviews": [folder]}, manifest, labels)
     (row,) = rows
 
     oos = [(d, q) for d, (_, qs) in DOCS.items() for label, q in qs if label == "out_of_scope"]
@@ -191,7 +191,7 @@ def test_review_writes_text_to_work_and_empty_labels_to_the_review_file(
 ) -> None:
     folder = _run(tmp_path / "run")
     review_file = tmp_path / "review.json"
-    first = gd.review({"reviews": folder}, gd.domains(), tmp_path / "work", review_file)
+    first = gd.review({"reviews": [folder]}, gd.domains(), tmp_path / "work", review_file)
     total = sum(len(qs) for _, qs in DOCS.values())
     assert first == {"reviews": total}
     page = (tmp_path / "work" / "to_label_reviews.md").read_text(encoding="utf-8")
@@ -202,9 +202,30 @@ def test_review_writes_text_to_work_and_empty_labels_to_the_review_file(
     # labels filled by hand are kept, and only the rest counted again
     saved.update(_labels(gd))
     review_file.write_text(json.dumps(saved), encoding="utf-8")
-    again = gd.review({"reviews": folder}, gd.domains(), tmp_path / "work", review_file)
+    again = gd.review({"reviews": [folder]}, gd.domains(), tmp_path / "work", review_file)
     assert again == {"reviews": 1}
     assert json.loads(review_file.read_text(encoding="utf-8")) == saved
+
+
+def test_two_runs_of_a_domain_are_read_blind_on_one_sheet(gd: ModuleType, tmp_path: Path) -> None:
+    first = _run(tmp_path / "a")
+    second = _run(tmp_path / "b")
+    # the second arm kept one more question of the hotel's
+    store = CheckpointStore(second)
+    hotel = store.load_all()["hotel"]
+    extra = "How far is Brightwater from the station?"
+    added = hotel.questions[0].model_copy(update={"id": "hotel_x", "question": extra})
+    store.save(hotel.model_copy(update={"questions": (*hotel.questions, added)}))
+    review_file = tmp_path / "review.json"
+    unlabelled = gd.review({"reviews": [first, second]}, gd.domains(), tmp_path / "work", review_file)
+    total = sum(len(qs) for _, qs in DOCS.values())
+    assert unlabelled == {"reviews": total + 1}  # each question once, the extra one too
+    page = (tmp_path / "work" / "to_label_reviews.md").read_text(encoding="utf-8")
+    assert page.count(extra) == 1 and page.count("What is the price of a room at Brightwater?") == 1
+    # no question says which run kept it
+    assert all(str(tmp_path) not in line for line in page.splitlines() if line.startswith("- "))
+    with pytest.raises(SystemExit, match="one --run a domain"):
+        gd.build_report({"reviews": [first, second]}, gd.domains(), {})
 
 
 def test_runs_name_a_domain_of_the_manifest(gd: ModuleType) -> None:
@@ -212,7 +233,11 @@ def test_runs_name_a_domain_of_the_manifest(gd: ModuleType) -> None:
     assert set(manifest) == {"news", "wikipedia", "reviews", "policies"}
     for spec in manifest.values():
         assert spec["source"] in {"shared", "repo"} and isinstance(spec["doc_ids"], list) and spec["drawn_by"]
-    assert gd.parse_runs(["news=/tmp/x"], manifest) == {"news": Path("/tmp/x")}
+    assert gd.parse_runs(["news=/tmp/x"], manifest) == {"news": [Path("/tmp/x")]}
+    # the arms of one draw: several runs of a domain
+    assert gd.parse_runs(["news=/tmp/a", "news=/tmp/b"], manifest) == {
+        "news": [Path("/tmp/a"), Path("/tmp/b")]
+    }
     with pytest.raises(SystemExit, match="news, wikipedia, reviews, policies"):
         gd.parse_runs(["blogs=/tmp/x"], manifest)
 
