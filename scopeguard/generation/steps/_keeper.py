@@ -21,7 +21,7 @@ from scopeguard.generation.steps._absent import absent_detail
 from scopeguard.generation.steps._context import DocumentContext
 from scopeguard.generation.steps._copies import DETAIL_STEMS, copy_stems, overlap, synonyms_as_one
 from scopeguard.generation.steps._filter import filter_question
-from scopeguard.generation.steps._natural import centre_as_written, enumerations, standalone
+from scopeguard.generation.steps._natural import centre_as_written, enumerations, one_count_apart, standalone
 from scopeguard.generation.steps._screens import Candidate, DocumentView, Screen, first_reason
 
 __all__ = ["Keeper", "margin_floor"]
@@ -48,6 +48,8 @@ class Keeper:
         # content words)
         self.within: list[tuple[float, DroppedQuestion, str, float, frozenset[str]]] = []
         self.min_score = margin_floor(ctx)
+        # the natural screen also drops enumerations: in one reply (series) and across replies
+        self._natural_screen = "natural" in ctx.cfg.screens
         # the unstated questions written so far, each once, in order (shown to sampled top-up rounds)
         self.asked: list[str] = []
 
@@ -66,7 +68,7 @@ class Keeper:
     def series(self, questions: list[str], kind: str) -> list[str]:
         """``questions`` (one reply's) without an enumeration among them, which is dropped (with the
         ``natural`` screen)."""
-        listed = enumerations(questions) if "natural" in self.ctx.cfg.screens else set()
+        listed = enumerations(questions) if self._natural_screen else set()
         for i in sorted(listed):
             reason = "not a usable question: an enumeration (a question of its reply with one count changed)"
             self._drop(Candidate(questions[i], kind), reason)
@@ -92,7 +94,7 @@ class Keeper:
         if copy is not None:
             self._drop(candidate, f"a copy of a question already kept ({copy})")
             return
-        if "natural" in cfg.screens and any(enumerations([q.question, question]) for q in self.kept):
+        if self._natural_screen and any(one_count_apart(q.question, question) for q in self.kept):
             # a series asked over several replies ("... occupation in the 1960s?", "... in the 1970s?")
             reason = "not a usable question: an enumeration (a question kept with one count changed)"
             self._drop(candidate, reason)

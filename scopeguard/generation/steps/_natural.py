@@ -48,6 +48,7 @@ __all__ = [
     "enumerations",
     "example_phrases",
     "odd_detail",
+    "one_count_apart",
     "standalone",
     "two_things",
     "unmoored",
@@ -296,19 +297,24 @@ def unwritten_name(question: str, document: str, stems: AbstractSet[str]) -> str
     return None
 
 
+def one_count_apart(first: str, second: str) -> bool:
+    """Whether two questions are the same but for one count, ordinal or decade ("... in the
+    1960s?", "... in the 1970s?")."""
+    a, b = first.lower().rstrip("?").split(), second.lower().rstrip("?").split()
+    if len(a) != len(b):
+        return False
+    differ = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+    return len(differ) == 1 and _count_word(differ[0][0]) and _count_word(differ[0][1])
+
+
 def enumerations(questions: list[str]) -> set[int]:
     """Which of one reply's ``questions`` are an enumeration: the same question again with one
     count or ordinal changed ("What was the person's second / third / fourth thought about the
     book?", written after a review that gives its "first thought"; issue #39). All of such a
     series are listed: none of them is a question a person would send."""
-    words = [question.lower().rstrip("?").split() for question in questions]
     found: set[int] = set()
-    for i, j in itertools.combinations(range(len(words)), 2):
-        a, b = words[i], words[j]
-        if len(a) != len(b):
-            continue
-        differ = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
-        if len(differ) == 1 and _count_word(differ[0][0]) and _count_word(differ[0][1]):
+    for i, j in itertools.combinations(range(len(questions)), 2):
+        if one_count_apart(questions[i], questions[j]):
             found |= {i, j}
     return found
 
