@@ -5,7 +5,8 @@ Before building one into the generator, this asks the packaged Qwen2.5-Coder 1.5
 out-of-scope question of the given run folders that has a hand label in
 ``benchmarks/results/generation_domains_review.json``, whether it is a clear, sensible question a
 person could ask: once shown the document (``doc``), once the question alone (``nodoc``). The score
-is P(Yes) / (P(Yes) + P(No)) from the first reply token's log-probs (llama.cpp, greedy). Per prompt
+is P(Yes) / (P(Yes) + P(No)) of the reply's first token, read by the project's verdict scorer
+(:func:`scopeguard.detection.read.verdict_scorer`, llama.cpp through its one loader). Per prompt
 it prints the AUROC against two hand labels: ``natural``, and ``good`` (natural and unanswerable,
 what the generator wants):
 
@@ -40,47 +41,26 @@ PROMPTS = {
 }
 
 
-def p_yes(llm: Any, prompt: str) -> float:
-    """P(Yes) among Yes and No as the first reply token (0.5 when neither is in the top 20)."""
-    reply = llm.create_chat_completion(
-        messages=[{"role": "user", "content": prompt}],
-        max_tokens=1,
-        temperature=0,
-        logprobs=True,
-        top_logprobs=20,
-    )
-    top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-    probs: dict[str, float] = {}
-    for t in top:
-        word = t["token"].strip().lower()
-        probs[word] = probs.get(word, 0.0) + math.exp(t["logprob"])
-    yes, no = probs.get("yes", 0.0), probs.get("no", 0.0)
-    return yes / (yes + no) if yes + no else 0.5
+def auroc_of(rows: list[dict[str, Any]], score: str, label: str) -> float | None:
+    """The AUROC of ``score`` for ``label`` (:func:`~scopeguard.detection.head.calibration.auroc`);
+    ``None`` without both classes."""
+    from scopeguard.detection.head.calibration import auroc
 
-
-def auroc(rows: list[dict[str, Any]], score: str, label: str) -> float | None:
-    """The chance that a question with ``label`` scores above one without (ties count half)."""
-    pos = [r[score] for r in rows if r[label]]
-    neg = [r[score] for r in rows if not r[label]]
-    if not pos or not neg:
-        return None
-    return sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / (len(pos) * len(neg))
+    value = auroc([r[score] for r in rows], [int(r[label]) for r in rows])
+    return None if math.isnan(value) else value
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", action="append", required=True, help="DOMAIN=RUN_FOLDER, repeatable")
-    ap.add_argument("--gguf", default="qwen2.5-coder-1.5b", help="a packaged GGUF name or a .gguf path")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--llm", default="local:qwen2.5-coder-1.5b", help="a log-prob verdict spec")
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
 
-    from llama_cpp import Llama
+    from scopeguard.detection.read import verdict_scorer
+    from scopeguard.llm.base import ChatMessage
 
-    from scopeguard.models import local_gguf
-
-    path = args.gguf if args.gguf.endswith(".gguf") else str(local_gguf(args.gguf))
-    llm = Llama(path, n_ctx=2048, n_threads=args.threads, logits_all=True, verbose=False)
+    scorer = verdict_scorer(args.llm)
     labels = read_labels(REVIEW)
     rows: dict[str, dict[str, Any]] = {}
     for domain, _, root in (r.partition("=") for r in args.run):
@@ -99,18 +79,21 @@ def main() -> None:
                 }
                 for name, prompt in PROMPTS.items():
                     text = prompt.format(document=rec.text[:DOCUMENT_CHARS], question=q.question)
-                    row[name] = round(p_yes(llm, text), 4)
+                    score = scorer.score([ChatMessage(role="user", content=text)])
+                    row[name] = round(1.0 - score.p_no, 4)
                 row["seconds"] = round(time.perf_counter() - start, 2)
                 rows[key] = row
     scored = list(rows.values())
-    table = {name: {label: auroc(scored, name, label) for label in ("natural", "good")} for name in PROMPTS}
+    table = {
+        name: {label: auroc_of(scored, name, label) for label in ("natural", "good")} for name in PROMPTS
+    }
     print(
         f"{len(scored)} questions, {sum(r['natural'] for r in scored)} natural, "
         f"{sum(r['good'] for r in scored)} natural and unanswerable"
     )
     for name, aucs in table.items():
         print(f"{name:<6}", "  ".join(f"AUROC {label} {v:.2f}" for label, v in aucs.items() if v is not None))
-    out = {"machine": cpu_model(), "gguf": args.gguf, "runs": args.run, "auroc": table, "questions": scored}
+    out = {"machine": cpu_model(), "llm": args.llm, "runs": args.run, "auroc": table, "questions": scored}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
 
