@@ -19,17 +19,31 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypedDict, TypeVar
 
 from scopeguard.generation.accounting import Usage
 from scopeguard.llm.base import ChatModel, Completion, Prompt, to_messages
 from scopeguard.runs import append_jsonl, repair_torn_tail
 
-__all__ = ["CachedReply", "RecordingChatModel", "ReplyCache", "UsageLedger"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["CachedReply", "RecordingChatModel", "ReplyCache", "SamplingArgs", "UsageLedger"]
 
 logger = logging.getLogger(__name__)
 
 _R = TypeVar("_R", bound="RecordingChatModel")
+
+
+class SamplingArgs(TypedDict, total=False):
+    """The sampling keywords of :class:`RecordingChatModel`'s calls, those of
+    :meth:`~scopeguard.llm.base.ChatModel.complete` (``n`` 1, ``temperature`` 0.0, ``max_tokens``
+    and ``seed`` ``None`` when left out)."""
+
+    n: int
+    temperature: float
+    max_tokens: int | None
+    seed: int | None
 
 
 @dataclass(frozen=True)
@@ -249,17 +263,20 @@ class RecordingChatModel:
         self.ledger.add(self.step, reply)
         return reply
 
-    def _lookup(
-        self, prompt: Prompt, n: int, temperature: float, max_tokens: int | None, seed: int | None
-    ) -> tuple[str, CachedReply | None, dict[str, Any]]:
+    def _lookup(self, prompt: Prompt, args: SamplingArgs) -> tuple[str, CachedReply | None, dict[str, Any]]:
         """The request's cache key, its reply where the cache has one (booked), and the sampling
         settings to send it with otherwise (after :meth:`_on_miss`); shared by :meth:`call` and
         :meth:`acall`."""
-        key = self._key(prompt, n, temperature, max_tokens, seed)
+        sampling: dict[str, Any] = {
+            "n": args.get("n", 1),
+            "temperature": args.get("temperature", 0.0),
+            "max_tokens": args.get("max_tokens"),
+            "seed": args.get("seed"),
+        }
+        key = self._key(prompt, **sampling)
         hit = self.cache.get(key)
         if hit is not None:
             return key, self._book(key, None, hit), {}
-        sampling: dict[str, Any] = dict(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
         self._on_miss(key, prompt, sampling)
         return key, None, sampling
 
@@ -274,50 +291,19 @@ class RecordingChatModel:
             requests=0 if reply.cached else 1,
         )
 
-    def call(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> CachedReply:
-        key, reply, sampling = self._lookup(prompt, n, temperature, max_tokens, seed)
-        return reply if reply is not None else self._book(key, self.llm.complete(prompt, **sampling))
+    def call(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> CachedReply:
+        """The reply to ``prompt``: the cached one where this request was made before (the k-th
+        identical request gets the k-th reply), else the wrapped model's, cached and booked."""
+        key, reply, send = self._lookup(prompt, sampling)
+        return reply if reply is not None else self._book(key, self.llm.complete(prompt, **send))
 
-    async def acall(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> CachedReply:
-        key, reply, sampling = self._lookup(prompt, n, temperature, max_tokens, seed)
-        return reply if reply is not None else self._book(key, await self.llm.acomplete(prompt, **sampling))
+    async def acall(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> CachedReply:
+        """:meth:`call`, awaiting the wrapped model."""
+        key, reply, send = self._lookup(prompt, sampling)
+        return reply if reply is not None else self._book(key, await self.llm.acomplete(prompt, **send))
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        reply = self.call(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        return self._completion(reply, self.llm.name)
+    def complete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        return self._completion(self.call(prompt, **sampling), self.llm.name)
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        reply = await self.acall(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        return self._completion(reply, self.llm.name)
+    async def acomplete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        return self._completion(await self.acall(prompt, **sampling), self.llm.name)

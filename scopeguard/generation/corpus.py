@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from scopeguard._sentences import sentence_spans
 from scopeguard.data import read_jsonl
@@ -30,6 +30,7 @@ from scopeguard.types import Document
 
 __all__ = [
     "Corpus",
+    "CorpusOptions",
     "LengthRule",
     "SkippedDocument",
     "corpus_passages",
@@ -159,6 +160,14 @@ def _from_jsonl(path: Path) -> list[Document]:
     for i, obj in enumerate(read_jsonl(path), 1):
         docs.append(to_document(obj, default_id=f"{path.stem}-{i}"))
     return docs
+
+
+class CorpusOptions(TypedDict, total=False):
+    """The keywords of :func:`load_generation_corpus` after its source, as
+    :meth:`~scopeguard.generation.Generator.arun` passes them on."""
+
+    length_rule: LengthRule | None
+    max_docs: int | None
 
 
 def load_generation_corpus(

@@ -34,7 +34,7 @@ from scopeguard.generation.accounting import Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
 from scopeguard.generation.config import OFFLINE_MODES, GenerationConfig, upgrade_settings
-from scopeguard.generation.corpus import Corpus, LengthRule, load_generation_corpus
+from scopeguard.generation.corpus import Corpus, CorpusOptions, LengthRule, load_generation_corpus
 from scopeguard.generation.steps import generate_document
 from scopeguard.generation.steps._screens import get_screens
 from scopeguard.generation.summary import RunSummary, summarize
@@ -45,6 +45,8 @@ from scopeguard.runs import RunFolder
 from scopeguard.types import Document
 
 if TYPE_CHECKING:  # the Batch API layer (and the openai SDK it needs) loads only for batch runs
+    from typing_extensions import Unpack
+
     from scopeguard.batch import BatchSettings
     from scopeguard.generation.batch import RunDocument
 
@@ -198,17 +200,12 @@ class Generator:
         self,
         corpus: str | os.PathLike[str] | Iterable[Any] | Corpus,
         out_dir: str | os.PathLike[str],
-        *,
-        length_rule: LengthRule | None = None,
-        max_docs: int | None = None,
+        **options: Unpack[CorpusOptions],
     ) -> RunSummary:
+        """:meth:`run`, awaited: for a caller already in an event loop."""
         started = time.perf_counter()
         out = Path(out_dir)
-        loaded = (
-            corpus
-            if isinstance(corpus, Corpus)
-            else load_generation_corpus(corpus, length_rule=length_rule, max_docs=max_docs)
-        )
+        loaded = corpus if isinstance(corpus, Corpus) else load_generation_corpus(corpus, **options)
         run_folder(out).open(self.run_config())
         store = CheckpointStore(out)
         # a document is done when its checkpoint exists (the rebuild below reads and checks them all)
