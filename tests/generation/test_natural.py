@@ -25,6 +25,7 @@ from scopeguard.generation.steps._subjects import (
     named_late,
     not_about,
     other_thing,
+    stand_in,
     subject_as_written,
     subject_in_document,
     with_article,
@@ -209,14 +210,15 @@ def test_a_subject_is_named_as_its_document_writes_it(subject: str, named: str) 
         ("The Bakery of Rosa Vent", "place", "The Bakery of Rosa Vent"),  # in any order and case
         ("Rosa's rye loaves", "product", "Rosa's rye loaves"),  # a possessive, a plural
         ("the rye breads of the bakeries", "product", "the rye breads of the bakeries"),  # plurals
-        ("Lyon Bread Company", "place", "the place"),  # "company": never written
+        ("Lyon Road bakery", "place", "the bakery"),  # "road": never written; "the ... bakery" early
+        ("Lyon Bread Company", "place", "the place"),  # nor "company", "place", "hotel": its kind
         ("Sourdough", "product", "the product"),
         ("Rosa Vent's memoir", "book", "the book"),
         ("Harbour Festival", "event", ""),  # no kind's name: what each sentence names
         ("", "product", ""),
     ],
 )
-def test_a_subject_with_a_word_the_document_never_writes_is_named_by_its_kind(
+def test_a_subject_with_a_word_the_document_never_writes_is_named_as_the_document_calls_it_or_by_its_kind(
     subject: str, kind: str, named: str
 ) -> None:
     assert subject_in_document(subject, kind, BAKERY) == named
@@ -296,6 +298,33 @@ REVIEW = (
 )
 def test_a_subject_first_named_late_is_found(subject: str, kind: str, late: bool) -> None:
     assert named_late(subject, kind, REVIEW) is late
+
+
+@pytest.mark.parametrize(
+    ("subject", "kind", "document", "instead"),
+    [
+        ("Lyon bakery", "place", REVIEW, "the bakery"),  # "The Marsh Lane bakery", first sentence
+        (
+            "Nexus case",
+            "product",
+            "The case fits well. It is slim. I like it. Better than my Nexus.",
+            "the case",
+        ),
+        # its last word only late; the kind's word anywhere, after a determiner
+        (
+            "Nexus sleeve",
+            "product",
+            "It fits. It is slim. I like it. A great product, this sleeve.",
+            "the product",
+        ),
+        # a name ("Waihopai") is not what it is called; "took place" is not "the place"
+        ("GCSB Waihopai", "place", "A protest took place. It was peaceful. Then GCSB Waihopai closed.", ""),
+    ],
+)
+def test_a_subject_the_document_does_not_bear_out_is_asked_about_as_the_document_calls_it(
+    subject: str, kind: str, document: str, instead: str
+) -> None:
+    assert stand_in(subject, kind, document) == instead
 
 
 @pytest.mark.parametrize(

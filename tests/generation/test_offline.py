@@ -340,25 +340,28 @@ def test_a_subject_the_model_capitalised_is_asked_about_as_the_document_writes_i
     assert len(unstated) == 5 and all("questions about the harbour plan that" in p for p in unstated)
 
 
-def test_a_subject_the_document_never_writes_is_asked_about_by_its_kind(tmp_path: Path) -> None:
-    # the document never writes "Bexley" (a town of another text)
-    unstated = _subject_run(tmp_path, "Bexley Ferry Marlin", "product", screens=NOT_ABOUT_SUBJECT)
-    assert len(unstated) == 5 and all("questions about the product that" in p for p in unstated)
+def test_a_subject_the_document_never_writes_is_asked_about_as_the_document_calls_it(tmp_path: Path) -> None:
+    # the document never writes "Bexley" (a town of another text); it calls "the harbour" that early
+    unstated = _subject_run(tmp_path, "Bexley harbour", "product", screens=NOT_ABOUT_SUBJECT)
+    assert len(unstated) == 5 and all("questions about the harbour that" in p for p in unstated)
     record = CheckpointStore(tmp_path).load_all()["wrenfield"]
     (note,) = [i for i in record.issues if i.reason == "subject_not_in_document"]
-    said = "'Bexley Ferry Marlin' has a word the document never writes: asked about 'the product'"
-    assert note.detail == said
-
-
-def test_a_subject_the_document_first_names_late_is_asked_about_by_its_kind(tmp_path: Path) -> None:
-    # "Holt" first comes in sentence 2 of 5 (40%): a passing mention, not what the document is about
-    unstated = _subject_run(tmp_path, "Ines Holt's ferry", "product", screens=NOT_ABOUT_SUBJECT)
+    assert note.detail == "'Bexley harbour' has a word the document never writes: asked about 'the harbour'"
+    # nothing it calls "marlin" (a name), nor "product": what its kind is called (the model's guess)
+    unstated = _subject_run(tmp_path / "kind", "Bexley Ferry Marlin", "product", screens=NOT_ABOUT_SUBJECT)
     assert len(unstated) == 5 and all("questions about the product that" in p for p in unstated)
+
+
+def test_a_subject_the_document_first_names_late_is_not_asked_about(tmp_path: Path) -> None:
+    # "Holt" first comes in sentence 2 of 5 (40%): a passing mention, not what the document is about;
+    # the document does not call anything "the ferry" in its first 40%, nor "the product"
+    unstated = _subject_run(tmp_path, "Ines Holt's ferry", "product", screens=NOT_ABOUT_SUBJECT)
+    assert len(unstated) == 5 and all("questions about the people, places or things" in p for p in unstated)
     record = CheckpointStore(tmp_path).load_all()["wrenfield"]
     (note,) = [i for i in record.issues if i.reason == "subject_named_late"]
     assert note.detail == (
         '"Ines Holt\'s ferry" is first named late in the document (a passing mention): asked about '
-        "'the product'"
+        "what each sentence names"
     )
     # named in the first sentence: the model's subject
     early = _subject_run(tmp_path / "early", "the Wrenfield harbour", "product", screens=NOT_ABOUT_SUBJECT)

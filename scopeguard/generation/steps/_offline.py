@@ -62,9 +62,9 @@ from scopeguard.generation.steps._offline_replies import (
 from scopeguard.generation.steps._offline_screen import unusable_reason
 from scopeguard.generation.steps._screens import Candidate, DocumentView, Screen, get_screens
 from scopeguard.generation.steps._subjects import (
-    KIND_SUBJECTS,
     KIND_WORDS,
     named_late,
+    stand_in,
     subject_as_written,
     subject_in_document,
     with_article,
@@ -104,14 +104,15 @@ async def _perturb(
             await keeper.consider("perturb", Candidate(question, kind, source), reply.id)
 
 
-async def _subject(ctx: DocumentContext) -> tuple[str, str]:
-    """What the document is about, in a few words, and what kind of thing it is
-    (:data:`SUBJECT_KINDS`); ``("", "")`` when the model names nothing usable. A description the
-    model capitalised is named as the document writes it (:func:`~._subjects.subject_as_written`);
-    a subject with a word the document never writes is the model's guess, and one the document first
-    names late is a passing mention: its kind's name ("the product") is asked about instead
-    (:func:`~._subjects.subject_in_document`, :func:`~._subjects.named_late`); one named in lower
-    case gets "the" (:func:`~._subjects.with_article`)."""
+async def _subject(ctx: DocumentContext) -> tuple[str, str, bool]:
+    """What the document is about, in a few words, what kind of thing it is
+    (:data:`SUBJECT_KINDS`), and whether that is a stand-in for the model's name;
+    ``("", "", False)`` when the model names nothing usable. A description the model capitalised is
+    named as the document writes it (:func:`~._subjects.subject_as_written`); a subject with a word
+    the document never writes is the model's guess, and one the document first names late is a
+    passing mention: what the document calls it ("the case") is asked about instead, or what each
+    sentence names (:func:`~._subjects.stand_in`); one named in lower case gets "the"
+    (:func:`~._subjects.with_article`)."""
     got = await ctx.ask(
         "subject",
         "gen_document_subject",
@@ -122,7 +123,7 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
         subject_kinds=SUBJECT_KINDS,
     )
     if got is None:
-        return ("", "")
+        return ("", "", False)
     (subject, kind), reply = got
     subject = subject_as_written(subject, ctx.doc.text)
     named = subject_in_document(subject, kind, ctx.doc.text)
@@ -135,20 +136,21 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str]:
             accepted=True,
             detail=f"{subject!r} has a word the document never writes: asked about {instead}",
         )
-        subject = named
-    kind_name = KIND_SUBJECTS.get(kind, "")  # "the product": what a late-named subject becomes
-    models = subject not in ("", kind_name)  # the model's own name, not already the kind's
-    if kind_name and models and named_late(subject, kind, ctx.doc.text):
+        return named, kind, True
+    # a passing mention, as read on reviews (issue #39): the kinds a review is of
+    if subject and kind in KIND_WORDS and named_late(subject, kind, ctx.doc.text):
+        named = stand_in(subject, kind, ctx.doc.text)
+        instead = repr(named) if named else "what each sentence names"
         ctx.note(
             "subject_named_late",
             "subject_named_late",
             reply_id=reply.id,
             accepted=True,
             detail=f"{subject!r} is first named late in the document (a passing mention): asked "
-            f"about {kind_name!r}",
+            f"about {instead}",
         )
-        subject = kind_name
-    return with_article(subject), kind
+        return named, kind, True
+    return with_article(subject), kind, False
 
 
 def _unstated_sentences(ctx: DocumentContext, round_: int) -> list[str]:
@@ -225,7 +227,8 @@ async def _run(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRec
     sources = [q.question for q in in_scope] or candidates
     unstated = cfg.mode in ("unstated", "offline")
     if unstated:
-        view = view.about(*await _subject(ctx))
+        subject, kind, stood_in = await _subject(ctx)
+        view = view.about(subject, kind, stand_in=stood_in)
     keeper = Keeper(ctx, view, screens)
     if cfg.mode == "perturb":
         await _perturb(ctx, keeper, sources, None)

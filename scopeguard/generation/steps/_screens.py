@@ -52,7 +52,7 @@ from scopeguard.generation.steps._natural import (
     unnatural,
     unwritten_name,
 )
-from scopeguard.generation.steps._subjects import KIND_SUBJECTS, KIND_WORDS, not_about, other_thing
+from scopeguard.generation.steps._subjects import KIND_WORDS, not_about, other_thing
 
 __all__ = [
     "IN_SCOPE",
@@ -98,10 +98,10 @@ class DocumentView:
     stems: frozenset[str]
     #: ... as the copy rule reads them (a detail's synonyms as one word)
     copy_words: frozenset[str]
-    #: the subject as asked about (a kind's name too: "the product"), and its kind
+    #: the subject as asked about (a stand-in too: "the case"), and its kind
     subject: str = ""
     kind: str = ""
-    #: the model's own name for the subject ("" when it is a kind's name): what another thing is
+    #: the model's own name for the subject ("" when it is a stand-in): what another thing is
     #: told from
     own_subject: str = ""
     #: what the subject's kind is called ("film", "movie"): the subject's words, not details asked for
@@ -114,14 +114,15 @@ class DocumentView:
         stems = frozenset(content_stem_set(text))
         return cls(text=text, stems=stems, copy_words=synonyms_as_one(stems))
 
-    def about(self, subject: str, kind: str) -> DocumentView:
-        """This view with the document's ``subject`` (of ``kind``; ``""``: none named)."""
+    def about(self, subject: str, kind: str, *, stand_in: bool = False) -> DocumentView:
+        """This view with the document's ``subject`` (of ``kind``; ``""``: none named);
+        ``stand_in``: what the document calls it in place of the model's name ("the case")."""
         kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, ""))) if subject else frozenset()
         return replace(
             self,
             subject=subject,
             kind=kind,
-            own_subject="" if subject in KIND_SUBJECTS.values() else subject,
+            own_subject="" if stand_in else subject,
             kind_stems=kind_stems,
             subject_stems=frozenset(content_stems(subject)) | kind_stems,
         )

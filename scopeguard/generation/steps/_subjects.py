@@ -2,10 +2,10 @@
 
 The model names a document's subject (``gen_document_subject``) and its kind; the rules here make
 that name one a reader would use (:func:`subject_as_written`, :func:`with_article`), replace one
-the document does not bear out by what its kind is called (:func:`subject_in_document`,
-:func:`named_late`: "the product"), and tell a question about another thing than the subject
-(:func:`other_thing`, :func:`not_about`). Each was read on hand-labelled samples (issue #39;
-``docs/research/generation-history.md``).
+the document does not bear out (:func:`subject_in_document`, :func:`named_late`) by what the
+document itself calls it, if anything (:func:`stand_in`: "the case"), and tell a question about
+another thing than the subject (:func:`other_thing`, :func:`not_about`). Each was read on
+hand-labelled samples (issue #39; ``docs/research/generation-history.md``).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from scopeguard._sentences import split_sentences
 from scopeguard.detection.read.text import content_stems
 
 __all__ = [
-    "KIND_SUBJECTS",
     "KIND_WORDS",
     "QUESTION_NAME",
     "named_late",
     "not_about",
     "other_thing",
+    "stand_in",
     "subject_as_written",
     "subject_in_document",
     "with_article",
@@ -55,9 +55,6 @@ def subject_as_written(subject: str, document: str) -> str:
 
 # the words a subject may hold that its document need not write ("The Hotel", "Omni's hotel")
 _SUBJECT_GLUE = frozenset(["the", "a", "an", "of", "and", "in", "on", "for", "by", "at", "to", "s"])
-# what a document whose subject the model named wrongly is asked about, by the subject's kind
-# (SUBJECT_KINDS); another kind asks about what each sentence names, as without a subject
-KIND_SUBJECTS = {"product": "the product", "place": "the place", "book": "the book", "film": "the film"}
 # the words a question may call a subject of each kind by ("Who directed the film?" of a review of
 # "Failure To Launch", "What is the hotel's owner?" of the Marriott's), counted as the subject's
 # for mooring an unstated question and for its overlap
@@ -83,16 +80,16 @@ def _plain_words(text: str) -> set[str]:
 
 def subject_in_document(subject: str, kind: str, document: str) -> str:
     """``subject`` if ``document`` writes each of its words (in any case, in any order), else what
-    its kind is called (:data:`KIND_SUBJECTS`: "the product") or ``""`` for another kind. A word
-    the document never writes is the model's guess, and questions about a guessed subject are
-    about something else: "Coffee" of a drink enhancer's review, "Canon EOS 6D Mark II" of a
-    compact camera's, "Lundberg Wild Blend" of a soup's (issue #39, halves I-X)."""
+    the document calls it or what its kind is called (:func:`stand_in`), ``""`` if neither. A word
+    the document never writes is the model's guess, and questions about a guessed subject are about
+    something else: "Coffee" of a drink enhancer's review, "Canon EOS 6D Mark II" of a compact
+    camera's, "Lundberg Wild Blend" of a soup's (issue #39, halves I-X)."""
     if not subject:
         return subject
     written = _plain_words(document)
     if all(w in written or w in _SUBJECT_GLUE for w in _plain_words(subject)):
         return subject
-    return KIND_SUBJECTS.get(kind, "")
+    return stand_in(subject, kind, document, guessed=True)
 
 
 # a determiner a subject may begin with ("the soda", "this coffee", "my tablet")
@@ -140,6 +137,45 @@ def named_late(subject: str, kind: str, document: str) -> bool:
         return False
     # named once each of its words is written: "Lyon bakery" at "the Lyon bakery", not at "bakery"
     return max(i for i in firsts if i is not None) >= _LATE_SHARE * len(sentences)
+
+
+# a common noun the document calls its subject by: after a determiner, with a name or two words
+# between at most ("the case", "a great wireless mouse", "the Marsh Lane bakery"); "took place" is
+# not "the place"
+_CALLED = (
+    r"\b(?i:the|this|that|these|those|a|an|our|my|your|its|their)\s+"
+    r"(?:(?:[A-Z][\w'-]*\s+){{1,3}}|(?:[a-z-]+\s+){{1,2}})?(?<!took )(?<!takes )(?<!taking ){word}s?\b"
+)
+
+
+def _called(word: str, text: str) -> bool:
+    return re.search(_CALLED.format(word=re.escape(word)), text) is not None
+
+
+def stand_in(subject: str, kind: str, document: str, *, guessed: bool = False) -> str:
+    """What to ask about in place of ``subject``, a name of the model's that ``document`` does not
+    bear out: the subject's last word where the document calls something that in its first 40%
+    ("the case" of "Nexus case", a review naming the Nexus only late), else the first of its
+    kind's words (:data:`KIND_WORDS`) it calls something ("the hotel", "the product"). Else, for a
+    subject the model ``guessed`` (a word the document never writes: :func:`subject_in_document`),
+    what its kind is called ("the place" of a hotel review that never writes "hotel": the model
+    saw one thing of that kind); for one the document names late (:func:`named_late`), a passing
+    mention, ``""``: what each sentence names. The kind's name there asked about nothing a reader
+    can place: "How far is the place from the centre?" of Wikipedia passages whose subject the
+    model named "GCSB Waihopai" or "Ruhr Area" (#59, draw ``random.Random(1202)``: 5 such questions
+    kept, none natural)."""
+    sentences = _sentence_words(document)
+    early = " ".join(s for s, _ in sentences[: max(1, int(_LATE_SHARE * len(sentences)))])
+    last = re.findall(r"[a-z]+", subject.lower())
+    if last and last[-1] not in _SUBJECT_GLUE and len(last[-1]) > 2:
+        head = _singular(last[-1])
+        if _called(head, early):
+            return f"the {head}"
+    words = KIND_WORDS.get(kind, "").split()
+    called = next((w for w in words if _called(w, document)), None)
+    if called is not None:
+        return f"the {called}"
+    return f"the {words[0]}" if guessed and words else ""
 
 
 #: a name in a question: a run of capitalised words, not the question's first nor a sentence's
