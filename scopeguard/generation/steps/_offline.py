@@ -128,29 +128,19 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str, bool]:
     subject = subject_as_written(subject, ctx.doc.text)
     named = subject_in_document(subject, kind, ctx.doc.text)
     if named != subject:
-        instead = repr(named) if named else "what each sentence names"
-        ctx.note(
-            "subject_in_document",
-            "subject_not_in_document",
-            reply_id=reply.id,
-            accepted=True,
-            detail=f"{subject!r} has a word the document never writes: asked about {instead}",
-        )
-        return named, kind, True
+        step, reason = "subject_in_document", "subject_not_in_document"
+        why = "has a word the document never writes"
     # a passing mention, as read on reviews (issue #39): the kinds a review is of
-    if subject and kind in KIND_WORDS and named_late(subject, kind, ctx.doc.text):
+    elif subject and kind in KIND_WORDS and named_late(subject, kind, ctx.doc.text):
         named = stand_in(subject, kind, ctx.doc.text)
-        instead = repr(named) if named else "what each sentence names"
-        ctx.note(
-            "subject_named_late",
-            "subject_named_late",
-            reply_id=reply.id,
-            accepted=True,
-            detail=f"{subject!r} is first named late in the document (a passing mention): asked "
-            f"about {instead}",
-        )
-        return named, kind, True
-    return with_article(subject), kind, False
+        step = reason = "subject_named_late"
+        why = "is first named late in the document (a passing mention)"
+    else:
+        return with_article(subject), kind, False
+    instead = repr(named) if named else "what each sentence names"
+    detail = f"{subject!r} {why}: asked about {instead}"
+    ctx.note(step, reason, reply_id=reply.id, accepted=True, detail=detail)
+    return named, kind, True
 
 
 def _unstated_sentences(ctx: DocumentContext, round_: int) -> list[str]:
