@@ -28,8 +28,10 @@ import argparse
 import json
 import random
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _report import cpu_model, wilson
@@ -121,10 +123,12 @@ def lent_questions(domain: str, work: Path, source: str) -> dict[str, list[str]]
 def ask(args: argparse.Namespace) -> None:
     from scopeguard.detection.detectors.registry import get_detector
     from scopeguard.generation.config import GenerationConfig
+    from scopeguard.generation.steps._keeper import margin_floor
     from scopeguard.types import Document
 
     detector = get_detector("logprob")
-    floor = min(float(getattr(detector, "threshold", 0.5)) + GenerationConfig().oos_margin, 0.999)
+    # the keeper's own floor: it reads only the context's judge and settings
+    floor = margin_floor(cast(Any, SimpleNamespace(judge=detector, cfg=GenerationConfig())))
     steps = json.loads((args.work / "plan.json").read_text())["plan"]
     labels = read_labels(REVIEW)
     for domain in args.domain:
@@ -171,17 +175,16 @@ def report(args: argparse.Namespace) -> None:
         kept = [r for r in rows if r["kept"]]
         read = [labels[r["key"]] for r in kept if labels.get(r["key"], {}).get("natural") is not None]
         good = sum(bool(lab["natural"]) and not lab["answerable"] for lab in read)
-        per: dict[str, int] = {}
-        for r in kept:
-            per[r["key"].split(":")[0]] = per.get(r["key"].split(":")[0], 0) + 1
-        targets = len({r["key"].split(":")[0] for r in rows})
+        per = Counter(r["key"].split(":")[0] for r in kept)
+        target_ids = list(dict.fromkeys(r["key"].split(":")[0] for r in rows))
+        targets = len(target_ids)
         low, high = wilson(good, len(read)) or (0.0, 0.0)
         share = f"{good} / {len(read)} ({low:.2f}-{high:.2f})" if read else "not read"
         with_two = sum(n >= 2 for n in per.values())
         print(f"| {domain} | {targets} | {len(rows)} | {len(kept)} | {share} | {with_two} |")
         result["domains"][domain] = {
             "targets": targets,
-            "target_ids": list(dict.fromkeys(r["key"].split(":")[0] for r in rows)),
+            "target_ids": target_ids,
             "asked": len(rows),
             "kept": len(kept),
             "read": len(read),
