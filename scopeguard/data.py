@@ -35,6 +35,7 @@ __all__ = [
     "atomic_write_text",
     "jsonl_writer",
     "load_dataset",
+    "numbered_jsonl",
     "read_jsonl",
     "save_dataset",
     "unseal",
@@ -78,6 +79,13 @@ class Dataset(BaseModel):
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Yield the objects of a JSON Lines file; blank lines are skipped."""
+    for _, obj in numbered_jsonl(path):
+        yield obj
+
+
+def numbered_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, object)`` for each object of a JSON Lines file; blank lines are
+    skipped (and counted). A line that is not a JSON object is a :class:`DatasetError` naming it."""
     p = Path(path)
     if not p.is_file():
         raise DatasetError("file not found", path=str(p))
@@ -91,7 +99,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
                 raise DatasetError(f"invalid JSON ({exc.msg})", path=str(p), line=lineno) from None
             if not isinstance(obj, dict):
                 raise DatasetError("each line must be a JSON object", path=str(p), line=lineno)
-            yield obj
+            yield lineno, obj
 
 
 def _require(obj: dict[str, Any], keys: tuple[str, ...], path: Path, line: int) -> None:

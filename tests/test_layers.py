@@ -18,7 +18,7 @@ ROOT = Path(scopeguard.__file__).parent
 # the second one inside the detection wing (read -> signals -> head -> detectors)
 LAYERS: list[set[str]] = [
     {"errors", "types", "prompts", "parsing", "_optional", "_paths", "_progress", "_sentences", "_bert"},
-    {"data", "models", "_gguf", "llamacpp"},
+    {"data", "querylog", "models", "_gguf", "llamacpp"},
     {"runs", "judging", "llm", "batch"},
     {"voting"},
     # the detection wing, in the order its data flows

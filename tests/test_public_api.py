@@ -53,6 +53,7 @@ PUBLIC_MODULES = [
     "scopeguard.client",
     "scopeguard.calibration",
     "scopeguard.llamacpp",
+    "scopeguard.querylog",
 ]
 
 # Implementation modules that keep a public path (imported by name in docs, tests, benchmarks or

@@ -10,13 +10,41 @@ threshold that refuses at most a **budget** of answerable questions
   ``Guard(calibration=DIR)`` applies;
 - ``DIR/report.md`` (and ``DIR/report.png`` with ``scopeguard[plots]``): the report card;
 - ``DIR/generation/``: the generator's run folder; ``DIR/scores.jsonl``: every question's score,
-  keyed by the detector's identity, so that a rerun resumes.
+  keyed by the detector's identity, so that a rerun resumes;
+- with a query log (``questions=``) and ``select=N``: ``DIR/to_label.jsonl``, the questions chosen
+  for a person to label, and ``DIR/labels.jsonl``, their labels (``scopeguard review DIR``).
 
     from scopeguard.calibration import calibrate
     profile = calibrate("docs.jsonl", "calibration/", budget=0.05)
 """
 
+from scopeguard.calibration._choose import GENERATED_SHIFT
 from scopeguard.calibration._config import CalibrationConfig
+from scopeguard.calibration._labels import (
+    TEST_POINT,
+    UPPER_SHARE,
+    UPPER_WIDTH,
+    Choice,
+    LabelledScore,
+    choose_to_label,
+    weighted_point,
+)
+from scopeguard.calibration._review import label_estimate, update_profile
 from scopeguard.calibration._run import CalibrationRun, calibrate, run_calibration
 
-__all__ = ["CalibrationConfig", "CalibrationRun", "calibrate", "run_calibration"]
+__all__ = [
+    "GENERATED_SHIFT",
+    "TEST_POINT",
+    "UPPER_SHARE",
+    "UPPER_WIDTH",
+    "CalibrationConfig",
+    "CalibrationRun",
+    "Choice",
+    "LabelledScore",
+    "calibrate",
+    "choose_to_label",
+    "label_estimate",
+    "run_calibration",
+    "update_profile",
+    "weighted_point",
+]

@@ -21,6 +21,7 @@ from pydantic import (
 from scopeguard.calibration._choose import GENERATED_SHIFT
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation.corpus import LengthRule
+from scopeguard.retrieval.registry import DEFAULT_RETRIEVER
 from scopeguard.runs import RunFolder
 
 __all__ = [
@@ -60,6 +61,11 @@ class CalibrationConfig(BaseModel):
     (measured on #58's study: ``docs/research/calibration.md``; 0: none); labelled questions are
     read as they are. ``rephrase``: the writer first puts each generated in-scope question in a
     reader's own words (:mod:`scopeguard.calibration._rephrase`), as people ask.
+
+    ``questions``: a query log (:mod:`scopeguard.querylog`), each question read against the chunks
+    it was given, or the top ``k`` the ``retriever`` finds in the corpus; ``select``: how many of
+    them to choose for a person to label (:mod:`scopeguard.calibration._log`). A log replaces
+    generated questions, as ``labelled`` does (both, with ``also_generate``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -76,6 +82,10 @@ class CalibrationConfig(BaseModel):
     generation: Path | None = None
     generated_shift: float = Field(default=GENERATED_SHIFT, ge=0.0, le=10.0)
     rephrase: bool = True
+    questions: Path | None = None
+    k: int = Field(default=3, ge=1)
+    retriever: str = DEFAULT_RETRIEVER
+    select: int | None = Field(default=None, ge=1)
 
     @field_validator("budget", "hedge_budget")
     @classmethod
@@ -108,8 +118,12 @@ class CalibrationConfig(BaseModel):
         return level if level > self.budget else None
 
     def generates(self) -> bool:
-        """Whether generated questions are read (always without ``labelled``)."""
-        return self.generation is not None or not self.labelled or self.also_generate
+        """Whether generated questions are read (always without ``labelled`` or ``questions``)."""
+        return (
+            self.generation is not None
+            or self.also_generate
+            or (not self.labelled and self.questions is None)
+        )
 
 
 class CalibrationRunConfig(CalibrationConfig):

@@ -3,11 +3,13 @@
 The generator writes questions about documents of ELOQ's length (at least
 :attr:`~scopeguard.generation.corpus.LengthRule.min_words` words, cut after ``max_words``). A corpus
 of short passages (snippets of a few sentences, as a chunker writes them) would give it nothing:
-neighbouring passages of one source (the same ``source``, ``source_url``, ``url``, ``title``,
-``topic`` or ``source_path`` field, next to each other in the corpus) are joined into one document
-until it is long enough, as a retriever's top passages are shown together to the guard. A passage
-that carries no source field is never joined to another; when nothing is left long enough,
-:func:`load_documents` says what is needed in one :class:`ConfigurationError` line.
+neighbouring passages of one source (the same ``source``, ``source_url``, ``url``, ``title`` or
+``source_path`` field, next to each other in the corpus) are joined into one document until it is
+long enough, as a retriever's top passages are shown together to the guard. Only a field that
+names one source joins: a ``topic`` or ``category`` groups unrelated sources (the snippets of many
+products under one category), and questions written on such a join ask about none of them. A
+passage that carries no source field is never joined to another; when nothing is left long
+enough, :func:`load_documents` says what is needed in one :class:`ConfigurationError` line.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 #: the metadata fields that name a passage's source, first found wins
-SOURCE_KEYS = ("source", "source_url", "url", "title", "topic", "source_path")
+SOURCE_KEYS = ("source", "source_url", "url", "title", "source_path")
 _TEXT_SUFFIXES = (".txt", ".md")
 
 

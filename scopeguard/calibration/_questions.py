@@ -26,6 +26,27 @@ class CalibrationQuestion:
     document: Document
     source: str
 
+    @property
+    def id(self) -> str:
+        return self.question.id
+
+    @property
+    def doc_id(self) -> str:
+        return self.question.doc_id
+
+    @property
+    def text(self) -> str:
+        return self.question.question
+
+    @property
+    def label(self) -> str | None:
+        return self.question.label
+
+    @property
+    def documents(self) -> tuple[Document, ...]:
+        """What the detector reads it against: its own document."""
+        return (self.document,)
+
 
 @dataclass(frozen=True)
 class QuestionSet:

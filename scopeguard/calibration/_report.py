@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from scopeguard.calibration._choose import BudgetRow
+from scopeguard.calibration._choose import BudgetRow, OperatingPoint
 from scopeguard.data import atomic_write_text
 from scopeguard.detection.profile import CalibrationProfile, Rate
 
@@ -75,9 +75,12 @@ def write_report(
     generated: bool = True,
     joined: int = 0,
     rephrased: bool = True,
+    profiles: Mapping[str, OperatingPoint] | None = None,
+    chosen: str = "",
 ) -> Path:
     """Write ``folder/report.md``. ``plot`` is the plot's file name, or the line saying why there
-    is none (it then has a space); ``unread``: questions the detector could not read."""
+    is none (it then has a space); ``unread``: questions the detector could not read;
+    ``profiles``: every profile the data offered, side by side, ``chosen`` the one applied."""
     identity = ", ".join(f"{k}={v}" for k, v in sorted(profile.identity.items()))
     hedge = (
         f"[{profile.hedge_from:.4f}, {profile.threshold:.4f}): answered with a caveat "
@@ -122,6 +125,25 @@ def write_report(
     ]
     if profile.notes:
         out += ["Notes:", "", *(f"- {n}" for n in profile.notes), ""]
+    if profiles and len(profiles) > 1:
+        out += [
+            "## Profiles",
+            "",
+            "Each source of questions gives its own threshold; `profile.json` holds the one marked.",
+            "",
+            "| profile | threshold | false refusals | caught |",
+            "|---|---|---|---|",
+            *(
+                f"| {name}{' (applied)' if name == chosen else ''} | {p.threshold:.4f} | "
+                f"{p.false_refusals} | {p.caught} |"
+                for name, p in profiles.items()
+            ),
+            "",
+            "Labelled questions of your own log are what the guard will meet; questions generated from "
+            "the documents are easier. Rates of the log's labels are weighted by how each question was "
+            "chosen (the intervals use the effective number of labels).",
+            "",
+        ]
     out += [
         "## How far to trust it",
         "",

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from scopeguard.calibration._choose import budget_rows, operating_point, shifted
+from scopeguard.calibration._choose import OperatingPoint, budget_rows, operating_point, shifted
 from scopeguard.calibration._config import (
     REPORT_BUDGETS,
     CalibrationConfig,
@@ -24,6 +24,7 @@ from scopeguard.calibration._config import (
     calibration_folder,
     make_config,
 )
+from scopeguard.calibration._log import QUESTIONS_PROFILE, LogStage, log_questions, recommended
 from scopeguard.calibration._passages import corpus_sha256, load_documents, sample_documents
 from scopeguard.calibration._plot import plot_calibration
 from scopeguard.calibration._questions import CalibrationQuestion, QuestionSet, generated_set, labelled_set
@@ -63,11 +64,13 @@ class CalibrationRun(BaseModel):
     """What :func:`run_calibration` did: the profile, where it wrote it and the report card, and
     how many calibration questions were read (``reused`` from an earlier run; ``unread``: failed
     reads, left out of the profile; a rerun tries them again). ``generation_failed`` documents got
-    no questions (their checkpoints in ``DIR/generation`` say why)."""
+    no questions (their checkpoints in ``DIR/generation`` say why). ``to_label``: the file of
+    logged questions chosen for a person to label (``--select``). ``profile`` is ``None`` when
+    nothing could set a threshold yet: only a query log, its chosen questions not yet labelled."""
 
     model_config = ConfigDict(frozen=True)
 
-    profile: CalibrationProfile
+    profile: CalibrationProfile | None
     folder: str
     report: str
     plot: str | None
@@ -78,6 +81,7 @@ class CalibrationRun(BaseModel):
     first_error: str = ""
     documents: int = 0
     generation_failed: int = 0
+    to_label: str | None = None
 
 
 def _version() -> str:
@@ -197,6 +201,11 @@ def run_calibration(
         if cfg.generation is None
         else generated_set(cfg.generation, name=f"generation:{Path(cfg.generation).resolve().name}")
     )
+    logged = (
+        []
+        if cfg.questions is None
+        else log_questions(cfg.questions, corpus, k=cfg.k, retriever=cfg.retriever)
+    )
     sample: tuple[Document, ...] = ()
     n_documents = left_out = 0
     if cfg.generates() and given is None:
@@ -271,18 +280,21 @@ def run_calibration(
                 "were left out of the draw"
             )
     questions = tuple(q for s in sets for q in s.questions)
-    if not questions:
+    if not questions and not logged:
         raise ConfigurationError("no calibration questions: the question sets given are empty")
-    reading = read_scores(det, identity, questions, folder.log(SCORES_FILE), progress=progress)
-    first_error = reading.failed[0][1] if reading.failed else ""
-    if not reading.scored:
+    scores = folder.log(SCORES_FILE)
+    reading = read_scores(det, identity, questions, scores, progress=progress)
+    log_reading = read_scores(det, identity, logged, scores, progress=progress)
+    failed = [e for _, e in reading.failed] + [e for _, e in log_reading.failed]
+    first_error = failed[0] if failed else ""
+    if not reading.scored and not log_reading.scored:
         raise ConfigurationError(
-            f"the detector {det.name!r} could read none of the {len(questions)} calibration questions "
-            f"(first error: {first_error})"
+            f"the detector {det.name!r} could read none of the {len(questions) + len(logged)} "
+            f"calibration questions (first error: {first_error})"
         )
-    if reading.failed:
+    if failed:
         notes.append(
-            f"{len(reading.failed)} questions could not be read and are left out (first error: "
+            f"{len(failed)} questions could not be read and are left out (first error: "
             f"{first_error}); a rerun tries them again"
         )
     hedge_budget = cfg.hedge_level()
@@ -291,7 +303,7 @@ def run_calibration(
     in_scope = [
         s if q.source.startswith("labelled:") else shifted(s, cfg.generated_shift)
         for q, s in reading.scored
-        if q.question.label == "in_scope"
+        if q.label == "in_scope"
     ]
     out_of_scope = reading.scores("out_of_scope")
     if cfg.generated_shift and any(not q.source.startswith("labelled:") for q, _ in reading.scored):
@@ -300,7 +312,31 @@ def run_calibration(
             "the threshold was chosen (they are easier than people's questions); the rates below count "
             "them so moved"
         )
-    point = operating_point(in_scope, out_of_scope, cfg.budget, hedge_budget)
+    points: dict[str, OperatingPoint] = {}
+    if reading.scored:
+        try:
+            points[QUESTIONS_PROFILE] = operating_point(in_scope, out_of_scope, cfg.budget, hedge_budget)
+        except ConfigurationError as exc:
+            if not logged:
+                raise
+            notes.append(f"no profile from the {len(questions)} calibration questions: {exc}")
+    logs = LogStage(root, cfg, hedge_budget, notes)
+    if logged:
+        points.update(logs.points(logged, log_reading, det, identity, in_scope, out_of_scope))
+    chosen = recommended(points)
+    common: dict[str, Any] = {
+        "questions": len(questions) + len(logged),
+        "read": len(reading.scored) + len(log_reading.scored) - reading.reused - log_reading.reused,
+        "reused": reading.reused + log_reading.reused,
+        "unread": len(failed),
+        "first_error": first_error,
+        "documents": len(sample),
+        "generation_failed": generation_failed,
+        "to_label": logs.to_label,
+    }
+    if chosen is None:
+        return CalibrationRun(profile=None, folder=str(root), report="", plot=None, **common)
+    point = points[chosen]
     profile = CalibrationProfile(
         detector=str(det.name),
         identity=identity,
@@ -311,8 +347,8 @@ def run_calibration(
         false_refusals=point.false_refusals,
         caught=point.caught,
         hedged=point.hedged,
-        sources=tuple(s.description for s in sets),
-        data={"corpus": corpus_sha, **{s.name: s.sha256 for s in sets}},
+        sources=(*(s.description for s in sets), *logs.sources, f"profile applied: {chosen}"),
+        data={"corpus": corpus_sha, **{s.name: s.sha256 for s in sets}, **logs.data},
         machine=_machine(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         scopeguard_version=_version(),
@@ -331,23 +367,19 @@ def run_calibration(
         profile,
         budget_rows(in_scope, out_of_scope, REPORT_BUDGETS),
         plot=plot_line,
-        unread=len(reading.failed),
+        unread=len(failed),
         generated=any(s.name == "generated" or s.name.startswith("generation:") for s in sets),
         joined=joined,
         rephrased=cfg.rephrase,
+        profiles=points,
+        chosen=chosen,
     )
     return CalibrationRun(
         profile=profile,
         folder=str(root),
         report=str(report),
         plot=None if plot is None else str(plot),
-        questions=len(questions),
-        read=len(reading.scored) - reading.reused,
-        reused=reading.reused,
-        unread=len(reading.failed),
-        first_error=first_error,
-        documents=len(sample),
-        generation_failed=generation_failed,
+        **common,
     )
 
 
@@ -383,7 +415,7 @@ def calibrate(
     budget (one line saying how many are needed), :class:`~scopeguard.errors.InputError` for a
     missing or empty corpus or a dataset without labels.
     """
-    return run_calibration(
+    run = run_calibration(
         corpus,
         out,
         detector=detector,
@@ -393,4 +425,10 @@ def calibrate(
         generation_config=generation_config,
         progress=progress,
         **settings,
-    ).profile
+    )
+    if run.profile is None:
+        raise ConfigurationError(
+            f"no profile yet: label the questions chosen in {run.to_label} (scopeguard review {out}), "
+            "then calibrate again"
+        )
+    return run.profile

@@ -78,7 +78,7 @@ def calibrate_command(
     also_generate: bool = typer.Option(
         config_default(CalibrationConfig, "also_generate"),
         "--also-generate",
-        help="With --labelled: read generated questions as well.",
+        help="With --labelled or --questions: read generated questions as well.",
     ),
     generated_shift: float = typer.Option(
         config_default(CalibrationConfig, "generated_shift"),
@@ -92,6 +92,30 @@ def calibrate_command(
         "--rephrase/--no-rephrase",
         help="Put generated in-scope questions in a reader's own words before reading them (one short "
         "call of the writer each).",
+    ),
+    questions: Path | None = typer.Option(
+        config_default(CalibrationConfig, "questions"),
+        "--questions",
+        metavar="LOG",
+        help="A query log (JSONL or CSV with a question column; optional doc_ids, documents, label): "
+        "the questions your users asked, each read against the chunks it got (or the top --k).",
+    ),
+    k: int = typer.Option(
+        config_default(CalibrationConfig, "k"),
+        "--k",
+        help="With --questions: chunks retrieved for a logged question that names none.",
+    ),
+    retriever: str = typer.Option(
+        config_default(CalibrationConfig, "retriever"),
+        "--retriever",
+        help="With --questions: the retriever that finds those chunks in CORPUS.",
+    ),
+    select: int | None = typer.Option(
+        config_default(CalibrationConfig, "select"),
+        "--select",
+        metavar="N",
+        help="With --questions: choose N logged questions for a person to label (OUT/to_label.jsonl; "
+        "label them with scopeguard review OUT, then re-run).",
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on a terminal."),
 ) -> None:
@@ -123,7 +147,16 @@ def calibrate_command(
         also_generate=also_generate,
         generated_shift=generated_shift,
         rephrase=rephrase,
+        questions=questions,
+        k=k,
+        retriever=retriever,
+        select=select,
     )
+    if run.to_label is not None:
+        typer.echo(f"chosen to label: {run.to_label} (label them: scopeguard review {out}; then re-run)")
+    if run.profile is None:
+        typer.echo("no profile yet: the chosen questions have no labels, and nothing else sets a threshold")
+        return
     typer.echo(run.profile.summary())
     typer.echo(
         f"questions: {run.questions} ({run.read} read now, {run.reused} from an earlier run, "

@@ -41,6 +41,7 @@ __all__ = [
     "BGE_QUERY_INSTRUCTION",
     "BM25_MSMARCO",
     "DEFAULT_DENSE_MODEL",
+    "DEFAULT_RETRIEVER",
     "LINQ_DEFAULT_TASK",
     "RERANK_SEPARATOR",
     "available_retrievers",
@@ -60,6 +61,11 @@ BM25_MSMARCO: dict[str, float] = {"k1": 0.82, "b": 0.68}
 
 DEFAULT_DENSE_MODEL = "minilm"
 """``dense``/``hybrid``'s model: the packaged all-MiniLM-L6-v2 (fast, offline)."""
+
+DEFAULT_RETRIEVER = "minilm"
+"""The retriever that stands in for the user's where scopeguard retrieves on its own (a query log
+without the chunks it was answered from, ``eval-detector --retrieve``): MiniLM embeddings, as in
+the integrations' examples."""
 
 RERANK_SEPARATOR = "+rerank:"
 """Joins a first-stage spec and a reranker spec: ``bm25-msmarco+rerank:monot5``."""

@@ -1,9 +1,18 @@
 """A local review server (standard library only): one page, a JSON API, no external resources.
 
-Routes: ``GET /`` the page; ``GET /static/<file>`` its script and style; ``GET /api/items``
-every question with its document, provenance, response (when the run has one), this
-annotator's labels and the session's write token; ``POST /api/label``
-``{"question_id", "field", "value"}``.
+One server serves either kind of folder; what it serves is chosen by the folder:
+
+- a dataset folder (``documents.jsonl`` + ``questions.jsonl``): ``GET /api/items`` gives every
+  question with its document, provenance, response (when the run has one) and this annotator's
+  labels; ``POST /api/label`` takes ``{"question_id", "field", "value"}``
+  (labels in ``DIR/reviews/<annotator>.jsonl``);
+- a calibration folder (``to_label.jsonl``, :mod:`scopeguard.review._calibration`):
+  ``GET /api/items`` gives the chosen questions with their chunks, the labels, the running
+  estimate and the last completion; ``POST /api/label`` takes ``{"id", "label"}``
+  (labels in ``DIR/labels.jsonl``).
+
+Routes: ``GET /`` the folder kind's page; ``GET /static/<file>`` its script and style;
+``GET /api/items`` (with the session's write token); ``POST /api/label``.
 
 Document text is untrusted: the page renders it with ``textContent`` only, and a strict
 Content-Security-Policy forbids inline script and framing.
@@ -35,18 +44,24 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from scopeguard.data import Dataset, load_dataset, read_jsonl
 from scopeguard.errors import InputError
-from scopeguard.review.store import LabelStore
+from scopeguard.review._calibration import CalibrationReview, Estimate, OnComplete, is_calibration_folder
+from scopeguard.review.store import DEFAULT_ANNOTATOR, LabelStore
 
-__all__ = ["load_items", "make_server", "serve"]
+__all__ = ["ReviewFolder", "load_items", "make_server", "serve"]
 
 logger = logging.getLogger(__name__)
 
-_STATIC = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+_STATIC = {
+    "api.js": "text/javascript; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "calibrate.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
@@ -94,6 +109,41 @@ def load_items(dataset: Dataset, dataset_dir: Path) -> list[dict[str, Any]]:
             }
         )
     return items
+
+
+class ReviewFolder(Protocol):
+    """What the server serves for one kind of folder: its page (a file of ``static/``), the data
+    ``GET /api/items`` answers, and label writes (a bad one raises
+    :class:`~scopeguard.errors.InputError`, answered 400 with its message)."""
+
+    page: str
+
+    def snapshot(self) -> dict[str, Any]: ...  # an InputError is answered 409 with its message
+
+    def label(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class _DatasetReview:
+    """A dataset folder: one annotator labels generated questions (scope, and defusion where the
+    run has a response)."""
+
+    page = "index.html"
+
+    def __init__(self, items: list[dict[str, Any]], store: LabelStore) -> None:
+        self.items = items
+        self.ids = {i["id"] for i in items}
+        self.store = store
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"annotator": self.store.annotator, "items": self.items, "labels": self.store.labels()}
+
+    def label(self, body: dict[str, Any]) -> dict[str, Any]:
+        qid, field, value = body.get("question_id"), body.get("field"), body.get("value")
+        if not isinstance(qid, str) or not isinstance(field, str) or not isinstance(value, (str, type(None))):
+            raise InputError("body needs string 'question_id' and 'field', and 'value' (string or null)")
+        if qid not in self.ids:
+            raise InputError(f"unknown question id {qid!r}")
+        return self.store.set(qid, field, value)  # type: ignore[arg-type]
 
 
 class _Rejected(Exception):
@@ -173,20 +223,16 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         static = resources.files("scopeguard.review").joinpath("static")
         if path in ("/", "/index.html"):
-            self._send(HTTPStatus.OK, static.joinpath("index.html").read_bytes(), "text/html; charset=utf-8")
+            page = static.joinpath(self.server.folder.page).read_bytes()
+            self._send(HTTPStatus.OK, page, "text/html; charset=utf-8")
         elif path.startswith("/static/") and path[8:] in _STATIC:
             self._send(HTTPStatus.OK, static.joinpath(path[8:]).read_bytes(), _STATIC[path[8:]])
         elif path == "/api/items":
-            srv = self.server
-            self._json(
-                HTTPStatus.OK,
-                {
-                    "annotator": srv.store.annotator,
-                    "items": srv.items,
-                    "labels": srv.store.labels(),
-                    "token": srv.token,
-                },
-            )
+            try:
+                snapshot = self.server.folder.snapshot()
+            except InputError as exc:  # a label file another tool broke since the server started
+                raise _Rejected(HTTPStatus.CONFLICT, str(exc)) from None
+            self._json(HTTPStatus.OK, {**snapshot, "token": self.server.token})
         else:
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no such path: {path}"})
 
@@ -219,19 +265,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/api/label":
             raise _Rejected(HTTPStatus.NOT_FOUND, f"no such path: {self.path}")
         body = self._read_json_object()
-        qid, field, value = body.get("question_id"), body.get("field"), body.get("value")
-        if not isinstance(qid, str) or not isinstance(field, str) or not isinstance(value, (str, type(None))):
-            raise _Rejected(
-                HTTPStatus.BAD_REQUEST,
-                "body needs string 'question_id' and 'field', and 'value' (string or null)",
-            )
-        if qid not in self.server.ids:
-            raise _Rejected(HTTPStatus.BAD_REQUEST, f"unknown question id {qid!r}")
         try:
-            row = self.server.store.set(qid, field, value)  # type: ignore[arg-type]
+            answer = self.server.folder.label(body)
         except InputError as exc:
             raise _Rejected(HTTPStatus.BAD_REQUEST, str(exc)) from None
-        self._json(HTTPStatus.OK, row)
+        self._json(HTTPStatus.OK, answer)
 
 
 def _host_port(host: str) -> tuple[str, int] | None:
@@ -257,11 +295,9 @@ def _ip_literal(name: str) -> bool:
 class _ReviewServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], items: list[dict[str, Any]], store: LabelStore) -> None:
+    def __init__(self, address: tuple[str, int], folder: ReviewFolder) -> None:
         super().__init__(address, _Handler)
-        self.items = items
-        self.ids = {i["id"] for i in items}
-        self.store = store
+        self.folder = folder
         self.token = secrets.token_urlsafe(32)
         bound = address[0].strip().lower()
         self.port = int(self.server_address[1])
@@ -284,17 +320,34 @@ class _ReviewServer(ThreadingHTTPServer):
 
 
 def make_server(
-    dataset_dir: str | Path, *, annotator: str, host: str = "127.0.0.1", port: int = 8765
+    folder: str | Path,
+    *,
+    annotator: str = DEFAULT_ANNOTATOR,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    estimate: Estimate | None = None,
+    on_complete: OnComplete | None = None,
 ) -> ThreadingHTTPServer:
-    """Build (but do not start) the review server for ``dataset_dir``; ``port=0`` picks a free one."""
-    root = Path(dataset_dir)
-    dataset = load_dataset(root)
-    return _ReviewServer((host, port), load_items(dataset, root), LabelStore(root, annotator))
+    """Build (but do not start) the review server for ``folder``; ``port=0`` picks a free one.
+
+    A folder with ``to_label.jsonl`` is a calibration folder: its chosen questions are labelled
+    into ``labels.jsonl``; ``estimate`` gives the running estimate shown after each label and
+    ``on_complete`` runs when every question has a label (both optional; neither can break
+    labelling). Any other folder is a dataset folder, labelled by ``annotator`` (who is not
+    asked for in a calibration folder, as ``estimate`` and ``on_complete`` are not in a dataset).
+    """
+    root = Path(folder)
+    review: ReviewFolder
+    if is_calibration_folder(root):
+        review = CalibrationReview(root, estimate=estimate, on_complete=on_complete)
+    else:
+        review = _DatasetReview(load_items(load_dataset(root), root), LabelStore(root, annotator))
+    return _ReviewServer((host, port), review)
 
 
-def serve(dataset_dir: str | Path, *, annotator: str, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Serve until interrupted."""
-    server = make_server(dataset_dir, annotator=annotator, host=host, port=port)
+def serve(folder: str | Path, **options: Any) -> None:
+    """Serve until interrupted; ``options`` are :func:`make_server`'s."""
+    server = make_server(folder, **options)
     logger.info("review page on http://%s:%d/", *server.server_address[:2])
     try:
         server.serve_forever()

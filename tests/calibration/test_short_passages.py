@@ -72,7 +72,7 @@ def test_short_passages_that_cannot_be_joined_are_one_line(
     assert result.exit_code == 2, result.output
     assert result.output.strip() == (
         f"error: the {n} documents of {corpus} are all under 150 words and no neighbouring passages of "
-        "one source (source, source_url, url, title, topic, source_path) add up to 150: calibrate needs "
+        "one source (source, source_url, url, title, source_path) add up to 150: calibrate needs "
         "passages of at least 150 words (--min-words), or --labelled questions"
     )
     assert not llm.calls and not detector.calls and not (tmp_path / "o").exists()
@@ -160,3 +160,14 @@ def test_the_joined_documents_are_what_generation_reads(
     snippets = {json.loads(line)["doc_id"]: json.loads(line)["text"] for line in corpus.open()}
     assert rows[0]["text"] == "\n\n".join(snippets[i] for i in first)
     assert detector.calls > 0 and fake_score("x") > 0
+
+
+def test_a_topic_does_not_join_passages(tmp_path: Path) -> None:
+    """A coarse topic groups unrelated sources: never joined on it."""
+    short = "The stall sells apples and pears every market day of the week."
+    corpus = write_jsonl(
+        tmp_path / "docs.jsonl",
+        [{"doc_id": f"p{i}", "text": short, "topic": "groceries"} for i in range(20)],
+    )
+    with pytest.raises(ConfigurationError, match="all under 40 words"):
+        load_documents(corpus, min_words=40, max_words=None)

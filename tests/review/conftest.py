@@ -41,3 +41,11 @@ def review_dir(tmp_path: Path) -> Path:
     (tmp_path / "documents.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     (tmp_path / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in qs))
     return tmp_path
+
+
+@pytest.fixture()
+def calibration_dir(tmp_path: Path) -> Path:
+    """A calibration folder (invented text) with 4 chosen questions to label."""
+    from tests.review.chosen_folder import write_chosen
+
+    return write_chosen(tmp_path / "calibration", 4)

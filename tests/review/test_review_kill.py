@@ -81,3 +81,29 @@ def test_labels_survive_sigkill(review_dir: Path) -> None:
         proc.wait(timeout=10)
     assert {k: v["scope"] for k, v in labels.items()} == {"d1_ins_1": "in_scope", "d1_oos_1": "out_of_scope"}
     assert not list((review_dir / "reviews").glob("*.tmp"))
+
+
+def test_calibration_labels_survive_sigkill(tmp_path: Path) -> None:
+    from tests.review.chosen_folder import label_rows, write_chosen
+
+    folder = write_chosen(tmp_path / "calibration", 3)
+    port = _free_port()
+    proc = _start(folder, port)
+    try:
+        _post(port, {"id": "q1", "label": "in_scope"})
+        _post(port, {"id": "q2", "label": "unsure"})
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    port = _free_port()
+    proc = _start(folder, port)
+    try:
+        _post(port, {"id": "q2", "label": "out_of_scope"})
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/items", timeout=5) as resp:
+            labels = json.load(resp)["labels"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert labels == {"q1": "in_scope", "q2": "out_of_scope"}
+    assert [(r["id"], r["label"]) for r in label_rows(folder)] == [("q1", "in_scope"), ("q2", "out_of_scope")]
+    assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]

@@ -180,3 +180,61 @@ def test_bound_to_all_interfaces_accepts_ip_hosts_only(review_dir: Path) -> None
     assert srv.host_allowed(f"192.168.1.20:{port}") and srv.host_allowed(f"localhost:{port}")
     assert not srv.host_allowed(f"evil.example:{port}") and not srv.host_allowed("192.168.1.20:1")
     server.server_close()
+
+
+# A calibration folder is served by the same server, with the same checks on its label writes.
+CALIBRATION_LABEL = {"id": "q1", "label": "in_scope"}
+
+
+@pytest.fixture()
+def calibration_client(calibration_dir: Path) -> Iterator[Client]:
+    from tests.review.chosen_folder import serving
+
+    with serving(calibration_dir) as api:
+        yield Client(api.port)
+
+
+def _calibration_labels(calibration_dir: Path) -> str:
+    path = calibration_dir / "labels.jsonl"
+    return path.read_text() if path.exists() else ""
+
+
+def test_calibration_page_writes_with_token_from_its_own_origin(
+    calibration_client: Client, calibration_dir: Path
+) -> None:
+    status, body = calibration_client.post(CALIBRATION_LABEL, Origin=f"http://{calibration_client.host}")
+    assert status == 200 and body["labels"] == {"q1": "in_scope"}
+    assert '"in_scope"' in _calibration_labels(calibration_dir)
+
+
+def test_calibration_label_writes_are_refused_like_dataset_ones(
+    calibration_client: Client, calibration_dir: Path
+) -> None:
+    c = calibration_client
+    # another site's form or fetch(no-cors): no token, text/plain, a foreign Origin
+    status, _ = c.request(
+        "POST",
+        "/api/label",
+        json.dumps(CALIBRATION_LABEL),
+        {"Content-Type": "text/plain;charset=UTF-8", "Origin": "http://evil.example"},
+    )
+    assert status == 403
+    assert c.post(CALIBRATION_LABEL, Origin="http://evil.example")[0] == 403
+    assert c.post(CALIBRATION_LABEL, Origin="null")[0] == 403
+    assert c.post(CALIBRATION_LABEL, Host=f"evil.example:{c.port}")[0] == 403  # DNS rebinding
+    assert c.post(CALIBRATION_LABEL, **{"X-Scopeguard-Token": "guess"})[0] == 403
+    no_token = c.request(
+        "POST", "/api/label", json.dumps(CALIBRATION_LABEL), {"Content-Type": "application/json"}
+    )
+    assert no_token[0] == 403 and "X-Scopeguard-Token" in no_token[1]["error"]
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+        assert c.post(CALIBRATION_LABEL, **{"Content-Type": ctype})[0] == 415
+    assert c.post(["q1", "in_scope"])[0] == 400
+    assert c.post(CALIBRATION_LABEL, **{"Content-Length": "99999999"})[0] == 413
+    assert _calibration_labels(calibration_dir) == ""
+
+
+def test_calibration_items_are_not_served_to_a_foreign_host(calibration_client: Client) -> None:
+    for path in ("/", "/api/items", "/static/calibrate.js"):
+        status, body = calibration_client.request("GET", path, headers={"Host": "evil.example"})
+        assert status == 403 and "token" not in body and "items" not in body

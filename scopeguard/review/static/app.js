@@ -49,14 +49,7 @@
     const item = items[index];
     setStatus("saving...", false);
     try {
-      const resp = await fetch("/api/label", {
-        method: "POST",
-        headers: { "Content-Type": "application/json", "X-Scopeguard-Token": token },
-        body: JSON.stringify({ question_id: item.id, field: field, value: value }),
-      });
-      const body = await resp.json();
-      if (!resp.ok) throw new Error(body.error || resp.statusText);
-      labels[item.id] = body;
+      labels[item.id] = await scopeguardApi.label(token, { question_id: item.id, field: field, value: value });
       setStatus("saved " + field + " = " + value + " for " + item.id, false);
       render();
       if (labelled(item) && index < items.length - 1) { index += 1; render(); }
@@ -88,9 +81,9 @@
     });
     $("prev").addEventListener("click", () => move(-1));
     $("next").addEventListener("click", () => move(1));
-    const resp = await fetch("/api/items");
-    const data = await resp.json();
-    if (!resp.ok) { setStatus("cannot load the questions: " + (data.error || resp.statusText), true); return; }
+    let data;
+    try { data = await scopeguardApi.load(); }
+    catch (err) { setStatus("cannot load the questions: " + err.message, true); return; }
     items = data.items;
     labels = data.labels;
     token = data.token;
