@@ -57,10 +57,10 @@ class CalibrationConfig(BaseModel):
     dataset folders of questions labelled by people, read instead of generated questions (as well, with
     ``also_generate``); ``generation``: a finished ``scopeguard generate`` folder read instead of
     generating. ``generated_shift``: logits added to generated in-scope questions' scores before
-    the threshold is chosen, because they are easier than people's
-    (measured on #58's study: ``docs/research/calibration.md``; 0: none); labelled questions are
-    read as they are. ``rephrase``: the writer first puts each generated in-scope question in a
-    reader's own words (:mod:`scopeguard.calibration._rephrase`), as people ask.
+    the threshold is chosen, because they are easier than people's (``docs/research/calibration.md``;
+    0: none); labelled questions are read as they are. ``rephrase``: the writer first puts each
+    generated in-scope question in a reader's own words (:mod:`scopeguard.calibration._rephrase`),
+    as people ask.
 
     ``questions``: a query log (:mod:`scopeguard.querylog`), each question read against the chunks
     it was given, or the top ``k`` the ``retriever`` finds in the corpus; ``select``: how many of

@@ -1,12 +1,12 @@
 """Generated in-scope questions in a reader's own words, resumably: ``DIR/rephrased.jsonl``.
 
 The generator writes an in-scope question from the document's own words; people ask in theirs, and
-their answerable questions read as less answerable (#58's study: at the budget's quantile, 0.2-2.2
-logits apart). Before a calibration reads generated in-scope questions, the writer rephrases each
-one (``calibration_rephrase.j2``) and the rephrased question is read in its place. A reply that is
-no usable question, or an LLM error, keeps the question as written (counted in the notes); each
-result is appended as it comes, keyed by the writer and the question, so a rerun asks only the
-questions not done yet.
+their answerable questions read as less answerable (0.2-2.2 logits apart at the budget's quantile on
+six corpora: docs/research/calibration.md). Before a calibration reads generated in-scope questions,
+the writer rephrases each one (``calibration_rephrase.j2``) and the rephrased question is read in
+its place. A reply that is no usable question, or an LLM error, keeps the question as written
+(counted in the notes); each result is appended as it comes, keyed by the writer and the question,
+so a rerun asks only the questions not done yet.
 """
 
 from __future__ import annotations
