@@ -79,8 +79,8 @@ EDIT_KINDS: tuple[EditKind, ...] = (
     "other_neutral",
 )
 # The kinds `perturb` uses unless told otherwise: the packaged 1.5B's mutual-exclusion and
-# impossible-condition rewrites were seldom a question a person would send (issue #39); both stay
-# available.
+# impossible-condition rewrites are seldom a question a person would send ("... instead of ...?",
+# "... for the second time?"; counted in docs/research/generation-history.md); both stay available.
 NATURAL_EDIT_KINDS: tuple[EditKind, ...] = ("negation", "antonym", "entity_swap", "other_neutral")
 #: the screens of the offline modes, in the order they are applied (steps._screens has each by name)
 DEFAULT_SCREENS: tuple[str, ...] = (
@@ -214,7 +214,8 @@ class GenerationConfig(BaseModel):
 
     def resolved(self, llm: object) -> GenerationConfig:
         """This config with ``auto`` made concrete for ``llm``: ``offline`` when ``llm`` is one of
-        the packaged GGUF models (they cannot follow Algorithm 1, issue #28), else ``faithful``."""
+        the packaged GGUF models (asked for the facts Algorithm 1 needs, they copy the document:
+        docs/research/generation-log.md, "Faithful vs efficient mode"), else ``faithful``."""
         if self.mode != "auto":
             return self
         return self.model_copy(update={"mode": "offline" if is_packaged_local(llm) else "faithful"})
@@ -243,8 +244,8 @@ class GenerationConfig(BaseModel):
         return cls(**{**additions, **settings})  # type: ignore[arg-type]
 
 
-# Run folders saved before the screens tuple (#59) recorded a boolean per rule. Each screen's and
-# fallback's: (the field, how a run saved before the field existed ran).
+# Run folders saved by earlier versions, before the screens tuple, recorded a boolean per rule. Each
+# screen's and fallback's: (the field, how a run saved before the field existed ran).
 _OLD_SWITCHES: dict[str, tuple[str, bool]] = {
     "natural": ("natural_screen", True),
     "writer": ("writer_screen", False),
@@ -258,9 +259,9 @@ _OLD_SWITCHES: dict[str, tuple[str, bool]] = {
 }
 # screens added after the tuple: a run saved before the tuple ran without them
 _AFTER_THE_TUPLE = ("answered", "unwritten_name", "no_name")
-#: the boolean fields of run folders saved before #59 whose "on" is now the only behaviour (their
-#: "off", the generator of before one of #39's changes, was deleted): a run saved with one off, or
-#: before it existed, cannot be resumed
+#: the boolean fields of run folders saved before the screens tuple whose "on" is now the only
+#: behaviour (their "off", an earlier generator, was removed): a run saved with one off, or before it
+#: existed, cannot be resumed (why each rule is there: docs/research/generation-history.md)
 RETIRED_SETTINGS: tuple[str, ...] = (
     "unstated_subject",
     "unstated_hints",

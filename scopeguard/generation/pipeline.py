@@ -53,10 +53,10 @@ if TYPE_CHECKING:  # the Batch API layer (and the openai SDK it needs) loads onl
 __all__ = ["DEFAULT_WRITER", "GenerationRunConfig", "Generator", "run_folder"]
 
 #: the LLM that writes questions when none is named (``Generator()``, ``scopeguard generate`` and
-#: ``scopeguard calibrate`` without ``--llm``): the packaged model that writes best here. #59: on 17
-#: documents of news, Wikipedia and policy pages, about 59% of the 1.5B's kept out-of-scope
-#: questions were natural and unanswerable against 23% of the 0.5B's, at 64 s a document (AMD EPYC,
-#: 2 cores). ``"local"`` alone still names the 0.5B, the fastest.
+#: ``scopeguard calibrate`` without ``--llm``): the packaged model that writes best here (it keeps
+#: more out-of-scope questions a document than the 0.5B and leaves fewer documents short:
+#: docs/research/generation-log.md, "Offline generation with the packaged models"). ``"local"``
+#: alone still names the 0.5B, the fastest.
 DEFAULT_WRITER = "local:qwen2.5-coder-1.5b"
 
 logger = logging.getLogger(__name__)

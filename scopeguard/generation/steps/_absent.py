@@ -2,16 +2,12 @@
 where to buy it, who wrote it.
 
 A question asking a price is unanswerable from a document that names no amount of money, whatever
-a reading model says. The packaged 1.5B filter says otherwise often on reviews (issue #39): over
-the seven hand-read halves H-N it found 59 questions asking an address, a price or a year
-answerable from reviews that state none ("What is the hotel's address?", "What is the price of the
-Chromecast?"; 34, 20 and 5), and doubted 26 more, which left two hotel reviews with fewer than two
-out-of-scope questions; of the 75 kept questions asking such a detail of a document without one,
-all 75 were read as unanswerable (``benchmarks/generation_natural.py``). On the fresh half O the
-rule kept 10 questions the filter found answerable: 8 natural and unanswerable, and two asking the
-address of a hotel "on Geary and Jones Streets", which a named street now leaves to the filter.
-Where to buy it joined later: over H-T the filter found 74 "Where can I buy ...?" questions
-answerable or doubted them, of reviews naming no shop.
+a reading model says. The packaged 1.5B filter often reads such questions as answerable, or doubts
+them ("What is the hotel's address?" of a hotel review that gives none, "What is the price of the
+Chromecast?" of one naming no amount, "Where can I buy ...?" of one naming no shop), and drops them,
+which leaves documents short of out-of-scope questions; the questions this rule decides over the
+filter were read by hand as unanswerable (``absent_details``, ``absent_stores`` and
+``absent_authors`` in ``docs/research/generation-history.md``).
 
 :func:`absent_detail` names the detail a question asks for when its document states none of that
 kind, which the offline modes let decide over the filter. The kinds are few and their forms plain
@@ -90,7 +86,7 @@ def _seller_stated(pattern: re.Pattern[str]) -> _States:
     """The document states where to buy it where it writes ``pattern`` (a shop, a website, bought at
     or from somewhere) or names anything, other than the question's own words, in a sentence about
     buying: a shop by its name ("Amazon's price was very low"), with no list of shops (one fitted
-    on reviews names none of another domain's: issue #59)."""
+    on reviews would name no shop of another domain, and take a passing "Netflix" for a seller)."""
 
     def states(question: str, document: str) -> bool:
         if pattern.search(document):
@@ -127,8 +123,8 @@ _KINDS: dict[str, tuple[re.Pattern[str], _States]] = {
     "address": (
         re.compile(r"\baddress(?:es)?\b", re.IGNORECASE),
         # a numbered street ("333 O'Farrell Street"), a named one ("on Geary and Jones Streets", which
-        # a reader may take for the address: read on half O; a room "not facing" a "... St" on half S; not
-        # "Union Square", a place), a French or German one, or a postcode
+        # a reader may take for the address, or a room "not facing" a "... St"; not "Union Square", a
+        # place), a French or German one, or a postcode
         _writes(
             re.compile(
                 r"\b\d+[A-Za-z]?,?\s+(?:[A-Z][\w'.-]*\s+){0,3}(?:St|Street|Ave|Avenue|Rd|Road|Blvd|"
@@ -159,11 +155,11 @@ _KINDS: dict[str, tuple[re.Pattern[str], _States]] = {
     ),
     # where to buy it, of a document naming no shop, chain or website and saying nowhere that it was
     # bought at, from or "here" (a review on a shop's site), and naming nothing in a sentence about
-    # buying (_seller_stated; a list of shop names, fitted on reviews, took Netflix and Starbucks
-    # named in passing for sellers and names no shop of another domain: #59): on the hand-read halves H-T,
-    # all 42 kept "Where can I buy ...?" questions of reviews without one were unanswerable (39
-    # natural), and the filter had found 74 more answerable or doubted them ("Where can I buy Pure
-    # Bar?" of a review saying only that its writer will buy more: two documents of half T left short)
+    # buying (_seller_stated, with no list of shop names: one fitted on reviews would take a
+    # "Netflix" named in passing for a seller and name no shop of another domain): "Where can I buy
+    # Pure Bar?" of a review saying only that its writer will buy more, which the filter may read as
+    # answerable (``absent_stores`` in docs/research/generation-history.md;
+    # docs/research/generation-log.md, "Where to buy it, without a list of shop names")
     "store": (
         re.compile(
             r"\bwhere\b.{0,60}\b(?:buy|bought|sold|sells?|purchased?|available|order|ordered)\b"
@@ -184,9 +180,8 @@ _KINDS: dict[str, tuple[re.Pattern[str], _States]] = {
         ),
     ),
     # who wrote it, of a document naming no writer: no author or writer, nothing written "by"
-    # someone, no "Collins's novel". A book review that never
-    # names its author cannot answer "Who wrote The Road?"; the packaged filter read it as answerable
-    # (half X's review of a novel, left with one out-of-scope question). A question about the
+    # someone, no "Collins's novel". A book review that never names its author cannot answer "Who
+    # wrote The Road?", though the packaged filter may read it as answerable. A question about the
     # review's own writer is not one of these (the writer screen's).
     "author": (
         re.compile(

@@ -26,9 +26,8 @@ DETAIL_WORDS = (
 DETAIL_STEMS = frozenset(content_stems(DETAIL_WORDS))
 
 # Words a question asks the same detail with, read as one by the copy rule
-# (:func:`synonyms_as_one`): on half O, "How much does it cost to stay at the Omni?" and
-# "What is the price range of the hotel?", "How far is the Omni from the city center?" and "... from
-# the centre?" were kept side by side.
+# (:func:`synonyms_as_one`), so that "How far is the Omni from the centre?" is a copy of "How far is
+# the Omni from the city center?" and "What does the Omni cost?" of "What is the Omni's price?".
 _SYNONYMS = {
     "price": "cost costs fee fees priced prices",
     "far": "distance",
@@ -46,16 +45,16 @@ DETAIL_SYNONYMS = {
 
 def _one_form(stem_: str) -> str:
     # the light stemmer cuts "-es" and makes "-ies" "-y" but leaves "-e" and "-ie": "drives" -> "driv"
-    # and "drive" -> "drive", "movies" -> "movy" and "movie" -> "movie" (on half P, "What is the price
-    # of Seagate drives?" was kept beside "... of this drive?")
+    # and "drive" -> "drive", "movies" -> "movy" and "movie" -> "movie" (without this, "What is the
+    # price of Seagate drives?" would be kept beside "... of this drive?")
     stem_ = stem_[:-1] if stem_.endswith("e") else stem_
     return stem_[:-1] + "i" if stem_.endswith("y") else stem_
 
 
 # agent nouns the stemmer reads as their verb ("publisher" as "published", which the copy rule reads as
 # "released"): "What was the publisher of The Road?" and "When was The Road published?" ask two
-# details (issue #39: on halves S-W four such questions were dropped as copies of the year question,
-# and on V and W a book review was left with one out-of-scope question so)
+# details (read as one word, the publisher question is dropped as a copy of the year question and
+# a short book review loses an out-of-scope question)
 _AGENT_NOUNS = re.compile(r"\b(publisher|founder|owner)s?\b", re.IGNORECASE)
 
 

@@ -5,8 +5,9 @@
 "Have you noticed ...?": followed up from a review, a small model talks to its author), two
 questions in one ("What other keyboards are there, and what are their prices?", which the ELOQ
 prompt itself forbids), or the name of something already named ("What is the name of DirecTV?").
-Each was common in hand-read samples (issue #39, ``benchmarks/generation_natural.py``), as was, in
-one reply, an enumeration (:func:`enumerations`: "the person's second / third / fourth thought").
+Each was common among generated questions read by hand (``docs/research/generation-log.md``,
+"Natural out-of-scope questions"), as was, in one reply, an enumeration (:func:`enumerations`: "the
+person's second / third / fourth thought").
 
 A small model shown one worked example copies its phrases ("for the second time", "instead of").
 Every string a generation template sets (its examples,
@@ -68,8 +69,8 @@ _COMMON_NAMES = frozenset(
 )
 
 
-# phrases a small model adds to any question once an example showed them (issue #39: the 8
-# impossible-condition rewrites that carried them, none natural); kept out unless the document says them
+# phrases a small model adds to any question once an example showed them ("When did the council
+# meet for the second time?"); kept out unless the document says them
 FIXED_ARTEFACTS = ("for the second time", "for the first time")
 
 
@@ -171,16 +172,15 @@ def _count_word(word: str) -> bool:
 
 # the text's writer named as a third person: a review's "I" as the packaged 1.5B rewrites it ("What
 # was the person's name?", "Why did the speaker tell the person about the HDMI cable?"); a reader asks
-# about what a review is about, not about its writer (issue #39: on halves H-U, 4 kept out-of-scope
-# questions, none natural). Someone else is not ("the person who created the Chromecast"), nor is a
-# narrator (a novel's)
+# about what a review is about, not about its writer. Someone else is not ("the person who created
+# the Chromecast"), nor is a narrator (a novel's)
 _THE_WRITER = re.compile(r"\bthe (?:person|speaker)\b(?!\s+(?:who|whom|whose|that)\b)", re.IGNORECASE)
-# in scope, the name of "the person" (a review's writer, whom it never names): on halves H-U 18 of 21
-# such in-scope questions were unanswerable ("What is the name of the person who is making muffins?")
+# in scope, the name of "the person" (a review's writer, whom it never names), which its review
+# does not answer ("What is the name of the person who is making muffins?")
 _WRITER_NAME = re.compile(r"\bname of the (?:person|people)\b", re.IGNORECASE)
 # two things joined by "and" where one detail of one thing was asked for ("What is the price of the
-# EOS 350D and 400D?", "the address of the bar and restaurant": 4 kept unstated questions on halves
-# H-U, none natural); not a name's "and" ("Barnes and Noble", "Lochan and Maya")
+# EOS 350D and 400D?", "the address of the bar and restaurant": the unstated prompt asks for one
+# detail of one thing); not a name's "and" ("Barnes and Noble", "Lochan and Maya")
 _JOINED = re.compile(r"\b([\w'-]+)\s+(?:and|&)\s+([\w'-]+)")
 
 
@@ -201,8 +201,7 @@ def asks_writer_name(question: str) -> str | None:
 def two_things(question: str, document: str = "") -> str | None:
     """Why ``question`` asks about two things joined by "and" at once, or ``None`` (a name joined by
     "and", both words capitalised and without digits, is one thing; "the X10 and X20" are two; so is
-    what ``document`` writes joined so, a title: "Harry Potter and the Sorcerer's Stone", issue #39,
-    half AA, where both questions about the book were dropped)."""
+    what ``document`` writes joined so, a title: "Harry Potter and the Sorcerer's Stone")."""
     for first, second in _JOINED.findall(question):
         name = first[:1].isupper() and second[:1].isupper() and not re.search(r"\d", first + second)
         written = document and re.search(
@@ -216,9 +215,9 @@ def two_things(question: str, document: str = "") -> str | None:
 
 
 # "How far is Hotel Monaco from the center of Paris?" of a San Francisco hotel: the place hints ask
-# how far it is from the centre, and the 1.5B names a city the review does not (issue #39: on halves
-# L-W, 7 of 9 such kept questions named one: 5 false premises, London twice, Dublin, Paris twice,
-# and 2 "center of San Francisco" of reviews calling it SF)
+# how far it is from the centre, and the 1.5B names a city the review does not: most often a wrong
+# one (a false premise), else one the review calls otherwise ("San Francisco" of a review writing
+# "SF"); ``centre_as_written`` in docs/research/generation-history.md
 _CENTRE_OF = re.compile(r"\bthe (cent(?:er|re)) of ((?:[A-Z][\w'.-]*)(?: [A-Z][\w'.-]*)*)")
 
 
@@ -234,10 +233,9 @@ def centre_as_written(question: str, document: str) -> str:
 
 
 # "When is the beef jerky available?" of a review of jerky its writer has eaten, "When does the
-# hotel open?" of a hotel's: asked by the hints' "where it is sold" and "the year it opened", never
-# natural on the hand-read halves (issue #39: 10 "when ... available" of D-AD, 5 about a hotel's
-# or a shop's opening hours; "When is the hotel open?" on AG and AK, twice); "How long has the hotel
-# been open?" is a year, and stays
+# hotel open?" of a hotel's, prompted by the hints' "where it is sold" and "the year it opened": no
+# reader of a review asks them (what it reviews was bought, a hotel reviewed is open; ``odd_details``
+# in docs/research/generation-history.md); "How long has the hotel been open?" is a year, and stays
 _ODD_DETAIL = re.compile(
     r"^when (?:is|are) \b.{0,80}\bavailable\b"
     r"|^(?:when|what time) (?:does|do) \b.{0,80}\bopen\s*\?$"
@@ -268,8 +266,10 @@ _ASKS_NAME = re.compile(r"\bnames? of\b|'s names?\b|\bcalled\?$", re.IGNORECASE)
 
 def asks_name(question: str) -> str | None:
     """Why ``question``, written as out of scope, asks for a name, or ``None``. Its document names
-    something of the kind elsewhere, or the question invents the thing named (issue #59: 9 of the 10
-    such hand-labelled out-of-scope questions were answerable or not natural, on every domain)."""
+    something of the kind elsewhere, or the question invents the thing named ("What is the name of
+    the kennel?" of a vet's page whose boarding wing is the centre's own, "What is the name of the
+    law?" of one naming no law; read by hand in docs/research/generation-log.md, "A screen for
+    questions asking a name")."""
     if _ASKS_NAME.search(question):
         return "asks for a name (the document names it elsewhere, or nothing of the kind)"
     return None
@@ -282,8 +282,8 @@ def unwritten_name(question: str, document: str, stems: AbstractSet[str]) -> str
     question about a thing the document names asks what it leaves unsaid; one that brings in a name
     of its own is the writer's invention: "... in the United States?" of two passages on
     economics, "... who hid Daily Kos from the French?", "What is Jalen Hurts' current position in
-    the NFL?" (issue #59: of the 206 hand-labelled out-of-scope questions of the four domains, 7
-    named something their document never writes, 6 of them unnatural or answerable)."""
+    the NFL?" (replayed on hand-labelled questions in docs/research/generation-log.md, "A screen
+    for names the document never writes")."""
     lowered = None
     for name in QUESTION_NAME.finditer(question):
         for written in name.group(0).split():
@@ -310,8 +310,8 @@ def one_count_apart(first: str, second: str) -> bool:
 def enumerations(questions: list[str]) -> set[int]:
     """Which of one reply's ``questions`` are an enumeration: the same question again with one
     count or ordinal changed ("What was the person's second / third / fourth thought about the
-    book?", written after a review that gives its "first thought"; issue #39). All of such a
-    series are listed: none of them is a question a person would send."""
+    book?", written after a review that gives its "first thought"). All of such a series are
+    listed: none of them is a question a person would send."""
     found: set[int] = set()
     for i, j in itertools.combinations(range(len(questions)), 2):
         if one_count_apart(questions[i], questions[j]):
@@ -330,12 +330,11 @@ _SHOWN_UNIT = re.compile(
 
 
 # what standalone() leaves: "What players are mentioned in the (other) sentence?" has no sense apart
-# from the prompt ("sentence" only: a user may ask about "this text" or "the passage of a bill")
-# (issue #39, read on half I: "What type of movie does this sentence describe?", "What is the main
-# point of the sentence about ...?", "... the app that the sentence is referring to?"; and on half
-# N, in-scope: "What does the sentence 'I almost gave it four stars' mean?"; on half Z, in scope,
-# "What does the sentence '...' answer?", "... the novel that the sentence is based on?" and
-# "What is the main point of the sentence?")
+# from the prompt ("sentence" only: a user may ask about "this text" or "the passage of a bill").
+# Out of scope: "What type of movie does this sentence describe?", "What is the main point of the
+# sentence about ...?", "... the app that the sentence is referring to?"; in scope: "What does the
+# sentence 'I almost gave it four stars' mean?", "What does the sentence '...' answer?", "... the
+# novel that the sentence is based on?", "What is the main point of the sentence?"
 _SHOWN_SENTENCE = re.compile(
     r"\b(?:in|from)\s+(?:(?:the|this|that)\s+)?(?:(?:other|previous|next|following|given|above|same)\s+)?"
     r"sentences?\b|\bthis sentence\b|\b(?:main )?(?:point|meaning|gist|purpose) of the sentence\b"
@@ -347,9 +346,8 @@ _SHOWN_SENTENCE = re.compile(
 _REFERS = "refers to the sentence it was written from"
 
 
-# slips of the packaged 1.5B a person would not make, read on halves I and K (issue #39): "What is
-# the director of the film?" (a person: who; "What is the owner of ...?" on half L), "Where is the
-# location of the BART?" (where is it)
+# slips of the packaged 1.5B a person would not make: "What is the director of the film?" (a
+# person: who; so "What is the owner of ...?"), "Where is the location of the BART?" (where is it)
 _WHAT_PERSON = re.compile(
     r"^What (is|was) the (director|author|writer|screenwriter|actor|actress|narrator|illustrator|"
     r"composer|producer|translator|owner|founder|creator|designer|inventor|manager) (?=of\b)",
@@ -357,7 +355,7 @@ _WHAT_PERSON = re.compile(
 )
 _WHERE_LOCATION = re.compile(r"^Where (is|was) the location of\s+", re.IGNORECASE)
 # a subject the model named "The book" copied into the middle of a question ("When was The book
-# published?", on halves P and U): an article before a word in lower case is no name's
+# published?"): an article before a word in lower case is no name's
 _STRAY_THE = re.compile(r"(?<=\w )The (?=[a-z])")
 
 
@@ -385,8 +383,8 @@ def degenerate(question: str) -> str | None:
     if _SHOWN_SENTENCE.search(question):
         return _REFERS
     tokens = question.lower().rstrip("?").split()
-    # one word fewer when it names something ("What is Sheraton's address?"; not "When was it
-    # published?"): on half K, such questions were dropped from documents left without any
+    # one word fewer when it names something: "What is Sheraton's address?" is long enough, "When
+    # was it published?" (naming nothing) is not
     named = len(tokens) == _MIN_WORDS - 1 and _NAME_AFTER_FIRST.search(question) is not None
     if len(tokens) < _MIN_WORDS and not named:
         return f"too short ({len(tokens)} words)"

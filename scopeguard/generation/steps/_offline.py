@@ -1,8 +1,9 @@
 """The offline modes for one document: questions small local models can write, kept by a detector.
 
 Algorithm 1 asks a model to invent facts and write questions about them; models of 0.1-1.5B
-parameters copy the document instead (issue #28). The offline modes ask them for what they can do,
-every reply held to a JSON schema (:mod:`._offline_replies`):
+parameters copy the document instead (docs/research/generation-log.md, "Faithful vs efficient
+mode"). The offline modes ask them for what they can do, every reply held to a JSON schema
+(:mod:`._offline_replies`):
 
 1. in-scope candidates (:mod:`._offline_in_scope`): one question for each of the ``n_in_scope +
    2`` sentences of the document with the most names and numbers, then more while fewer than
@@ -17,9 +18,9 @@ every reply held to a JSON schema (:mod:`._offline_replies`):
    sampled rounds and the margin's candidates leave short of ``min_oos`` (written without the
    document, they misread it more often);
 4. ``perturb`` (alone): each of the first ``perturb_sources`` kept questions rewritten once per
-   edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018), the document not shown. Read by hand, the
-   packaged 1.5B's rewrites were rarely a question a person would send, so ``offline`` leaves them
-   out (issue #39);
+   edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018), the document not shown. The packaged
+   1.5B's rewrites are rarely a question a person would send (read by hand in
+   docs/research/generation-log.md, "Natural out-of-scope questions"), so ``offline`` leaves them out;
 5. every out-of-scope candidate goes to the :class:`~._keeper.Keeper`, which keeps it or drops it
    with the reason.
 
@@ -130,7 +131,8 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str, bool]:
     if named != subject:
         step, reason = "subject_in_document", "subject_not_in_document"
         why = "has a word the document never writes"
-    # a passing mention, as read on reviews (issue #39): the kinds a review is of
+    # a subject of a kind a review is of (KIND_WORDS: a product, a place, a book, a film) that the
+    # document first names late is a passing mention ("I bought a Belkin at Costco" in a router's review)
     elif subject and kind in KIND_WORDS and named_late(subject, kind, ctx.doc.text):
         named = stand_in(subject, kind, ctx.doc.text)
         step = reason = "subject_named_late"

@@ -59,8 +59,8 @@ async def ask_questions(
 def _sentences(text: str, split_long: bool) -> list[str]:
     """The sentences of ``text`` of 8 to 45 words; with ``split_long``, a longer one is cut into its
     clauses (:func:`~scopeguard._sentences.split_run_on`) and those of 8 to 45 words count as
-    sentences (issue #39: on half O, two reviews run together so had 3 usable sentences and kept 2
-    in-scope questions; on half P one written without capitals had one)."""
+    sentences (a text whose sentences run together, as two reviews glued without breaks or one
+    written without capitals, otherwise has too few sentences to ask about)."""
     out: list[str] = []
     for sentence in split_sentences(text, glued=True):
         pieces = (

@@ -4,8 +4,8 @@ The model names a document's subject (``gen_document_subject``) and its kind; th
 that name one a reader would use (:func:`subject_as_written`, :func:`with_article`), replace one
 the document does not bear out (:func:`subject_in_document`, :func:`named_late`) by what the
 document itself calls it, if anything (:func:`stand_in`: "the case"), and tell a question about
-another thing than the subject (:func:`other_thing`, :func:`not_about`). Each was read on
-hand-labelled samples (issue #39; ``docs/research/generation-history.md``).
+another thing than the subject (:func:`other_thing`, :func:`not_about`). Why each is there, and
+what it caught in hand-labelled questions: ``docs/research/generation-history.md``.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ def subject_as_written(subject: str, document: str) -> str:
     where the model capitalised a description: "Tasty Little Snack Bar" of a review of "this tasty
     little snack bar" is "the tasty little snack bar", "The Cold War psychological drama" of "the
     best Cold War psychological drama" is "the Cold War psychological drama" (questions asked
-    about them read as names no one uses: issue #39, halves T and V). A subject the document
-    writes as it is, one it writes capitalised ("PURE bar"), in one word ("avitae") or with digits
-    ("hbs-730"), and one it never writes ("Buffy the Vampire Slayer") stay as they are."""
+    about them read as names no one uses). A subject the document writes as it is, one it writes
+    capitalised ("PURE bar"), in one word ("avitae") or with digits ("hbs-730"), and one it never
+    writes ("Buffy the Vampire Slayer") stay as they are."""
     if subject in document:
         return subject
     core = _LEADING_THE.sub("", subject)
@@ -83,7 +83,7 @@ def subject_in_document(subject: str, kind: str, document: str) -> str:
     the document calls it or what its kind is called (:func:`stand_in`), ``""`` if neither. A word
     the document never writes is the model's guess, and questions about a guessed subject are about
     something else: "Coffee" of a drink enhancer's review, "Canon EOS 6D Mark II" of a compact
-    camera's, "Lundberg Wild Blend" of a soup's (issue #39, halves I-X)."""
+    camera's, "Lundberg Wild Blend" of a soup's."""
     if not subject:
         return subject
     written = _plain_words(document)
@@ -99,9 +99,8 @@ _DETERMINER = re.compile(r"^(?:the|a|an|this|these|that|those|my|our|his|her|the
 def with_article(subject: str) -> str:
     """``subject`` with "the" before it where the model named it in lower case without one:
     "soda", "ginger tea" of reviews of one soda, one tea, whose questions then asked about it in
-    general ("What is the price of soda?", "Where can ginger tea be bought?": issue #39, halves
-    AI-AL, 5 kept, none natural). A name ("Essentia", "Hotel Nikko") or a subject with its article
-    stays as it is."""
+    general ("What is the price of soda?", "Where can ginger tea be bought?"). A name ("Essentia",
+    "Hotel Nikko") or a subject with its article stays as it is."""
     if not subject[:1].islower() or _DETERMINER.match(subject):
         return subject
     return f"the {subject}"
@@ -124,10 +123,11 @@ def named_late(subject: str, kind: str, document: str) -> bool:
     called: "Mandarin" of "Mandarin Hotel") only after the first 40% of its sentences: a review
     names what it reviews early, or never, and what it names late is something it compares it
     with or mentions in passing ("I hope Ocean's 13 ... will be more enjoyable" closing a film
-    review, "I bought a Belkin at Costco" two thirds into a router's; issue #39, halves Z-AH: 8 of
-    the 11 subjects named wrongly, and 14 of the 104 named rightly, whose questions then ask about
-    "the film" or "the product" instead). It is named at the sentence by which each of its words
-    is written: "Lyon bakery" at "the Lyon bakery", not at an earlier "bakery"."""
+    review, "I bought a Belkin at Costco" two thirds into a router's). It catches most subjects the
+    model names wrongly and a few it names rightly, whose questions then ask about what
+    :func:`stand_in` gives instead (replayed in ``docs/research/generation-history.md``,
+    ``subject_named_late``). A subject is named at the sentence by which each of its words is
+    written: "Lyon bakery" at "the Lyon bakery", not at an earlier "bakery"."""
     words = _plain_words(subject) - _SUBJECT_GLUE - set(KIND_WORDS.get(kind, "").split())
     sentences = _sentence_words(document)
     if not words or not sentences:
@@ -160,10 +160,10 @@ def stand_in(subject: str, kind: str, document: str, *, guessed: bool = False) -
     subject the model ``guessed`` (a word the document never writes: :func:`subject_in_document`),
     what its kind is called ("the place" of a hotel review that never writes "hotel": the model
     saw one thing of that kind); for one the document names late (:func:`named_late`), a passing
-    mention, ``""``: what each sentence names. The kind's name there asked about nothing a reader
-    can place: "How far is the place from the centre?" of Wikipedia passages whose subject the
-    model named "GCSB Waihopai" or "Ruhr Area" (#59, draw ``random.Random(1202)``: 5 such questions
-    kept, none natural)."""
+    mention, ``""``: what each sentence names. The kind's name there would ask about nothing a
+    reader can place ("How far is the place from the centre?" of a Wikipedia passage on the Rhine
+    whose subject the model named "Ruhr Area"; docs/research/generation-log.md, "What a subject
+    named in passing stands in for")."""
     sentences = _sentence_words(document)
     early = " ".join(s for s, _ in sentences[: max(1, int(_LATE_SHARE * len(sentences)))])
     last = re.findall(r"[a-z]+", subject.lower())
@@ -187,10 +187,9 @@ def other_thing(question: str, subject: str, document: str) -> str | None:
     ``None``: it shares no word with the subject and names something the document names only in
     sentences without a word of the subject's ("the Starbucks Double Shot espresso" of a review of
     a canned coffee, "the Klipsch reference series" of one of speakers, "North Beach" and
-    "Fisherman's Wharf" of a hotel review whose subject the model named "San Francisco": issue #39,
-    halves AA and AB, 6 kept, none natural). "The Logitech Z-2300" of "Speakers" is the subject's
-    when the document writes "the Logitech Z-2300 speakers"; a name the document does not write is
-    left to the other rules."""
+    "Fisherman's Wharf" of a hotel review whose subject the model named "San Francisco"). "The
+    Logitech Z-2300" of "Speakers" is the subject's when the document writes "the Logitech Z-2300
+    speakers"; a name the document does not write is left to the other rules."""
     subject_words = _plain_words(subject) - _SUBJECT_GLUE
     if not subject_words or subject_words & _plain_words(question):
         return None
@@ -215,8 +214,9 @@ def not_about(question: str, subject: str, kind: str = "") -> str | None:
     ``None``: it shares no content word with the subject or with what its kind is called
     (:data:`KIND_WORDS`: "the hotel" of a place) and calls nothing "it" or "this" ("What is the
     price of the bass?" of a review of speakers, "Where is cheddar cheese sold?" of crackers',
-    "What is the address of the Ferry Bldg?" of a hotel's: issue #39, halves Z-AF, 27 kept, 5 of
-    them natural). An empty subject (none named) asks nothing of it."""
+    "What is the address of the Ferry Bldg?" of a hotel's; it drops a few natural questions too:
+    ``about_subject`` in ``docs/research/generation-history.md``). An empty subject (none named)
+    asks nothing of it."""
     if not subject.strip():
         return None
     about = set(content_stems(f"{subject} {KIND_WORDS.get(kind, '')}"))
