@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scopeguard.calibration._run import run_calibration, split_sample
+from scopeguard.calibration._generated import split_sample
+from scopeguard.calibration._run import run_calibration
 from scopeguard.cli._app import app
 from scopeguard.data import load_dataset
 from scopeguard.detection.detectors import registry as detector_registry
@@ -250,7 +251,7 @@ def test_calibrate_with_an_offline_writer_reads_both_folders(
             Generator(writer, config=alone, judge=judge, concurrency=1, progress=False),
         )
 
-    monkeypatch.setattr("scopeguard.calibration._run._generators", generators)
+    monkeypatch.setattr("scopeguard.calibration._generated._generators", generators)
     run = run_calibration(
         corpus,
         tmp_path / "c",
