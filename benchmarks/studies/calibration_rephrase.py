@@ -26,8 +26,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
-    from scopeguard.calibration._questions import generated_set
-    from scopeguard.calibration._rephrase import rephrase_in_scope
+    from scopeguard.calibration import generated_set, rephrase_in_scope
     from scopeguard.llm import from_spec
     from scopeguard.runs import JsonlLog
 

@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _report import cpu_model
 
-from scopeguard.calibration._choose import GENERATED_SHIFT
+from scopeguard.calibration import GENERATED_SHIFT
 from scopeguard.detection.head.calibration import caught_at
 from scopeguard.detection.profile import budget_threshold
 

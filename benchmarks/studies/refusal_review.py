@@ -36,7 +36,7 @@ from _report import cpu_model, wilson
 from calibration_study import human_questions
 from default_budget import dataset_path
 
-from scopeguard.calibration._choose import GENERATED_SHIFT, shifted
+from scopeguard.calibration import GENERATED_SHIFT, shifted
 from scopeguard.detection.profile import budget_threshold
 
 HERE = Path(__file__).resolve().parent

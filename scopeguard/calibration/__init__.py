@@ -18,7 +18,7 @@ threshold that refuses at most a **budget** of answerable questions
     profile = calibrate("docs.jsonl", "calibration/", budget=0.05)
 """
 
-from scopeguard.calibration._choose import GENERATED_SHIFT
+from scopeguard.calibration._choose import GENERATED_SHIFT, shifted
 from scopeguard.calibration._config import CalibrationConfig
 from scopeguard.calibration._labels import (
     TEST_POINT,
@@ -29,22 +29,34 @@ from scopeguard.calibration._labels import (
     choose_to_label,
     weighted_point,
 )
+from scopeguard.calibration._questions import generated_set
+from scopeguard.calibration._rephrase import rephrase_in_scope
 from scopeguard.calibration._review import label_estimate, update_profile
+from scopeguard.calibration._rules import RULES, Combined, Evidence, Generated, LogLabels, ThresholdRule
 from scopeguard.calibration._run import CalibrationRun, calibrate, run_calibration
 
 __all__ = [
     "GENERATED_SHIFT",
+    "RULES",
     "TEST_POINT",
     "UPPER_SHARE",
     "UPPER_WIDTH",
     "CalibrationConfig",
     "CalibrationRun",
     "Choice",
+    "Combined",
+    "Evidence",
+    "Generated",
     "LabelledScore",
+    "LogLabels",
+    "ThresholdRule",
     "calibrate",
     "choose_to_label",
+    "generated_set",
     "label_estimate",
+    "rephrase_in_scope",
     "run_calibration",
+    "shifted",
     "update_profile",
     "weighted_point",
 ]

@@ -29,7 +29,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from scopeguard.calibration._choose import OperatingPoint
 from scopeguard.calibration._config import CalibrationConfig
 from scopeguard.calibration._labels import (
     TEST_POINT,
@@ -37,7 +36,6 @@ from scopeguard.calibration._labels import (
     LabelledScore,
     choose_to_label,
     weighted_point,
-    weighted_rate,
 )
 from scopeguard.calibration._passages import corpus_sha256
 from scopeguard.calibration._scores import Reading
@@ -48,10 +46,7 @@ from scopeguard.review import LABELS_FILE, TO_LABEL_FILE, read_question_labels
 from scopeguard.types import Document
 
 __all__ = [
-    "COMBINED_PROFILE",
-    "LABELLED_PROFILE",
     "LABELS_FILE",
-    "QUESTIONS_PROFILE",
     "SELECTION_FILE",
     "TO_LABEL_FILE",
     "LabelledLog",
@@ -61,18 +56,10 @@ __all__ = [
     "labelled_log",
     "log_questions",
     "read_labels",
-    "recommended",
     "write_selection",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: the profiles a calibration can offer, in the order one is recommended: the log's labelled
-#: questions; those with the generated (or --labelled) questions; the generated ones alone
-LABELLED_PROFILE = "log labels"
-COMBINED_PROFILE = "combined"
-QUESTIONS_PROFILE = "generated"
-_ORDER = (LABELLED_PROFILE, COMBINED_PROFILE, QUESTIONS_PROFILE)
 
 SELECTION_FILE = "selection.json"
 
@@ -283,36 +270,9 @@ def labelled_log(
     )
 
 
-def recommended(points: Mapping[str, OperatingPoint]) -> str | None:
-    """The profile to apply of those offered: labels of the log's own questions where there are
-    enough, else with the generated questions, else the generated questions alone."""
-    return next((name for name in _ORDER if name in points), None)
-
-
-def _labelled_point(
-    labelled: Sequence[LabelledScore], budget: float, hedge_budget: float | None, test_weight: float
-) -> OperatingPoint:
-    point = weighted_point(labelled, budget, test_weight)
-    if hedge_budget is None:
-        return point
-    try:
-        hedge_from = min(weighted_point(labelled, hedge_budget, test_weight).threshold, point.threshold)
-    except ConfigurationError:
-        return point
-    answerable = [q for q in labelled if q.label == "in_scope"]
-    hedged = weighted_rate([(hedge_from <= q.score < point.threshold, q.weight) for q in answerable])
-    return OperatingPoint(
-        threshold=point.threshold,
-        hedge_from=hedge_from,
-        false_refusals=point.false_refusals,
-        caught=point.caught,
-        hedged=hedged,
-    )
-
-
 class LogStage:
-    """The query log's part of a calibration run: its chosen questions, its labels, and the
-    profiles they give (see the module docstring)."""
+    """The query log's part of a calibration run: its chosen questions and its labels (see the
+    module docstring), and what the profile records of them (``sources``, ``data``)."""
 
     def __init__(
         self, root: Path, cfg: CalibrationConfig, hedge_budget: float | None, notes: list[str]
@@ -325,16 +285,16 @@ class LogStage:
         self.sources: tuple[str, ...] = ()
         self.data: dict[str, str] = {}
 
-    def points(
+    def labels(
         self,
         logged: Sequence[LogQuestion],
         reading: Reading[LogQuestion],
         detector: Any,
         identity: Mapping[str, str],
-        in_scope: Sequence[float],
-        out_of_scope: Sequence[float],
-    ) -> dict[str, OperatingPoint]:
-        """The profiles the log gives (none before its questions are labelled)."""
+    ) -> tuple[tuple[LabelledScore, ...], float]:
+        """The log's labelled questions (weighted as they were chosen, with ``select``) and the
+        weight of the new answerable question a conformal rule counts at the top; with ``select``,
+        the questions to label are chosen first (``to_label.jsonl``)."""
         cfg, log = self.cfg, Path(str(self.cfg.questions))
         retrieved = sum(q.retrieved for q in logged)
         self.sources = (
@@ -373,36 +333,6 @@ class LogStage:
                 LabelledScore(score=s, label=str(q.label), weight=1.0) for q, s in reading.scored if q.label
             )
             test_weight = TEST_POINT
-        points: dict[str, OperatingPoint] = {}
-        if not labelled:
-            return points
-        self.sources += (f"{len(labelled)} of them labelled by people",)
-        try:
-            points[LABELLED_PROFILE] = _labelled_point(labelled, cfg.budget, self.hedge_budget, test_weight)
-        except ConfigurationError as exc:
-            self.notes.append(f"no profile from the log's labels yet: {exc}")
-            return points
-        if in_scope:
-            points[COMBINED_PROFILE] = self._combined(labelled, test_weight, in_scope, out_of_scope)
-        return points
-
-    def _combined(
-        self,
-        labelled: Sequence[LabelledScore],
-        test_weight: float,
-        in_scope: Sequence[float],
-        out_of_scope: Sequence[float],
-    ) -> OperatingPoint:
-        """The labelled questions pooled with the generated ones, each kind half of the weight."""
-        answerable = sum(q.weight for q in labelled if q.label == "in_scope")
-        refusable = sum(q.weight for q in labelled if q.label == "out_of_scope")
-        pooled = [
-            *labelled,
-            *(LabelledScore(score=s, label="in_scope", weight=answerable / len(in_scope)) for s in in_scope),
-            *(
-                LabelledScore(score=s, label="out_of_scope", weight=refusable / len(out_of_scope))
-                for s in out_of_scope
-                if refusable
-            ),
-        ]
-        return _labelled_point(pooled, self.cfg.budget, self.hedge_budget, test_weight)
+        if labelled:
+            self.sources += (f"{len(labelled)} of them labelled by people",)
+        return tuple(labelled), test_weight

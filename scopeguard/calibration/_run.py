@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from scopeguard.calibration._choose import OperatingPoint, budget_rows, operating_point, shifted
+from scopeguard.calibration._choose import budget_rows, shifted
 from scopeguard.calibration._config import (
     REPORT_BUDGETS,
     CalibrationConfig,
@@ -24,11 +24,13 @@ from scopeguard.calibration._config import (
     make_config,
 )
 from scopeguard.calibration._generated import generate_sample, rephrased
-from scopeguard.calibration._log import QUESTIONS_PROFILE, LogStage, log_questions, recommended
+from scopeguard.calibration._log import LogStage, log_questions
 from scopeguard.calibration._passages import corpus_sha256, load_documents, sample_documents
 from scopeguard.calibration._plot import plot_calibration
 from scopeguard.calibration._questions import QuestionSet, generated_set, labelled_set
 from scopeguard.calibration._report import write_report
+from scopeguard.calibration._rules import Evidence, Generated
+from scopeguard.calibration._rules import points as rule_points
 from scopeguard.calibration._scores import SCORES_FILE, read_scores
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.detectors.registry import get_detector
@@ -194,18 +196,21 @@ def run_calibration(
             "the threshold was chosen (they are easier than people's questions); the rates below count "
             "them so moved"
         )
-    points: dict[str, OperatingPoint] = {}
-    if reading.scored:
-        try:
-            points[QUESTIONS_PROFILE] = operating_point(in_scope, out_of_scope, cfg.budget, hedge_budget)
-        except ConfigurationError as exc:
-            if not logged:
-                raise
-            notes.append(f"no profile from the {len(questions)} calibration questions: {exc}")
     logs = LogStage(root, cfg, hedge_budget, notes)
-    if logged:
-        points.update(logs.points(logged, log_reading, det, identity, in_scope, out_of_scope))
-    chosen = recommended(points)
+    labelled, test_weight = logs.labels(logged, log_reading, det, identity) if logged else ((), 0.0)
+    evidence = Evidence(
+        budget=cfg.budget,
+        hedge_budget=hedge_budget,
+        in_scope=in_scope,
+        out_of_scope=out_of_scope,
+        labelled=labelled,
+        test_weight=test_weight,
+        notes=notes,
+    )
+    points = rule_points(evidence)
+    if not points and not logged:
+        Generated().point(evidence)  # raises: why the questions could not set a threshold
+    chosen = next(iter(points), None)
     common: dict[str, Any] = {
         "questions": len(questions) + len(logged),
         "read": len(reading.scored) + len(log_reading.scored) - reading.reused - log_reading.reused,

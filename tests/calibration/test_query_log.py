@@ -12,9 +12,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scopeguard.calibration import UPPER_SHARE, label_estimate, run_calibration, update_profile
+from scopeguard.calibration import (
+    RULES,
+    UPPER_SHARE,
+    Evidence,
+    label_estimate,
+    run_calibration,
+    update_profile,
+)
+from scopeguard.calibration._choose import OperatingPoint
 from scopeguard.calibration._labels import LabelledScore, choose_to_label, weighted_point
 from scopeguard.calibration._log import LABELS_FILE, TO_LABEL_FILE, log_questions, read_labels
+from scopeguard.calibration._rules import points
 from scopeguard.cli._app import app
 from scopeguard.detection.profile import budget_threshold, load_profile
 from scopeguard.errors import ConfigurationError, InputError
@@ -250,3 +259,30 @@ def test_cli_names_a_malformed_log_line(tmp_path: Path, corpus: Path, detector: 
     assert result.exit_code == 2
     assert "log.jsonl:2: label 'yes' is not one of" in result.output
     assert "Traceback" not in result.output
+
+
+def test_rules_in_order_and_a_rule_of_ones_own() -> None:
+    rng = random.Random(5)
+    generated_in = [rng.uniform(0.0, 0.6) for _ in range(40)]
+    generated_out = [rng.uniform(0.4, 1.0) for _ in range(20)]
+    labels = [LabelledScore(rng.uniform(0.0, 0.8), "in_scope", 2.0) for _ in range(30)]
+    labels += [LabelledScore(rng.uniform(0.5, 1.0), "out_of_scope", 2.0) for _ in range(20)]
+    evidence = Evidence(budget=0.10, in_scope=generated_in, out_of_scope=generated_out, labelled=labels)
+    found = points(evidence)
+    assert list(found) == ["log labels", "combined", "generated"]
+    assert found["generated"].threshold == budget_threshold(generated_in, 0.10)
+    # the combined rule sits between the two sources it pools
+    low, high = sorted((found["log labels"].threshold, found["generated"].threshold))
+    assert low <= found["combined"].threshold <= high
+
+    class Fixed:
+        name = "fixed"
+
+        def point(self, evidence: Evidence) -> OperatingPoint:
+            return weighted_point(list(evidence.labelled), evidence.budget, 0.0)
+
+    assert list(points(evidence, (Fixed(), *RULES))) == ["fixed", "log labels", "combined", "generated"]
+    # without labels, only the generated questions set a threshold; too few of them say why
+    assert list(points(Evidence(budget=0.10, in_scope=generated_in))) == ["generated"]
+    few = Evidence(budget=0.10, in_scope=generated_in[:3])
+    assert points(few) == {} and "no profile from the generated questions" in few.notes[0]
