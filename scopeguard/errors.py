@@ -28,6 +28,8 @@ exception's kind (``internal`` for one scopeguard did not raise).
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import ClassVar, Literal
 
 ErrorKind = Literal[
@@ -62,6 +64,7 @@ __all__ = [
     "ModelError",
     "ScopeGuardError",
     "error_kind",
+    "unknown_options_message",
 ]
 
 
@@ -207,3 +210,15 @@ def error_kind(exc: BaseException) -> ErrorKind:
     if isinstance(exc, TimeoutError):
         return "timeout"
     return "internal"
+
+
+def unknown_options_message(owner: str, unknown: Iterable[str], valid: Iterable[str]) -> str:
+    """One line: the unknown options (each with its closest valid option, where one is close) and
+    the valid ones."""
+    choices = sorted(valid)
+    named = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, choices, n=1)
+        named.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+    what = "an unknown option" if len(named) == 1 else "unknown options"
+    return f"{owner} got {what} {', '.join(named)}; valid options: {', '.join(choices)}"

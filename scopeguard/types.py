@@ -13,13 +13,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from scopeguard.errors import ErrorKind, InputError
+from scopeguard.errors import ConfigurationError, ErrorKind, InputError, unknown_options_message
 
 __all__ = [
     "Action",
     "Document",
     "GuardResult",
     "Label",
+    "StrictOptions",
     "Verdict",
     "Vote",
     "as_documents",
@@ -175,3 +176,33 @@ def as_documents(documents: str | Document | Iterable[str | Document]) -> tuple[
             raise InputError(f"document {doc.id or i} is empty")
         out.append(doc)
     return tuple(out)
+
+
+def _field_names(model: type[Any]) -> set[str]:
+    """The keyword arguments a pydantic model's fields take: their names and aliases."""
+    names: set[str] = set()
+    for name, field in getattr(model, "model_fields", {}).items():
+        names.add(name)
+        for alias in (field.alias, field.validation_alias):
+            if isinstance(alias, str):
+                names.add(alias)
+            else:  # AliasChoices: its plain-name choices
+                names.update(c for c in getattr(alias, "choices", ()) if isinstance(c, str))
+    return names
+
+
+class StrictOptions:
+    """The first base of a pydantic model whose constructor must not drop an option silently: a
+    keyword argument that is none of the model's fields (or their aliases) raises
+    :class:`~scopeguard.errors.ConfigurationError` before the model is built, naming it, the closest
+    valid option and the valid ones. ``_passed_through``: names a subclass lets through unchecked
+    (a library's own serialized form may carry them)."""
+
+    _passed_through: frozenset[str] = frozenset()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        valid = _field_names(type(self))
+        unknown = [name for name in kwargs if name not in valid and name not in self._passed_through]
+        if unknown:
+            raise ConfigurationError(unknown_options_message(type(self).__name__, unknown, valid))
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]  # the pydantic base takes them

@@ -17,6 +17,7 @@ from scopeguard import ChatModel, Completion, StreamingChatModel
 from scopeguard.llm.base import ChatMessage, StreamUsage
 from scopeguard.llm.deadline import deadline
 from scopeguard.llm.registry import with_standard_params
+from scopeguard.types import StrictOptions
 
 __all__ = ["ScopeGuardChatModel", "StreamingChatModel"]  # StreamingChatModel: scopeguard's, re-exported
 
@@ -76,7 +77,7 @@ def _usage_metadata(prompt_tokens: int, completion_tokens: int) -> UsageMetadata
     )
 
 
-class ScopeGuardChatModel(BaseChatModel):
+class ScopeGuardChatModel(StrictOptions, BaseChatModel):
     """Wraps a scopeguard chat model (``from_spec("local")``, ``"openai:gpt-4o-mini"``, a fake...)
     so LangChain chains can use it: ``ScopeGuardChatModel(llm="local")``.
 
@@ -97,7 +98,7 @@ class ScopeGuardChatModel(BaseChatModel):
     arguments are rejected.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     llm: ChatModel = Field(description="a scopeguard ChatModel, or a spec string such as 'local'")
     temperature: float = 0.0

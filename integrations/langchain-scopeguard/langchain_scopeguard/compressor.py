@@ -11,11 +11,12 @@ from pydantic import ConfigDict
 
 from langchain_scopeguard._common import METADATA_KEY, AnyGuard, Granularity, Prereading
 from langchain_scopeguard._filter import aguard_documents, guard_documents
+from scopeguard.types import StrictOptions
 
 __all__ = ["ScopeGuardCompressor"]
 
 
-class ScopeGuardCompressor(Prereading, BaseDocumentCompressor):
+class ScopeGuardCompressor(StrictOptions, Prereading, BaseDocumentCompressor):
     """Keep only the retrieved documents that cover the query.
 
     By default each document is checked on its own (``granularity="document"``) and those the

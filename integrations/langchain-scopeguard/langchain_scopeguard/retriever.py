@@ -13,11 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from langchain_scopeguard._common import METADATA_KEY, AnyGuard, Granularity, Prereading
 from langchain_scopeguard._filter import aguard_documents, guard_documents
 from scopeguard import ConfigurationError
+from scopeguard.types import StrictOptions
 
 __all__ = ["ScopeGuardRetriever"]
 
 
-class ScopeGuardRetriever(Prereading, BaseRetriever):
+class ScopeGuardRetriever(StrictOptions, Prereading, BaseRetriever):
     """Retrieve with ``retriever``, then ask the guard's detector whether the results answer the query.
 
     Every returned document carries the verdict under ``metadata["scopeguard"]`` (label, score,
@@ -47,7 +48,7 @@ class ScopeGuardRetriever(Prereading, BaseRetriever):
         search_kwargs: more options for the inner retriever (``{"filter": ...}``).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     retriever: Runnable[str, list[LCDocument]]
     guard: AnyGuard

@@ -38,7 +38,7 @@ from scopeguard.policies import (
     llm_answer,
 )
 from scopeguard.prompts import fenced, render
-from scopeguard.types import validate_question
+from scopeguard.types import StrictOptions, validate_question
 
 __all__ = ["GuardedOutput", "GuardedRAG", "rag_prompt"]
 
@@ -100,7 +100,7 @@ def _text(output: Any) -> str:
     )
 
 
-class GuardedRAG(Prereading, RunnableSerializable[GuardedInput, AddableDict]):
+class GuardedRAG(StrictOptions, Prereading, RunnableSerializable[GuardedInput, AddableDict]):
     """A guarded RAG chain: answers in-scope questions, responds with the policy otherwise.
 
     An in-scope question in the calibration profile's hedge band (``Guard(calibration=DIR)``,

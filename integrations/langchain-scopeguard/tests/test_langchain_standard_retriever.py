@@ -76,7 +76,7 @@ def test_k_reaches_a_retriever_field_or_cuts_a_plain_runnable(faiss_retriever):
 
 
 def test_unknown_constructor_arguments_are_rejected(faiss_retriever):
-    with pytest.raises(ValidationError, match="drop_out_of_scop"):
+    with pytest.raises(ConfigurationError, match="did you mean 'drop_out_of_scope'"):
         ScopeGuardRetriever(retriever=faiss_retriever, guard=Guard(detector="lexical"), drop_out_of_scop=True)
     with pytest.raises(ValidationError):
         ScopeGuardRetriever(retriever=faiss_retriever, guard=Guard(detector="lexical"), k=0)

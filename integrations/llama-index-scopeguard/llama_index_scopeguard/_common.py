@@ -9,6 +9,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 
+from llama_index_scopeguard._options import StrictOptions
 from scopeguard import Document, Guard, PrereadJob, Verdict
 from scopeguard.client import GuardClient
 
@@ -99,7 +100,7 @@ def with_verdict(node: NodeWithScore, metadata: dict[str, Any], key: str = METAD
     return NodeWithScore(node=copy, score=node.score)
 
 
-class ScopeGuardVerdictEvent(BaseEvent):
+class ScopeGuardVerdictEvent(StrictOptions, BaseEvent):
     """A LlamaIndex instrumentation event for each verdict, sent inside the active span (the
     query engine's, or the postprocessing step's), so event handlers and tracers see it."""
 

@@ -21,6 +21,7 @@ from llama_index.core.bridge.pydantic import Field, SecretStr, model_validator
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 
+from llama_index_scopeguard._options import StrictOptions
 from scopeguard import ChatModel, Completion, StreamingChatModel
 from scopeguard.llm.base import ChatMessage as SGMessage
 from scopeguard.llm.base import Prompt, StreamUsage
@@ -34,7 +35,7 @@ def _to_messages(messages: Sequence[ChatMessage]) -> list[SGMessage]:
     return [SGMessage(role=str(m.role.value), content=m.content or "") for m in messages]
 
 
-class ScopeGuardLLM(CustomLLM):
+class ScopeGuardLLM(StrictOptions, CustomLLM):
     """Wraps a scopeguard chat model (``"local"``, ``"openai:gpt-4o-mini"``, a fake...) for LlamaIndex.
 
     Chat keeps the roles; ``stream_chat``/``stream_complete`` (and their async twins) yield the

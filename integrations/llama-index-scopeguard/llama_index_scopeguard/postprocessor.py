@@ -20,13 +20,14 @@ from llama_index_scopeguard._common import (
     verdict_metadata,
     with_verdict,
 )
+from llama_index_scopeguard._options import StrictOptions
 from scopeguard import InputError, Verdict
 from scopeguard.policies import FlagOnlyPolicy, PolicyContext, PolicyOutcome
 
 __all__ = ["ScopeGuardPostprocessor"]
 
 
-class ScopeGuardPostprocessor(Prereading, BaseNodePostprocessor):
+class ScopeGuardPostprocessor(StrictOptions, Prereading, BaseNodePostprocessor):
     """Ask the guard's detector whether the retrieved nodes answer the query.
 
     Every kept node carries the verdict under ``node.metadata["scopeguard"]`` (hidden from the

@@ -9,12 +9,13 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode, TransformComponent
 
 from llama_index_scopeguard._common import AnyGuard, Prereading
+from llama_index_scopeguard._options import StrictOptions
 from scopeguard import PrereadJob
 
 __all__ = ["ScopeGuardPrereader"]
 
 
-class ScopeGuardPrereader(Prereading, TransformComponent):
+class ScopeGuardPrereader(StrictOptions, Prereading, TransformComponent):
     """Pre-read every node that passes through, after the node parser, and pass it on unchanged:
     the guard's detector reads each node's text once and keeps its state (``default`` and
     ``logprob`` with llama.cpp, on disk), so a later query that retrieves it costs only the

@@ -28,6 +28,7 @@ from llama_index_scopeguard._common import (
     to_scopeguard,
     verdict_metadata,
 )
+from llama_index_scopeguard._options import StrictOptions
 from llama_index_scopeguard.llm import ScopeGuardLLM
 from scopeguard import Action, ConfigurationError, Verdict
 from scopeguard.policies import HedgePolicy, Policy, PolicyContext, PolicyOutcome, with_caveat
@@ -58,7 +59,7 @@ def rag_prompt(template: str = "rag_basic") -> PromptTemplate:
     return PromptTemplate(text, function_mappings={n: functools.partial(_fenced_variable, n) for n in names})
 
 
-class GuardedQueryEngine(Prereading, CustomQueryEngine):
+class GuardedQueryEngine(StrictOptions, Prereading, CustomQueryEngine):
     """A query engine that answers in-scope questions and responds with the guard's policy otherwise.
 
     The response's ``metadata["scopeguard"]`` holds ``verdict`` (a :class:`scopeguard.Verdict`),
