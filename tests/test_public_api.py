@@ -60,6 +60,7 @@ PUBLIC_MODULES = [
 # other packages); each has an ``__all__``. Renaming one with a leading underscore removes it here.
 LISTED_MODULES = [
     "scopeguard.demo",
+    "scopeguard.generation.lending",
     "scopeguard.detection.detectors.base",
     "scopeguard.detection.detectors.cascade",
     "scopeguard.detection.detectors.default",

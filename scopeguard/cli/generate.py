@@ -2,7 +2,10 @@
 
 Every generation option's default is the :class:`~scopeguard.generation.config.GenerationConfig`
 field's; ``--paper`` starts from :meth:`GenerationConfig.paper` instead, and only the options
-given on the command line override it.
+given on the command line override it. ``--questions LOG`` lends the questions of a query log to
+the documents next to their own instead (:mod:`scopeguard.generation.lending`, whose
+:class:`~scopeguard.generation.lending.LendingConfig` gives ``--retriever`` and ``--neighbours``
+their defaults), filtered by the same generator's filter.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_opti
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation import DEFAULT_WRITER
 from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig, Mode
+from scopeguard.generation.lending import LendingConfig
 
 # CLI option -> GenerationConfig field
 _FIELDS = {
@@ -30,6 +34,38 @@ _FIELDS = {
     "extra_rounds": "extra_rounds",
     "max_oos": "max_oos",
 }
+# options that write questions of their own, which lending (--questions) does not do
+_NOT_LENDING = (
+    "claims",
+    "rounds",
+    "in_scope",
+    "min_oos",
+    "max_oos",
+    "extra_rounds",
+    "paper",
+    "min_words",
+    "max_words",
+    "max_docs",
+    "eloq_export",
+    "execution",
+    "poll_interval",
+    "max_wait",
+)
+_LENDING_ONLY = ("retriever", "neighbours")
+
+
+def _option_name(param: str) -> str:
+    return "--" + param.rstrip("_").replace("_", "-")
+
+
+def _check_lending_options(ctx: typer.Context, lending: bool) -> None:
+    """Refuse an option given on the command line that the chosen job (generation, or lending with
+    ``--questions``) does not read."""
+    wrong = [p for p in (_NOT_LENDING if lending else _LENDING_ONLY) if option_given(ctx, p)]
+    if wrong:
+        names = ", ".join(_option_name(p) for p in wrong)
+        why = "not used when lending a query log (--questions)" if lending else "used only with --questions"
+        raise ConfigurationError(f"{names}: {why}")
 
 
 def _config(ctx: typer.Context, paper: bool, values: dict[str, Any]) -> GenerationConfig:
@@ -47,10 +83,15 @@ def _config(ctx: typer.Context, paper: bool, values: dict[str, Any]) -> Generati
     try:
         return GenerationConfig.paper(**given) if paper else GenerationConfig(**given)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        # a check across options (max_oos below min_oos) names no one field
-        where = f"{error['loc'][0]}: " if error["loc"] else ""
-        raise ConfigurationError(f"invalid option: {where}{error['msg']}") from None
+        raise _invalid_option(exc) from None
+
+
+def _invalid_option(exc: Any) -> ConfigurationError:
+    """A config's ``ValidationError`` as one line naming the option."""
+    error = exc.errors()[0]
+    # a check across options (max_oos below min_oos) names no one field
+    where = f"{error['loc'][0]}: " if error["loc"] else ""
+    return ConfigurationError(f"invalid option: {where}{error['msg']}")
 
 
 @app.command("generate")
@@ -156,13 +197,33 @@ def generate(
     progress: bool = typer.Option(
         True, "--progress/--no-progress", help="Show a progress bar on a terminal."
     ),
+    questions: Path | None = typer.Option(
+        None,
+        "--questions",
+        help="A query log (JSON Lines or CSV with a 'question' field; optional id, doc_ids, label): "
+        "instead of writing questions, ask each logged question of the documents ranked below its "
+        "own and keep those the filter finds out of scope.",
+    ),
+    retriever: str = typer.Option(
+        config_default(LendingConfig, "retriever"),
+        "--retriever",
+        help="With --questions: the retriever that ranks the corpus for each logged question.",
+    ),
+    neighbours: int = typer.Option(
+        config_default(LendingConfig, "neighbours"),
+        "--neighbours",
+        help="With --questions: the documents below a question's own that it is asked of.",
+    ),
 ) -> None:
-    """Generate out-of-scope questions with ELOQ's guided hallucination, plus in-scope ones.
+    """Generate out-of-scope questions with ELOQ's guided hallucination, plus in-scope ones; or,
+    with --questions, lend a query log's questions to the documents next to their own.
 
-    Exits 1 when any document failed (the summary says how many), 2 when it could not run.
+    Exits 1 when any document (or question-document read) failed (the summary says how many), 2
+    when it could not run.
     """
     from scopeguard.generation import Generator, LengthRule, export_eloq
 
+    _check_lending_options(ctx, questions is not None)
     modes = get_args(Mode)
     if mode not in modes:
         raise ConfigurationError(f"--mode must be one of {', '.join(modes)}; got {mode!r}")
@@ -195,6 +256,9 @@ def generate(
         batch=batch,
         progress=None if progress else False,
     )
+    if questions is not None:
+        _lend(generator, corpus, questions, out, retriever, neighbours, progress)
+        return
     summary = generator.run(corpus, out, length_rule=rule, max_docs=max_docs)
     why = f"(empty, or under --min-words {min_words}"
     keep = "pass a lower --min-words (0 keeps every document)"
@@ -219,4 +283,27 @@ def generate(
         "documents",
         f"{summary.docs_errored_run} with an LLM error this run (re-run on the same --out to retry them), "
         f"{summary.docs_failed} for good (their checkpoints in {out} say why)",
+    )
+
+
+def _lend(
+    generator: Any, corpus: str, log: Path, out: Path, retriever: str, neighbours: int, progress: bool
+) -> None:
+    """``--questions``: lend the log's questions over ``corpus`` with ``generator``'s filter."""
+    from pydantic import ValidationError
+
+    from scopeguard.generation.lending import Lender
+
+    try:
+        config = LendingConfig(retriever=retriever, neighbours=neighbours)
+    except ValidationError as exc:
+        raise _invalid_option(exc) from None
+    lender = Lender(generator, config=config, progress=None if progress else False)
+    summary = lender.run(corpus, log, out)
+    typer.echo(summary.table())
+    exit_if_failed(
+        summary.failed_run,
+        summary.pairs,
+        "question-document reads",
+        "re-run on the same --out to retry them (the warnings above say why they failed)",
     )

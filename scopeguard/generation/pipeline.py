@@ -226,7 +226,7 @@ class Generator:
             nonlocal errored, next_rebuild
             ledger = UsageLedger()
             llm = gen_llm.for_step("llm", ledger)
-            judge = self._judge_for(judge_llm.for_step("filter", ledger))
+            judge = self.judge_for(judge_llm.for_step("filter", ledger))
             try:
                 record = await generate_document(doc, llm, config=self.config, judge=judge, order=order)
             except LLMError as exc:
@@ -301,7 +301,9 @@ class Generator:
 
         await asyncio.gather(*(slot(i, d) for i, d in todo))
 
-    def _judge_for(self, llm: RecordingChatModel) -> Detector | None:
+    def judge_for(self, llm: RecordingChatModel) -> Detector | None:
+        """The filter's judge as this generator reads with it (``None`` without a filter), built on
+        ``llm`` where the judge is made per LLM."""
         if self.judge is None:
             return None
         if isinstance(self.judge, Detector):
