@@ -110,12 +110,15 @@ def train_detector_command(
     val_fraction: float = typer.Option(
         0.1, "--val-fraction", help="nli/probe: documents that pick the epoch."
     ),
-    llm: str | None = typer.Option(
+    reader: str | None = typer.Option(
         None,
-        "--llm",
-        help="logprob/default: the verdict LLM spec (default local:qwen2.5-coder-1.5b); "
-        "probe: .gguf path, folder or hub name (default qwen2.5-coder-0.5b).",
+        "--reader",
+        metavar="SPEC",
+        help="The reading model. logprob/default: a spec (local, local:NAME_OR_FOLDER, a tuned reader "
+        "from train-reader, transformers:NAME; default local:qwen2.5-coder-1.5b); probe: a .gguf "
+        "path, folder or hub name (default qwen2.5-coder-0.5b).",
     ),
+    llm: str | None = typer.Option(None, "--llm", hidden=True),  # the reading model's old option name
     backend: str | None = typer.Option(
         None, "--backend", help="probe: llama_cpp or transformers (default: llama_cpp for GGUF)."
     ),
@@ -146,6 +149,10 @@ def train_detector_command(
     from scopeguard.detection.head.training import LEARNED_DETECTORS, train_detector
     from scopeguard.errors import ConfigurationError
 
+    if llm is not None:
+        raise ConfigurationError(
+            "train-detector takes the reading model as --reader SPEC, not --llm (renamed)"
+        )
     if detector not in (*SCORING_DETECTORS, *LEARNED_DETECTORS):
         raise ConfigurationError(f"--detector must be one of: {_TRAINABLE}")
     show = None if progress else False
@@ -157,8 +164,8 @@ def train_detector_command(
             "--pooling": pooling,
         }
         given = [k for k, v in mlp_only.items() if v is not None]
-        if detector == "fast" and llm is not None:
-            given.append("--llm")
+        if detector == "fast" and reader is not None:
+            given.append("--reader")
         if detector != "default" and layer is not None:
             given.append("--layer")
         if paper:
@@ -170,7 +177,7 @@ def train_detector_command(
             datasets,
             detector,
             out,
-            llm=llm,
+            llm=reader,
             max_docs=_max_docs(max_docs, len(datasets)),
             folds=folds,
             seed=seed,
@@ -194,10 +201,12 @@ def train_detector_command(
         raise ConfigurationError(f"--detector {detector} trains on one dataset folder, got {len(datasets)}")
     if max_docs is not None:
         raise ConfigurationError(f"--max-docs does not apply to --detector {detector}")
-    probe_only = {"llm": llm, "backend": backend, "max_tokens": max_tokens, "layer": layer}
+    probe_only = {"llm": reader, "backend": backend, "max_tokens": max_tokens, "layer": layer}
     nli_only = {"embedding_model": embedding_model, "pooling": pooling}
     wrong = probe_only if detector == "nli" else nli_only
-    given = [f"--{k.replace('_', '-')}" for k, v in wrong.items() if v is not None]
+    given = [
+        f"--{'reader' if k == 'llm' else k.replace('_', '-')}" for k, v in wrong.items() if v is not None
+    ]
     if given:
         raise ConfigurationError(f"{', '.join(given)} do(es) not apply to --detector {detector}")
     extractor: dict[str, Any] = {

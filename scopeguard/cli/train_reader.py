@@ -129,4 +129,4 @@ def train_reader_command(
     typer.echo(f"{report.updates} updates, {report.examples_seen} examples, {report.seconds / 60:.1f} min")
     for line in before_after(report):
         typer.echo(line)
-    typer.echo(f"tuned reader in {out}: use it as --llm local:{out} (llama.cpp) or transformers:{out}")
+    typer.echo(f"tuned reader in {out}: use it as --reader local:{out} (llama.cpp) or transformers:{out}")

@@ -160,9 +160,13 @@ def test_cli_rejects_bad_detector_and_options(tmp_path: Path) -> None:
     res = runner.invoke(app, ["train-detector", str(ds), "--detector", "judge", "--out", str(tmp_path / "h")])
     assert res.exit_code == 2 and all(name in res.output for name in ("default", "fast", "nli", "probe"))
     res = runner.invoke(
-        app, ["train-detector", str(ds), "--detector", "nli", "--llm", "x", "--out", str(tmp_path / "h")]
+        app, ["train-detector", str(ds), "--detector", "nli", "--reader", "x", "--out", str(tmp_path / "h")]
     )
-    assert res.exit_code == 2 and "--llm" in res.output
+    assert res.exit_code == 2 and "--reader do(es) not apply to --detector nli" in res.output
+    res = runner.invoke(
+        app, ["train-detector", str(ds), "--detector", "logprob", "--llm", "x", "--out", str(tmp_path / "h")]
+    )
+    assert res.exit_code == 2 and "as --reader SPEC, not --llm (renamed)" in res.output
 
 
 @pytest.mark.slow
@@ -222,7 +226,7 @@ def test_cli_layer_option_trains_a_probe_head_on_that_layer(
     from scopeguard.cli._app import app
 
     ds, out = write_toy_dataset(tmp_path / "ds"), tmp_path / "head"
-    args = ["train-detector", str(ds), "--detector", "probe", "--layer", "-4", "--llm", "smollm2"]
+    args = ["train-detector", str(ds), "--detector", "probe", "--layer", "-4", "--reader", "smollm2"]
     res = CliRunner().invoke(app, [*args, "--out", str(out), "--epochs", "1", "--no-progress"])
     assert res.exit_code == 0, res.output
     assert probe_features[-1] == {"detector": "probe", "layer": -4, "llm": "smollm2"}
