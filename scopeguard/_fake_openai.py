@@ -372,7 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m scopeguard._fake_openai``: serve ELOQ-shaped replies until interrupted."""
-    from scopeguard.testing import EloqChatModel
+    from scopeguard._scripted_llm import EloqChatModel
 
     parser = argparse.ArgumentParser(
         prog="python -m scopeguard._fake_openai",

@@ -1,8 +1,12 @@
 """Scripted chat models for tests (published by :mod:`scopeguard.testing`): replies replayed in
-order or computed from the prompt, scripted errors raised, every request recorded."""
+order or computed from the prompt, scripted errors raised, every request recorded; and the
+ELOQ-shaped fake LLM (:class:`EloqChatModel`, :func:`eloq_reply`) that answers every prompt of the
+generator, which :class:`~scopeguard.testing.FakeOpenAIServer` serves when run on its own."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -11,7 +15,16 @@ from dataclasses import dataclass
 from scopeguard.errors import ConfigurationError
 from scopeguard.llm.base import BaseChatModel, BaseStreamingChatModel, Completion, Prompt, to_messages
 
-__all__ = ["RecordedCall", "Reply", "Script", "ScriptedChatModel", "StreamingScriptedChatModel"]
+__all__ = [
+    "EloqChatModel",
+    "RecordedCall",
+    "Reply",
+    "Script",
+    "ScriptedChatModel",
+    "StreamingScriptedChatModel",
+    "eloq_reply",
+    "invented_document",
+]
 
 Reply = str | BaseException
 Script = Iterable[Reply] | Callable[[str], Reply]
@@ -119,3 +132,129 @@ class StreamingScriptedChatModel(ScriptedChatModel, BaseStreamingChatModel):
         for piece in re.findall(r"\S+\s*|\s+", text):
             self.streamed += 1
             yield piece
+
+
+# --- the ELOQ-shaped fake LLM ----------------------------------------------------------------
+
+_ITEM = re.compile(r"^(\d+)\. (.+)$", re.MULTILINE)
+
+
+def _last_block(prompt: str, header: str) -> list[str]:
+    block = prompt.rsplit(header, 1)[1]
+    block = re.split(r"\n\n", block.strip(), maxsplit=1)[0]
+    return [m.group(2) for m in _ITEM.finditer(block)]
+
+
+def _count(pattern: str, prompt: str) -> int:
+    found = re.search(pattern, prompt)
+    if found is None:
+        raise ConfigurationError(f"eloq_reply: no count in the prompt {prompt[:200]!r}")
+    return int(found.group(1))
+
+
+def eloq_reply(prompt: str, *, answerable_word: str = "ANSWERABLE") -> str:
+    """The reply a cooperative model would give to one of the ELOQ generator's prompts.
+
+    Claims, recoveries (the masked facts come back as invented ferry sponsors), the removal step
+    (drops the first hallucinated fact), one question per fact (the first one contains
+    ``answerable_word``), in-scope questions, and the judge: "Yes" (out of scope) unless the
+    question contains ``answerable_word``. Any other prompt raises :class:`ConfigurationError`.
+    """
+    if "The answer is: Yes or No" in prompt:
+        verdict = "No" if answerable_word in prompt.rsplit("Question:", 1)[-1] else "Yes"
+        return f"The question names a detail the document never mentions.\nThe answer is: {verdict}"
+    if prompt.rstrip().endswith("most important facts:"):
+        n = _count(r"list (\d+) most important facts", prompt)
+        return "Here are the facts:\n" + "\n".join(
+            f"{i}. The council of Alderby approved spending plan {i} for the harbour district."
+            for i in range(1, n + 1)
+        )
+    if prompt.rstrip().endswith("Completed list of facts:"):
+        facts = [m.group(2) for m in _ITEM.finditer(prompt.split('"""')[1])]
+        return "\n".join(
+            f"{i}. A regional ferry operator {i} agreed to sponsor the plan in {2020 + i}."
+            if f == "(missing)"
+            else f"{i}. {f}"
+            for i, f in enumerate(facts, 1)
+        )
+    if "Write only your guesses" in prompt:
+        numbers = re.findall(r"^(\d+)\. <your guess for fact \d+>$", prompt, re.MULTILINE)
+        return "\n".join(
+            f"{m}. A regional ferry operator {m} agreed to sponsor the plan in {2020 + int(m)}."
+            for m in numbers
+        )
+    if prompt.rstrip().endswith("Remaining hallucinated facts:"):
+        facts = _last_block(prompt, "hallucinated facts:\n")
+        return "\n".join(f"{i}. {f}" for i, f in enumerate(facts, 1) if i != 1)
+    if "hallucinated facts:" in prompt and prompt.rstrip().endswith("Questions:"):
+        facts = _last_block(prompt, "hallucinated facts:\n")
+        questions = []
+        for i, f in enumerate(facts, 1):
+            word = f" {answerable_word}" if i == 1 else ""
+            op = re.search(r"operator (\d+)", f)
+            ref = op.group(1) if op else "X"
+            questions.append(
+                f"{i}. Why did regional ferry operator {ref} decide to sponsor"
+                f" the harbour plan{word} that year?"
+            )
+        return "\n".join(questions)
+    if "questions that the document directly answers" in prompt:
+        n = _count(r"top (\d+) questions", prompt)
+        return "\n".join(
+            f"{i}. Which spending plan number {i} did the council of Alderby approve for the harbour?"
+            for i in range(1, n + 1)
+        )
+    raise ConfigurationError(f"eloq_reply got an unexpected prompt: {prompt[:200]!r}")
+
+
+def invented_document(topic: str, words: int = 180) -> str:
+    """An invented document of about ``words`` words about ``topic`` (for generator tests)."""
+    sentence = (
+        f"The council of Alderby discussed the {topic} plan for the harbour district on Monday evening. "
+    )
+    n = len(sentence.split())
+    return (sentence * (words // n + 1)).strip()
+
+
+class EloqChatModel(ScriptedChatModel):
+    """A fake LLM that answers every ELOQ generator prompt in the expected shapes (:func:`eloq_reply`).
+
+    ``latency`` seconds are awaited (without blocking) on each async request, as with a remote
+    endpoint; ``keep_calls=False`` forgets each request once answered (long benchmark runs).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = "fake-eloq",
+        answerable_word: str = "ANSWERABLE",
+        latency: float = 0.0,
+        keep_calls: bool = True,
+        supports_n: bool = True,
+    ) -> None:
+        super().__init__(
+            functools.partial(eloq_reply, answerable_word=answerable_word), model=model, supports_n=supports_n
+        )
+        self.latency = latency
+        self.keep_calls = keep_calls
+
+    async def acomplete(
+        self,
+        prompt: Prompt,
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+            done = self.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        else:
+            done = await super().acomplete(
+                prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
+            )
+        if not self.keep_calls:
+            with self._lock:
+                self.calls.clear()
+        return done

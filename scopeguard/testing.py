@@ -2,7 +2,8 @@
 
 :class:`ScriptedChatModel` replays scripted replies (or raises scripted errors) and records
 every prompt it was given, so parsing and control flow can be tested without an LLM;
-:class:`StreamingScriptedChatModel` also streams each reply word by word.
+:class:`StreamingScriptedChatModel` also streams each reply word by word, and
+:class:`EloqChatModel` answers every prompt of the ELOQ generator (:func:`eloq_reply`).
 :class:`ScriptedVerdictScorer` does the same for log-prob verdicts (scripted margins), and
 :class:`ScriptedPrefixScorer` keeps what it read as llama.cpp does (for pre-reading).
 :class:`FakeOpenAIServer` serves chat completions, files and the Batch API on 127.0.0.1;
@@ -13,8 +14,6 @@ every prompt it was given, so parsing and control flow can be tested without an 
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import math
 import os
 import re
@@ -28,9 +27,12 @@ import numpy as np
 
 from scopeguard._fake_openai import FakeOpenAIServer
 from scopeguard._scripted_llm import (
+    EloqChatModel,
     RecordedCall,
     ScriptedChatModel,
     StreamingScriptedChatModel,
+    eloq_reply,
+    invented_document,
 )
 from scopeguard._test_servers import packaged_llama_server, running_guard_server
 from scopeguard.detection.detectors.base import BaseDetector, Detector
@@ -39,11 +41,7 @@ from scopeguard.detection.read.base import VerdictScore
 from scopeguard.detection.read.llama_states import KeptStateStats, saved_states_summary
 from scopeguard.detection.read.reader import question_cut
 from scopeguard.errors import ConfigurationError
-from scopeguard.llm.base import (
-    ChatMessage,
-    Completion,
-    Prompt,
-)
+from scopeguard.llm.base import ChatMessage
 from scopeguard.retrieval.base import Hit
 from scopeguard.types import Document, Label, Verdict
 
@@ -249,7 +247,7 @@ def calibration_profile(
     return profile.save(folder).parent
 
 
-# --- detectors, retrievers and the ELOQ-shaped fake LLM -----------------------------------------
+# --- detectors and retrievers ------------------------------------------------------------------
 
 VerdictReply = Verdict | Label | float | None | BaseException
 VerdictScript = Mapping[str, VerdictReply] | Iterable[VerdictReply] | Callable[[str], VerdictReply]
@@ -366,127 +364,3 @@ class InMemoryRetriever:
 
     def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
-
-
-_ITEM = re.compile(r"^(\d+)\. (.+)$", re.MULTILINE)
-
-
-def _last_block(prompt: str, header: str) -> list[str]:
-    block = prompt.rsplit(header, 1)[1]
-    block = re.split(r"\n\n", block.strip(), maxsplit=1)[0]
-    return [m.group(2) for m in _ITEM.finditer(block)]
-
-
-def _count(pattern: str, prompt: str) -> int:
-    found = re.search(pattern, prompt)
-    if found is None:
-        raise ConfigurationError(f"eloq_reply: no count in the prompt {prompt[:200]!r}")
-    return int(found.group(1))
-
-
-def eloq_reply(prompt: str, *, answerable_word: str = "ANSWERABLE") -> str:
-    """The reply a cooperative model would give to one of the ELOQ generator's prompts.
-
-    Claims, recoveries (the masked facts come back as invented ferry sponsors), the removal step
-    (drops the first hallucinated fact), one question per fact (the first one contains
-    ``answerable_word``), in-scope questions, and the judge: "Yes" (out of scope) unless the
-    question contains ``answerable_word``. Any other prompt raises :class:`ConfigurationError`.
-    """
-    if "The answer is: Yes or No" in prompt:
-        verdict = "No" if answerable_word in prompt.rsplit("Question:", 1)[-1] else "Yes"
-        return f"The question names a detail the document never mentions.\nThe answer is: {verdict}"
-    if prompt.rstrip().endswith("most important facts:"):
-        n = _count(r"list (\d+) most important facts", prompt)
-        return "Here are the facts:\n" + "\n".join(
-            f"{i}. The council of Alderby approved spending plan {i} for the harbour district."
-            for i in range(1, n + 1)
-        )
-    if prompt.rstrip().endswith("Completed list of facts:"):
-        facts = [m.group(2) for m in _ITEM.finditer(prompt.split('"""')[1])]
-        return "\n".join(
-            f"{i}. A regional ferry operator {i} agreed to sponsor the plan in {2020 + i}."
-            if f == "(missing)"
-            else f"{i}. {f}"
-            for i, f in enumerate(facts, 1)
-        )
-    if "Write only your guesses" in prompt:
-        numbers = re.findall(r"^(\d+)\. <your guess for fact \d+>$", prompt, re.MULTILINE)
-        return "\n".join(
-            f"{m}. A regional ferry operator {m} agreed to sponsor the plan in {2020 + int(m)}."
-            for m in numbers
-        )
-    if prompt.rstrip().endswith("Remaining hallucinated facts:"):
-        facts = _last_block(prompt, "hallucinated facts:\n")
-        return "\n".join(f"{i}. {f}" for i, f in enumerate(facts, 1) if i != 1)
-    if "hallucinated facts:" in prompt and prompt.rstrip().endswith("Questions:"):
-        facts = _last_block(prompt, "hallucinated facts:\n")
-        questions = []
-        for i, f in enumerate(facts, 1):
-            word = f" {answerable_word}" if i == 1 else ""
-            op = re.search(r"operator (\d+)", f)
-            ref = op.group(1) if op else "X"
-            questions.append(
-                f"{i}. Why did regional ferry operator {ref} decide to sponsor"
-                f" the harbour plan{word} that year?"
-            )
-        return "\n".join(questions)
-    if "questions that the document directly answers" in prompt:
-        n = _count(r"top (\d+) questions", prompt)
-        return "\n".join(
-            f"{i}. Which spending plan number {i} did the council of Alderby approve for the harbour?"
-            for i in range(1, n + 1)
-        )
-    raise ConfigurationError(f"eloq_reply got an unexpected prompt: {prompt[:200]!r}")
-
-
-def invented_document(topic: str, words: int = 180) -> str:
-    """An invented document of about ``words`` words about ``topic`` (for generator tests)."""
-    sentence = (
-        f"The council of Alderby discussed the {topic} plan for the harbour district on Monday evening. "
-    )
-    n = len(sentence.split())
-    return (sentence * (words // n + 1)).strip()
-
-
-class EloqChatModel(ScriptedChatModel):
-    """A fake LLM that answers every ELOQ generator prompt in the expected shapes (:func:`eloq_reply`).
-
-    ``latency`` seconds are awaited (without blocking) on each async request, as with a remote
-    endpoint; ``keep_calls=False`` forgets each request once answered (long benchmark runs).
-    """
-
-    def __init__(
-        self,
-        *,
-        model: str = "fake-eloq",
-        answerable_word: str = "ANSWERABLE",
-        latency: float = 0.0,
-        keep_calls: bool = True,
-        supports_n: bool = True,
-    ) -> None:
-        super().__init__(
-            functools.partial(eloq_reply, answerable_word=answerable_word), model=model, supports_n=supports_n
-        )
-        self.latency = latency
-        self.keep_calls = keep_calls
-
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        if self.latency:
-            await asyncio.sleep(self.latency)
-            done = self.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        else:
-            done = await super().acomplete(
-                prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
-            )
-        if not self.keep_calls:
-            with self._lock:
-                self.calls.clear()
-        return done

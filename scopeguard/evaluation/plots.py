@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from scopeguard._optional import require
-from scopeguard.evaluation.report import EvaluationReport
+from scopeguard.evaluation._report_records import EvaluationReport
 
 __all__ = ["plot_confusion", "plot_rates_by_topic"]
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from scopeguard.errors import ConfigurationError
+from scopeguard.generation._edit_kinds import EDIT_KINDS, EditKind
 
 __all__ = [
     "DEFAULT_SCREENS",
@@ -65,19 +66,6 @@ def is_packaged_local(llm: object) -> bool:
 
 Mode = Literal["auto", "faithful", "efficient", "perturb", "followup", "unstated", "offline", "in_scope"]
 OFFLINE_MODES: tuple[str, ...] = ("perturb", "followup", "unstated", "offline", "in_scope")
-# The kinds of edit SQuAD 2.0's crowdworkers used to make answerable questions unanswerable
-# (Rajpurkar et al., 2018, "Know What You Don't Know", section 3, Table 2).
-EditKind = Literal[
-    "negation", "antonym", "entity_swap", "mutual_exclusion", "impossible_condition", "other_neutral"
-]
-EDIT_KINDS: tuple[EditKind, ...] = (
-    "negation",
-    "antonym",
-    "entity_swap",
-    "mutual_exclusion",
-    "impossible_condition",
-    "other_neutral",
-)
 # The kinds `perturb` uses unless told otherwise: the packaged 1.5B's mutual-exclusion and
 # impossible-condition rewrites are seldom a question a person would send ("... instead of ...?",
 # "... for the second time?"; counted in docs/research/generation-history.md); both stay available.

@@ -30,8 +30,9 @@ follow a ``?``: ``openai:gpt-4o-mini?deadline=20&timeout=10`` (see :func:`from_s
   time a 429 is about to be retried, so a caller's concurrency limiter
   (:class:`scopeguard.llm.concurrency.AdaptiveLimiter`) sees rate limits the retries hide;
   ``rate_limits`` counts them.
-* ``request_body`` is the JSON body one call sends and ``call_api`` runs any other SDK call
-  through the same retries and errors: what the Batch API mode (:mod:`scopeguard.batch`) uses.
+* ``request_body`` is the JSON body one call sends (requests are built by
+  :mod:`scopeguard.llm._openai_request`) and ``call_api`` runs any other SDK call through the
+  same retries and errors: what the Batch API mode (:mod:`scopeguard.batch`) uses.
 * ``complete`` uses the sync SDK client, ``acomplete`` the async one (one per event loop); both
   go through :meth:`OpenAIChatModel.chat_completion` / ``achat_completion``, which serve any
   other single request (for example one asking for log-probabilities).
@@ -47,7 +48,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 import openai
-from openai.types.chat import ChatCompletion
 from tenacity import (
     wait_exponential_jitter,
 )
@@ -60,9 +60,10 @@ from scopeguard.llm._openai_replies import (
     merge,
     validate,
 )
+from scopeguard.llm._openai_request import ChatRequests, post_chat
 from scopeguard.llm._openai_retry import RetryCall, RetryingEndpoint
 from scopeguard.llm._openai_stream import END, StreamReader, afirst, first
-from scopeguard.llm.base import BaseChatModel, Completion, Prompt, split_spec_options, to_messages
+from scopeguard.llm.base import BaseChatModel, Completion, Prompt, split_spec_options
 from scopeguard.llm.deadline import Budget, deadline, validate_seconds
 
 __all__ = ["OpenAIChatModel", "from_spec_arg"]
@@ -72,13 +73,7 @@ T = TypeVar("T")
 _NO_KEY = "sk-no-key-required"
 
 
-def _post_chat(client: Any, body: dict[str, Any], timeout: float) -> Any:
-    """``POST /chat/completions`` with a ready JSON body through the SDK client (sync or async:
-    the async client returns an awaitable); the reply is the SDK's ``ChatCompletion``."""
-    return client.post("/chat/completions", cast_to=ChatCompletion, body=body, options={"timeout": timeout})
-
-
-class OpenAIChatModel(RetryingEndpoint, BaseChatModel):
+class OpenAIChatModel(RetryingEndpoint, ChatRequests, BaseChatModel):
     """A chat model behind an OpenAI-compatible HTTP API.
 
     Args:
@@ -168,22 +163,6 @@ class OpenAIChatModel(RetryingEndpoint, BaseChatModel):
         return key if isinstance(key, str) else None
 
     # -- requests -------------------------------------------------------------------------
-    def _body(self, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        """The JSON body of a chat request (``extra_body`` merged in, as the SDK would) and the
-        per-attempt timeout. It is posted as it is: the body is plain JSON already, so the SDK's
-        parameter transform (about 2 ms of CPU per request, a third of the client's cost at high
-        concurrency; ``benchmarks/scale.py``) has nothing to do."""
-        request, timeout = self._request(params)
-        extra = request.pop("extra_body", None) or {}
-        return {**request, **extra}, timeout
-
-    def _request(self, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        request = {"model": self.model, **params}
-        if self.extra_body and "extra_body" not in request:
-            request["extra_body"] = self.extra_body
-        timeout = request.pop("timeout", None)
-        return request, float(timeout) if isinstance(timeout, int | float) else self.timeout
-
     def chat_completion(self, params: dict[str, Any]) -> Any:
         """One logical request: ``params`` are the SDK's ``chat.completions.create`` arguments
         (``model`` defaults to this model's; ``timeout`` caps each attempt). Runs through the
@@ -191,7 +170,7 @@ class OpenAIChatModel(RetryingEndpoint, BaseChatModel):
         have a non-empty ``choices`` list of messages. Every failure is a ScopeGuardError."""
         body, timeout = self._body(params)
         with deadline(self.deadline):
-            reply = self._send(lambda t: _post_chat(self._client, body, t), timeout)
+            reply = self._send(lambda t: post_chat(self._client, body, t), timeout)
             return validate(reply, self.base_url, self._secret)
 
     async def achat_completion(self, params: dict[str, Any]) -> Any:
@@ -199,22 +178,8 @@ class OpenAIChatModel(RetryingEndpoint, BaseChatModel):
         body, timeout = self._body(params)
         client = self._aclient()
         with deadline(self.deadline):
-            reply = await self._asend(lambda t: _post_chat(client, body, t), timeout)
+            reply = await self._asend(lambda t: post_chat(client, body, t), timeout)
             return validate(reply, self.base_url, self._secret)
-
-    def request_body(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> dict[str, Any]:
-        """The JSON body :meth:`complete` sends for these arguments (``extra_body`` merged in), as
-        a Batch API input line carries it."""
-        self._check_args(n, temperature)
-        return {**self._params(prompt, n, temperature, max_tokens, seed), **self.extra_body}
 
     def call_api(self, fn: Callable[[Any], T], *, retry: bool = True) -> T:
         """``fn(client)`` on the sync SDK client (files, batches...) with the same typed errors as
@@ -229,31 +194,6 @@ class OpenAIChatModel(RetryingEndpoint, BaseChatModel):
                 raise self._translate(exc, RetryCall(attempts=1)) from self._cause(exc)
         with deadline(self.deadline):
             return self._send(lambda _t: fn(self._client), self.timeout)
-
-    def _params(
-        self, prompt: Prompt, n: int, temperature: float, max_tokens: int | None, seed: int | None
-    ) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "model": self.model,
-            "messages": [m.model_dump() for m in to_messages(prompt)],
-            "temperature": temperature,
-        }
-        if n != 1:
-            params["n"] = n
-        if max_tokens is None:
-            max_tokens = self.max_tokens
-        if max_tokens is not None:
-            params["max_tokens"] = max_tokens
-        if seed is not None:
-            params["seed"] = seed
-        return params
-
-    @staticmethod
-    def _check_args(n: int, temperature: float) -> None:
-        if n < 1:
-            raise ConfigurationError(f"n must be >= 1, got {n}")
-        if temperature < 0:
-            raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
 
     @staticmethod
     def _count(responses: list[Any]) -> int:
@@ -312,12 +252,6 @@ class OpenAIChatModel(RetryingEndpoint, BaseChatModel):
             return self._merge(responses, n)
 
     # -- streaming ----------------------------------------------------------------------------
-    def _stream_request(
-        self, prompt: Prompt, temperature: float, max_tokens: int | None, seed: int | None
-    ) -> tuple[dict[str, Any], float]:
-        self._check_args(1, temperature)
-        return self._request({**self._params(prompt, 1, temperature, max_tokens, seed), "stream": True})
-
     async def aopen_stream(self, params: dict[str, Any]) -> tuple[Any, Any]:
         """A streamed chat request relayed as it is (a proxy): ``params`` as for
         :meth:`achat_completion`. Returns the SDK's stream of JSON events and its first event

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from scopeguard._optional import require
 from scopeguard.data import atomic_write_text
-from scopeguard.retrieval.study import StudyResult
+from scopeguard.retrieval._study_result import StudyResult
 
 __all__ = ["markdown_table", "plot_recall_curves", "write_study_report"]
 

@@ -18,17 +18,18 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from scopeguard.data import Dataset, LabeledQuestion, atomic_write_jsonl, load_dataset, read_jsonl
 from scopeguard.errors import DatasetError, InputError
+from scopeguard.retrieval._study_result import RankedQuestion, RetrieverResult, StudyResult
 from scopeguard.retrieval.base import Retriever
 from scopeguard.retrieval.metrics import GroupMetrics, aggregate, recall_curve
 from scopeguard.retrieval.registry import get_retriever
+from scopeguard.retrieval.report import write_study_report
 from scopeguard.runs import RunFolder
 from scopeguard.types import Document
 
@@ -43,77 +44,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RankedQuestion:
-    """Where one question's own document landed in one retriever's ranking."""
-
-    question_id: str
-    doc_id: str
-    label: str
-    topic: str
-    rank: int | None
-    missing: bool = False
-    top_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class RetrieverResult:
-    """One retriever's rankings, group metrics and Recall@k curves (k = 1..max k)."""
-
-    name: str
-    rankings: tuple[RankedQuestion, ...]
-    groups: dict[str, GroupMetrics]
-    curves: dict[str, list[float]]
-    index_seconds: float
-    query_seconds: float
-
-
-@dataclass(frozen=True)
-class StudyResult:
-    ks: tuple[int, ...]
-    depth: int
-    n_documents: int
-    n_questions: int
-    missing_doc_ids: tuple[str, ...]
-    retrievers: dict[str, RetrieverResult] = field(default_factory=dict)
-
-    def summary(self) -> dict[str, Any]:
-        """``{retriever: {"in_scope": {...}, "out_of_scope": {...}, "all": {...}, "topics": {...}}}``."""
-        return {name: _retriever_json(r) for name, r in self.retrievers.items()}
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ks": list(self.ks),
-            "depth": self.depth,
-            "n_documents": self.n_documents,
-            "n_questions": self.n_questions,
-            "missing_doc_ids": list(self.missing_doc_ids),
-            "retrievers": self.summary(),
-        }
-
-
-def _group_json(g: GroupMetrics) -> dict[str, Any]:
-    out: dict[str, Any] = {m: e.value for m, e in g.metrics.items()}
-    out["n"] = g.n
-    out["n_missing"] = g.n_missing
-    out["ci"] = {m: [e.low, e.high] for m, e in g.metrics.items()}
-    out["confidence"] = g.confidence
-    return out
-
-
-def _retriever_json(r: RetrieverResult) -> dict[str, Any]:
-    out: dict[str, Any] = {g: _group_json(r.groups[g]) for g in ("in_scope", "out_of_scope", "all")}
-    topics: dict[str, dict[str, Any]] = {}
-    for key, g in r.groups.items():
-        if key.startswith("topic:"):
-            topic, _, label = key[len("topic:") :].partition("/")
-            topics.setdefault(topic, {})[label or "all"] = _group_json(g)
-    out["topics"] = topics
-    out["index_seconds"] = r.index_seconds
-    out["query_seconds"] = r.query_seconds
-    return out
 
 
 def _fingerprint(corpus: Sequence[Document], questions: Sequence[LabeledQuestion], depth: int) -> str:
@@ -338,8 +268,6 @@ def study(config: StudyConfig, out: str | Path, *, plot: bool = True) -> StudyRe
     The folder keeps the configuration (``config.json``); resuming it with another dataset, corpus
     or depth raises a :class:`~scopeguard.errors.ConfigurationError` (see :class:`StudyConfig`).
     """
-    from scopeguard.retrieval.report import write_study_report
-
     if not config.retrievers:
         raise InputError("--retrievers is empty")
     _check_ks(config.ks, config.depth)

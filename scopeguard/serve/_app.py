@@ -14,7 +14,9 @@ from scopeguard.detection.detectors.registry import available_detectors
 from scopeguard.errors import ConfigurationError, InputError, LLMError, LLMTimeoutError, ScopeGuardError
 from scopeguard.serve._admission import Rejected
 from scopeguard.serve._config import ServeConfig
+from scopeguard.serve._limits import LimitError, checked_documents
 from scopeguard.serve._middleware import GuardrailsMiddleware, error_body
+from scopeguard.serve._proxy import add_proxy_routes
 from scopeguard.serve._runtime import Runtime
 from scopeguard.serve._schemas import (
     AnswerRequest,
@@ -23,11 +25,9 @@ from scopeguard.serve._schemas import (
     CheckBatchResponse,
     CheckRequest,
     DetectorsResponse,
-    Documents,
     ErrorResponse,
     PrereadRequest,
     PrereadResponse,
-    to_documents,
 )
 from scopeguard.types import Document, Verdict, validate_question
 
@@ -39,31 +39,6 @@ logger = logging.getLogger(__name__)
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse} for code in (401, 413, 422, 429, 502, 503, 504)
 }
-
-
-class LimitError(InputError):
-    """A request over one of the server's limits (422 naming the limit)."""
-
-    def __init__(self, message: str, *, limit: str) -> None:
-        self.limit = limit
-        super().__init__(message)
-
-
-def checked_documents(config: ServeConfig, items: Documents) -> list[Document]:
-    """The request's documents as records, or a :class:`LimitError` naming the limit they break."""
-    if len(items) > config.max_documents:
-        raise LimitError(
-            f"{len(items)} documents: more than max_documents={config.max_documents}", limit="max_documents"
-        )
-    docs = to_documents(items)
-    for doc in docs:
-        if len(doc.text) > config.max_document_chars:
-            raise LimitError(
-                f"document {doc.id!r} has {len(doc.text)} characters: more than "
-                f"max_document_chars={config.max_document_chars}",
-                limit="max_document_chars",
-            )
-    return docs
 
 
 def calibration_info(config: ServeConfig, profile: CalibrationProfile | None) -> dict[str, Any] | None:
@@ -87,8 +62,6 @@ def create_app(config: ServeConfig, *, detector: Detector | None = None) -> Any:
     fastapi = require("fastapi", extra="serve", feature="scopeguard serve")
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
-
-    from scopeguard.serve._proxy import add_proxy_routes
 
     runtime = Runtime(config, detector=detector)  # a profile for another detector raises here
     calibration = calibration_info(config, runtime.guard.calibration)

@@ -41,6 +41,7 @@ from scopeguard.errors import (
 from scopeguard.llm.deadline import deadline as deadline_block
 from scopeguard.llm.deadline import remaining
 from scopeguard.policies import FlagOnlyPolicy, PolicyContext
+from scopeguard.serve._limits import checked_documents
 from scopeguard.serve._middleware import error_body
 from scopeguard.serve._runtime import Runtime
 from scopeguard.serve._schemas import Documents
@@ -110,8 +111,6 @@ def _sse(data: dict[str, Any] | str) -> bytes:
 
 def add_proxy_routes(app: Any, runtime: Runtime) -> None:
     from fastapi.responses import JSONResponse, Response, StreamingResponse
-
-    from scopeguard.serve._app import checked_documents
 
     config, guard, metrics = runtime.config, runtime.guard, runtime.metrics
 

@@ -4,7 +4,9 @@
 :class:`~scopeguard.detection.read.llamacpp_probe.LlamaCppHiddenStates` reads the paper's probe
 input (raw tokens and an appended unused token, any layer) for the ``probe`` baseline through it:
 one wrapper, one loader (:func:`scopeguard.llamacpp.load_llama`), one tap. The kept prompt states
-are :class:`~scopeguard.detection.read.llama_states.KeptStates`.
+are :class:`~scopeguard.detection.read.llama_states.KeptStates`, and which of them the scorer
+holds, restores and counts is its base's bookkeeping
+(:class:`~scopeguard.detection.read._llama_keeping.LlamaStateKeeping`).
 
 The prompt goes through the model's own chat template (read from the GGUF), is tokenised, and
 only the tokens after the longest prefix already read are decoded: the instruction always comes
@@ -29,7 +31,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,19 +38,12 @@ from typing import Any
 import numpy as np
 
 from scopeguard._optional import require
-from scopeguard._paths import cache_dir
+from scopeguard.detection.read._llama_keeping import LlamaStateKeeping
 from scopeguard.detection.read._verdict_prompt import question_cut, split_tokens
 from scopeguard.detection.read.adapter import file_sha256, gguf_reading
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp
 from scopeguard.detection.read.llama_prompt import chat_formatter, render_prompt, single_token_ids, wanted_bos
-from scopeguard.detection.read.llama_states import (
-    KeptStates,
-    KeptStateStats,
-    common_prefix,
-    get_kv_type,
-    saved_states_summary,
-    state_disk_budget_mb,
-)
+from scopeguard.detection.read.llama_states import common_prefix, get_kv_type
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
 from scopeguard.llamacpp import decode, load_llama, logits_row
 from scopeguard.llm.base import ChatMessage
@@ -64,7 +58,7 @@ def _env_threads() -> int | None:
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
-class LlamaCppVerdicts:
+class LlamaCppVerdicts(LlamaStateKeeping):
     """Verdict log-probs from a local GGUF (``"qwen2.5-coder-1.5b"``, a path, or a hub file).
 
     Args:
@@ -94,9 +88,6 @@ class LlamaCppVerdicts:
             type is part of their key.
     """
 
-    #: a saved state is restored only when it shares this many more tokens than the live one
-    MIN_STATE_GAIN = 16
-
     def __init__(
         self,
         model: str | Path = "qwen2.5-coder-1.5b",
@@ -114,7 +105,7 @@ class LlamaCppVerdicts:
     ) -> None:
         from scopeguard.models import available_ggufs, local_gguf
 
-        self._kv = get_kv_type(kv_type)
+        kv = get_kv_type(kv_type)
 
         self._lib = require(
             "llama_cpp", extra="local", feature="log-prob verdicts with llama.cpp", package="llama-cpp-python"
@@ -123,9 +114,6 @@ class LlamaCppVerdicts:
         self.path = local_gguf(reading.base)
         self.adapter: Path | None = reading.adapter
         self._adapter_sha = None if reading.adapter is None else file_sha256(reading.adapter)
-        # a question-side adapter: instruction and documents read by the bare base (their states
-        # are the base's, shared with it), the question on with the adapter
-        self._question_side = reading.adapter is not None and reading.adapt == "question"
         self._template = reading.template
         self._adapter_on = True
         self._warned_cut = False
@@ -133,28 +121,20 @@ class LlamaCppVerdicts:
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _env_threads() or os.cpu_count() or 1
         self.n_gpu_layers = n_gpu_layers
-        if state_cache_mb < 0:
-            raise ValueError(f"state_cache_mb must be >= 0, got {state_cache_mb}")
-        self.state_cache_bytes = int(state_cache_mb * 2**20)
-        self.state_dir: Path | None = None
-        if persist_states:
-            self.state_dir = Path(state_dir) if state_dir is not None else cache_dir("llama-states")
-        stat = self.path.stat()
-        file_key = f"{self.path.name}:{stat.st_size}:{self._lib.__version__}:"
-        if self._adapter_sha is not None and not self._question_side:  # else the base's states
-            file_key += f"adapter:{self._adapter_sha}:"
-        self._kept = KeptStates(
+        super().__init__(
             self._lib,
-            limit_bytes=self.state_cache_bytes,
-            directory=self.state_dir,
-            file_key=file_key,
-            stem=self.path.stem + ("" if self._question_side else reading.suffix),
-            disk_limit_bytes=int(state_disk_budget_mb(state_disk_mb) * 2**20),
-            kv=self._kv.name,
+            self.path,
+            kv=kv,
+            suffix=reading.suffix,
+            adapter_sha=self._adapter_sha,
+            # a question-side adapter: instruction and documents read by the bare base (their
+            # states are the base's, shared with it), the question on with the adapter
+            question_side=reading.adapter is not None and reading.adapt == "question",
+            state_cache_mb=state_cache_mb,
+            state_dir=state_dir,
+            persist_states=persist_states,
+            state_disk_mb=state_disk_mb,
         )
-        self._llm: Any = None
-        self._lock = threading.Lock()
-        self._past: list[int] = []
         self._yes: list[int] = []
         self._no: list[int] = []
         self._formatter: Any = None
@@ -172,11 +152,6 @@ class LlamaCppVerdicts:
             return ()
         self._load()
         return tuple(self._tap.layers)
-
-    @property
-    def kv_type(self) -> str:
-        """The KV cache's type (``"f16"``, ``"q8_0"``): the kept states' too."""
-        return self._kv.name
 
     @property
     def name(self) -> str:
@@ -340,11 +315,6 @@ class LlamaCppVerdicts:
             hidden=hidden,
         )
 
-    def forget(self) -> None:
-        """Drop the live context: the next read starts from nothing (or from a saved state)."""
-        with self._lock:
-            self._past = []
-
     def hidden(self, ids: Sequence[int], *, prefix_len: int = 0) -> np.ndarray:
         """The states of :attr:`layers` at the last of ``ids``, shape ``(len(layers), n_embd)``.
 
@@ -398,64 +368,7 @@ class LlamaCppVerdicts:
             return 0
         # the last token may merge with the text after it: leave it to the prompt
         ids = self._tokens(text.split(upto, 1)[0])[:-1]
-        if len(ids) < self.MIN_STATE_GAIN or self.state_cache_bytes <= 0:
-            return 0
-        key = tuple(ids)
-        file = self._kept.file(ids)
-        with self._lock:
-            # a lookup (before a read) also counts the live context's tokens as found
-            found = key in self._kept or (not create and self._covered(ids))
-            if not found and file is not None and file.is_file() and self._kept.load(key, file):
-                logger.debug("primed %d tokens from %s", len(ids), file)
-                found = True
-            if not create:  # counted, found or not (state_stats)
-                self._kept.lookups += 1
-                self._kept.hits += found
-            if found or not create:
-                return len(ids) if found else 0
-            try:
-                # from the instruction's state, for a document; the base's alone for a question-side adapter
-                self._read(ids, logits=False, bare=len(ids) if self._question_side else None)
-            except Exception as exc:
-                raise LLMError(f"llama.cpp failed to read the start of the verdict prompt: {exc}") from None
-            self._kept.capture(self._llm._ctx.ctx, ids)
-            if file is not None:
-                self._kept.write(key, file)
-        return len(ids)
-
-    # -- kept states -------------------------------------------------------------------------
-    def _covered(self, ids: list[int]) -> bool:
-        """Whether the live context or a kept state already holds all of ``ids`` (lock held)."""
-        live = common_prefix(self._past, ids) >= len(ids)
-        return live or self._kept.longest(ids, len(ids) - 1)[0] is not None
-
-    def state_stats(self) -> KeptStateStats:
-        """The kept states: KV type, lookups and hits (reads that found their document's state kept),
-        memory, and the saved-states folder's files, bytes and tokens (a scan of the folder)."""
-        kept = self._kept
-        return KeptStateStats(
-            kv_type=self.kv_type,
-            lookups=kept.lookups,
-            hits=kept.hits,
-            memory_states=len(kept),
-            memory_bytes=kept.bytes,
-            directory=self.state_dir,
-            saved=None if self.state_dir is None else saved_states_summary(self.state_dir),
-        )
-
-    def _restore_best(self, ids: list[int], live: int) -> int:
-        """Load the kept state sharing the longest prefix with ``ids`` if it beats the live one by
-        :attr:`MIN_STATE_GAIN` tokens; how many tokens it shares with ``ids`` (0: none loaded)."""
-        key, shared = self._kept.longest(ids, live + self.MIN_STATE_GAIN)
-        if key is None:
-            return 0
-        ctx = self._llm._ctx
-        ctx.kv_cache_clear()
-        self._past = []
-        if not self._kept.restore(ctx, key):
-            return 0
-        self._past = list(key)
-        return shared
+        return self._keep_prefix(ids, create=create)
 
     def score_many(
         self, prompts: Sequence[Sequence[ChatMessage]], *, progress: bool | None = None

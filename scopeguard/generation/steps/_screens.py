@@ -39,7 +39,7 @@ from typing import Protocol
 
 from scopeguard.detection.read.text import content_stem_set, content_stems
 from scopeguard.errors import ConfigurationError
-from scopeguard.generation.config import EDIT_KINDS
+from scopeguard.generation._edit_kinds import EDIT_KINDS
 from scopeguard.generation.steps._copies import synonyms_as_one
 from scopeguard.generation.steps._natural import (
     about_writer,
