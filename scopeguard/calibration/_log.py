@@ -118,12 +118,11 @@ def log_questions(
             out[q.id] = LogQuestion(q, tuple(by_id[d] for d in q.doc_ids))
     todo = [q for q in logged if q.id not in out]
     if todo:
-        from scopeguard.retrieval.registry import get_retriever
+        from scopeguard.retrieval import get_retriever, retrieve
 
-        engine = get_retriever(retriever)
         logger.info("retrieving the top %d of %d passages for %d questions", k, len(passages), len(todo))
-        engine.index(passages)
-        for q, hits in zip(todo, engine.search_batch([q.question for q in todo], k=k), strict=True):
+        found = retrieve(get_retriever(retriever), passages, [q.question for q in todo], k)
+        for q, hits in zip(todo, found, strict=True):
             out[q.id] = LogQuestion(q, tuple(h.document for h in hits), retrieved=True)
     return [out[q.id] for q in logged]
 

@@ -54,7 +54,7 @@ from scopeguard.generation.steps._context import DocumentContext
 from scopeguard.generation.steps._filter import filter_question
 from scopeguard.generation.steps._keeper import margin_floor
 from scopeguard.querylog import LoggedQuestion, read_query_log
-from scopeguard.retrieval.base import Retriever
+from scopeguard.retrieval.base import Retriever, retrieve
 from scopeguard.retrieval.registry import DEFAULT_RETRIEVER, get_retriever
 from scopeguard.runs import JsonlLog, RunFolder
 from scopeguard.types import Document
@@ -341,9 +341,8 @@ class Lender:
         rankings: list[list[str]] = [[] for _ in questions]
         if not lent:
             return rankings
-        self.retriever.index(list(documents))
-        k = min(len(documents), SEARCH_DEPTH + self.config.neighbours + 1)
-        hits = self.retriever.search_batch([questions[i].question for i in lent], k=k)
+        k = SEARCH_DEPTH + self.config.neighbours + 1
+        hits = retrieve(self.retriever, documents, [questions[i].question for i in lent], k)
         for i, found in zip(lent, hits, strict=True):
             rankings[i] = [h.document.id for h in found]
         return rankings

@@ -11,7 +11,7 @@ first use.
 
 from __future__ import annotations
 
-from scopeguard.retrieval.base import Hit, Retriever
+from scopeguard.retrieval.base import Hit, Retriever, retrieve
 from scopeguard.retrieval.bm25 import BM25Retriever, BM25sRetriever
 from scopeguard.retrieval.dense import DenseRetriever, SentenceEncoder
 from scopeguard.retrieval.embedding_cache import EmbeddingCache
@@ -59,6 +59,7 @@ __all__ = [
     "get_reranker",
     "get_retriever",
     "register_retriever",
+    "retrieve",
     "rrf_fuse",
     "run_study",
     "study",

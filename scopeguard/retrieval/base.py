@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from scopeguard.types import Document
 
-__all__ = ["Hit", "Retriever"]
+__all__ = ["Hit", "Retriever", "retrieve"]
 
 
 class Hit(BaseModel):
@@ -32,3 +32,12 @@ class Retriever(Protocol):
     def search(self, query: str, k: int = 10) -> list[Hit]: ...
 
     def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]: ...
+
+
+def retrieve(
+    retriever: Retriever, documents: Sequence[Document], queries: Sequence[str], k: int
+) -> list[list[Hit]]:
+    """Index ``documents`` with ``retriever`` and return the top ``k`` hits of each of ``queries``,
+    best first (fewer when the corpus is smaller): what a RAG pipeline's retriever hands the guard."""
+    retriever.index(list(documents))
+    return retriever.search_batch(list(queries), k=min(k, len(documents)))
