@@ -11,9 +11,23 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scopeguard.errors import ConfigurationError
-from scopeguard.llm.base import BaseChatModel, BaseStreamingChatModel, Completion, Prompt, to_messages
+from scopeguard.llm.base import (
+    BaseChatModel,
+    BaseStreamingChatModel,
+    Completion,
+    Prompt,
+    SamplingArgs,
+    StreamArgs,
+    complete_keywords,
+    stream_keywords,
+    to_messages,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "EloqChatModel",
@@ -120,15 +134,8 @@ class StreamingScriptedChatModel(ScriptedChatModel, BaseStreamingChatModel):
 
     streamed = 0
 
-    def stream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Iterator[str]:
-        text = self.complete(prompt, temperature=temperature, max_tokens=max_tokens, seed=seed).text
+    def stream(self, prompt: Prompt, **sampling: Unpack[StreamArgs]) -> Iterator[str]:
+        text = self.complete(prompt, **stream_keywords(sampling)).text
         for piece in re.findall(r"\S+\s*|\s+", text):
             self.streamed += 1
             yield piece
@@ -238,22 +245,13 @@ class EloqChatModel(ScriptedChatModel):
         self.latency = latency
         self.keep_calls = keep_calls
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
+    async def acomplete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        args = complete_keywords(sampling)
         if self.latency:
             await asyncio.sleep(self.latency)
-            done = self.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+            done = self.complete(prompt, **args)
         else:
-            done = await super().acomplete(
-                prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
-            )
+            done = await super().acomplete(prompt, **args)
         if not self.keep_calls:
             with self._lock:
                 self.calls.clear()

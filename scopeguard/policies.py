@@ -67,6 +67,17 @@ class PolicyOutcome:
     response: str
 
 
+def _answer_prompt(
+    llm: ChatModel | None, question: str, documents: Sequence[Document], template: str
+) -> tuple[ChatModel, str]:
+    """The LLM (an error when there is none) and the rendered RAG prompt of an answer."""
+    if llm is None:
+        raise ConfigurationError(
+            "this step needs an LLM to answer: pass llm=... (a ChatModel or a spec string)"
+        )
+    return llm, render(template, document=render_documents(documents), question=question)
+
+
 def llm_answer(
     llm: ChatModel | None,
     question: str,
@@ -76,12 +87,8 @@ def llm_answer(
     max_tokens: int | None = ANSWER_MAX_TOKENS,
 ) -> str:
     """Answer ``question`` from ``documents`` with one of the RAG prompt templates."""
-    if llm is None:
-        raise ConfigurationError(
-            "this step needs an LLM to answer: pass llm=... (a ChatModel or a spec string)"
-        )
-    prompt = render(template, document=render_documents(documents), question=question)
-    return llm.complete(prompt, temperature=0.0, max_tokens=max_tokens).text.strip()
+    model, prompt = _answer_prompt(llm, question, documents, template)
+    return model.complete(prompt, temperature=0.0, max_tokens=max_tokens).text.strip()
 
 
 async def allm_answer(
@@ -92,12 +99,9 @@ async def allm_answer(
     *,
     max_tokens: int | None = ANSWER_MAX_TOKENS,
 ) -> str:
-    if llm is None:
-        raise ConfigurationError(
-            "this step needs an LLM to answer: pass llm=... (a ChatModel or a spec string)"
-        )
-    prompt = render(template, document=render_documents(documents), question=question)
-    return (await llm.acomplete(prompt, temperature=0.0, max_tokens=max_tokens)).text.strip()
+    """Async twin of :func:`llm_answer` (``llm.acomplete``)."""
+    model, prompt = _answer_prompt(llm, question, documents, template)
+    return (await model.acomplete(prompt, temperature=0.0, max_tokens=max_tokens)).text.strip()
 
 
 @runtime_checkable

@@ -32,7 +32,7 @@ The knobs are :class:`scopeguard.judging.JudgeConfig`'s (``config.vote_kwargs()`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,6 +232,69 @@ def _seed(seed: int | None, offset: int) -> int | None:
     return None if seed is None else seed + offset
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One request of a vote: the arguments of ``llm.complete`` (``llm.acomplete``)."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+_Reply = Completion | DocumentTooLongError | None
+"""What a request gave: its completion, or the DocumentTooLongError it raised."""
+_Steps = Generator[_Call, _Reply, VoteResult]
+
+
+def _steps(
+    llm: ChatModel,
+    prompt: Prompt,
+    parse: Parser,
+    m: int,
+    temperature: float,
+    adaptive: bool,
+    max_tokens: int | None,
+    seed: int | None,
+    followup: FollowUp | None,
+    retry_truncated: bool,
+) -> _Steps:
+    """The vote as a sequence of requests: yields each call, is sent what it gave, returns the
+    result. :func:`vote` and :func:`avote` only do the I/O."""
+    _check(m, temperature, max_tokens)
+    tally = _Tally(m, parse, adaptive, followup, retry_truncated)
+    batched = bool(getattr(llm, "supports_n", True))
+    while not tally.decided():
+        k = tally.next_batch()
+        for size in [k] if batched else [1] * k:
+            done = len(tally.samples)
+            ask = {"n": size, "temperature": temperature, "max_tokens": max_tokens, "seed": _seed(seed, done)}
+            new = tally.add(_completed((yield _Call((prompt,), ask))), size)
+            for i in tally.to_retry(new, max_tokens is not None):
+                redraw = yield _Call((prompt,), {"temperature": temperature, "seed": _seed(seed, i)})
+                tally.retry(i, _completed(redraw))
+            for text in tally.pending(new):
+                reply = yield _Call((), tally.followup_call(text, seed))
+                # a follow-up whose reply filled the window: no room to ask again
+                tally.resolve(text, None if isinstance(reply, DocumentTooLongError) else _completed(reply))
+    return tally.result()
+
+
+def _completed(reply: _Reply) -> Completion:
+    """The completion of a sample request; the error it raised is raised again."""
+    if isinstance(reply, DocumentTooLongError):
+        raise reply
+    assert reply is not None
+    return reply
+
+
+def _advance(steps: _Steps, reply: _Reply) -> _Call | VoteResult:
+    """Send ``reply`` to the vote; its next request, or its result once it is done."""
+    try:
+        return steps.send(reply)
+    except StopIteration as done:
+        result: VoteResult = done.value
+        return result
+
+
 def vote(
     llm: ChatModel,
     prompt: Prompt,
@@ -246,25 +309,15 @@ def vote(
     retry_truncated: bool = True,
 ) -> VoteResult:
     """Sample up to ``m`` replies to ``prompt`` and return the majority (see module docs)."""
-    _check(m, temperature, max_tokens)
-    tally = _Tally(m, parse, adaptive, followup, retry_truncated)
-    batched = bool(getattr(llm, "supports_n", True))
-    while not tally.decided():
-        k = tally.next_batch()
-        for size in [k] if batched else [1] * k:
-            done = len(tally.samples)
-            c = llm.complete(
-                prompt, n=size, temperature=temperature, max_tokens=max_tokens, seed=_seed(seed, done)
-            )
-            new = tally.add(c, size)
-            for i in tally.to_retry(new, max_tokens is not None):
-                tally.retry(i, llm.complete(prompt, temperature=temperature, seed=_seed(seed, i)))
-            for text in tally.pending(new):
-                try:
-                    tally.resolve(text, llm.complete(**tally.followup_call(text, seed)))
-                except DocumentTooLongError:  # the reply filled the window: no room to ask again
-                    tally.resolve(text, None)
-    return tally.result()
+    steps = _steps(llm, prompt, parse, m, temperature, adaptive, max_tokens, seed, followup, retry_truncated)
+    step = _advance(steps, None)
+    while isinstance(step, _Call):
+        try:
+            reply: _Reply = llm.complete(*step.args, **step.kwargs)
+        except DocumentTooLongError as exc:
+            reply = exc
+        step = _advance(steps, reply)
+    return step
 
 
 async def avote(
@@ -281,26 +334,15 @@ async def avote(
     retry_truncated: bool = True,
 ) -> VoteResult:
     """Async twin of :func:`vote` (same rules, ``llm.acomplete``)."""
-    _check(m, temperature, max_tokens)
-    tally = _Tally(m, parse, adaptive, followup, retry_truncated)
-    batched = bool(getattr(llm, "supports_n", True))
-    while not tally.decided():
-        k = tally.next_batch()
-        sizes = [k] if batched else [1] * k
-        for size in sizes:
-            done = len(tally.samples)
-            c = await llm.acomplete(
-                prompt, n=size, temperature=temperature, max_tokens=max_tokens, seed=_seed(seed, done)
-            )
-            new = tally.add(c, size)
-            for i in tally.to_retry(new, max_tokens is not None):
-                tally.retry(i, await llm.acomplete(prompt, temperature=temperature, seed=_seed(seed, i)))
-            for text in tally.pending(new):
-                try:
-                    tally.resolve(text, await llm.acomplete(**tally.followup_call(text, seed)))
-                except DocumentTooLongError:  # the reply filled the window: no room to ask again
-                    tally.resolve(text, None)
-    return tally.result()
+    steps = _steps(llm, prompt, parse, m, temperature, adaptive, max_tokens, seed, followup, retry_truncated)
+    step = _advance(steps, None)
+    while isinstance(step, _Call):
+        try:
+            reply: _Reply = await llm.acomplete(*step.args, **step.kwargs)
+        except DocumentTooLongError as exc:
+            reply = exc
+        step = _advance(steps, reply)
+    return step
 
 
 def followup_conversation(prompt: Prompt, template: str = "final_answer_followup") -> FollowUp:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scopeguard.errors import ConfigurationError, LLMConnectionError, LLMResponseError
+from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMConnectionError, LLMResponseError
 from scopeguard.llm.base import BaseChatModel, Completion, Prompt
 from scopeguard.parsing import parse_final_answer
 from scopeguard.testing import ScriptedChatModel
@@ -149,6 +149,29 @@ async def test_avote_follows_up_like_vote() -> None:
     result = await avote(ScriptedChatModel(replies), "p", parse=parse_final_answer, followup=_followup)  # type: ignore[arg-type]
     assert result.samples == sync.samples == ((JUNK, "no"), (NO, "no"))
     assert result.llm_calls == sync.llm_calls == 3
+
+
+def _too_long() -> DocumentTooLongError:
+    return DocumentTooLongError("the prompt does not fit", n_tokens=600, limit=512)
+
+
+async def test_a_followup_without_room_leaves_the_sample_unknown_in_both_twins() -> None:
+    replies: list[str | BaseException] = [JUNK, YES, _too_long(), YES]
+    sync = vote(ScriptedChatModel(replies), "p", parse=parse_final_answer, followup=_followup)  # type: ignore[arg-type]
+    result = await avote(ScriptedChatModel(replies), "p", parse=parse_final_answer, followup=_followup)  # type: ignore[arg-type]
+    for r in (sync, result):
+        assert r.winner == "yes" and r.counts == {"unknown": 1, "yes": 2}
+        assert r.followups == ("", None, None)
+        assert r.llm_calls == 3 and r.requests == 2
+
+
+async def test_a_sample_that_does_not_fit_raises_in_both_twins() -> None:
+    error = _too_long()
+    with pytest.raises(DocumentTooLongError) as caught:
+        vote(ScriptedChatModel([error]), "p", parse=parse_final_answer, followup=_followup)  # type: ignore[arg-type]
+    assert caught.value is error
+    with pytest.raises(DocumentTooLongError):
+        await avote(ScriptedChatModel([_too_long()]), "p", parse=parse_final_answer)
 
 
 LONG_YES = "step " * 10 + "The answer is: Yes."

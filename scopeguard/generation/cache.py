@@ -19,10 +19,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from scopeguard.generation.accounting import Usage
-from scopeguard.llm.base import ChatModel, Completion, Prompt, to_messages
+from scopeguard.llm.base import ChatModel, Completion, Prompt, SamplingArgs, to_messages
 from scopeguard.runs import append_jsonl, repair_torn_tail
 
 if TYPE_CHECKING:
@@ -33,17 +33,6 @@ __all__ = ["CachedReply", "RecordingChatModel", "ReplyCache", "SamplingArgs", "U
 logger = logging.getLogger(__name__)
 
 _R = TypeVar("_R", bound="RecordingChatModel")
-
-
-class SamplingArgs(TypedDict, total=False):
-    """The sampling keywords of :class:`RecordingChatModel`'s calls, those of
-    :meth:`~scopeguard.llm.base.ChatModel.complete` (``n`` 1, ``temperature`` 0.0, ``max_tokens``
-    and ``seed`` ``None`` when left out)."""
-
-    n: int
-    temperature: float
-    max_tokens: int | None
-    seed: int | None
 
 
 @dataclass(frozen=True)

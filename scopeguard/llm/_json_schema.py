@@ -13,9 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scopeguard.llm.base import BaseChatModel, ChatModel, Completion, Prompt
+from scopeguard.llm.base import BaseChatModel, ChatModel, Completion, Prompt, SamplingArgs, complete_keywords
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["JsonSchemaChatModel", "with_json_schema"]
 
@@ -31,36 +34,14 @@ class JsonSchemaChatModel(BaseChatModel):
         self.constrained = bool(getattr(llm, "supports_json_schema", False))
         self.supports_n = bool(getattr(llm, "supports_n", True))
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
+    def complete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
         extra: dict[str, Any] = {"json_schema": self.schema} if self.constrained else {}
-        return self.llm.complete(
-            prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed, **extra
-        )
+        return self.llm.complete(prompt, **complete_keywords(sampling), **extra)
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
+    async def acomplete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
         if self.constrained:  # the backend's complete() in a thread: BaseChatModel's acomplete
-            return await super().acomplete(
-                prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
-            )
-        return await self.llm.acomplete(
-            prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
-        )
+            return await super().acomplete(prompt, **complete_keywords(sampling))
+        return await self.llm.acomplete(prompt, **complete_keywords(sampling))
 
 
 def with_json_schema(llm: ChatModel, schema: Mapping[str, Any]) -> JsonSchemaChatModel:

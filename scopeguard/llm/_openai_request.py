@@ -9,12 +9,22 @@ the retries is :mod:`scopeguard.llm._openai_retry`'s; reading the replies,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openai.types.chat import ChatCompletion
 
-from scopeguard.errors import ConfigurationError
-from scopeguard.llm.base import Prompt, to_messages
+from scopeguard.llm.base import (
+    Prompt,
+    SamplingArgs,
+    StreamArgs,
+    check_sampling,
+    complete_keywords,
+    stream_keywords,
+    to_messages,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["ChatRequests", "post_chat"]
 
@@ -49,19 +59,17 @@ class ChatRequests:
         timeout = request.pop("timeout", None)
         return request, float(timeout) if isinstance(timeout, int | float) else self.timeout
 
-    def request_body(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> dict[str, Any]:
+    def request_body(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> dict[str, Any]:
         """The JSON body ``complete`` sends for these arguments (``extra_body`` merged in), as
         a Batch API input line carries it."""
-        self._check_args(n, temperature)
-        return {**self._params(prompt, n, temperature, max_tokens, seed), **self.extra_body}
+        return {**self._params(prompt, **self._checked(sampling)), **self.extra_body}
+
+    @staticmethod
+    def _checked(sampling: SamplingArgs) -> SamplingArgs:
+        """Every sampling keyword of a ``complete`` call, defaults filled in, checked."""
+        args = complete_keywords(sampling)
+        check_sampling(args["n"], args["temperature"])
+        return args
 
     def _params(
         self, prompt: Prompt, n: int, temperature: float, max_tokens: int | None, seed: int | None
@@ -81,15 +89,18 @@ class ChatRequests:
             params["seed"] = seed
         return params
 
-    @staticmethod
-    def _check_args(n: int, temperature: float) -> None:
-        if n < 1:
-            raise ConfigurationError(f"n must be >= 1, got {n}")
-        if temperature < 0:
-            raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
+    def _fill_up(self, prompt: Prompt, args: SamplingArgs, responses: list[Any]) -> dict[str, Any] | None:
+        """The request of the next missing sample where ``responses`` hold fewer than ``args["n"]``
+        choices (a server that ignores ``n``: one at a time); ``None`` once they hold them all."""
+        got = sum(len(r.choices) for r in responses)
+        if got >= args["n"]:
+            return None
+        seed = args["seed"]
+        return self._params(
+            prompt, 1, args["temperature"], args["max_tokens"], None if seed is None else seed + got
+        )
 
-    def _stream_request(
-        self, prompt: Prompt, temperature: float, max_tokens: int | None, seed: int | None
-    ) -> tuple[dict[str, Any], float]:
-        self._check_args(1, temperature)
-        return self._request({**self._params(prompt, 1, temperature, max_tokens, seed), "stream": True})
+    def _stream_request(self, prompt: Prompt, sampling: StreamArgs) -> tuple[dict[str, Any], float]:
+        args = stream_keywords(sampling)
+        check_sampling(1, args["temperature"])
+        return self._request({**self._params(prompt, 1, **args), "stream": True})

@@ -7,18 +7,25 @@ from the sync one (in a worker thread) for backends that have no native async cl
 A backend that can also hand out one reply as it is generated implements
 :class:`StreamingChatModel` (``stream``/``astream`` yield text pieces, token by token);
 :class:`BaseStreamingChatModel` derives ``astream`` from a sync ``stream`` (in worker threads).
+
+The sampling keywords are one typed set, :class:`SamplingArgs` (``complete``) and
+:class:`StreamArgs` (``stream``); a wrapper takes them as ``**sampling`` and passes on
+:func:`complete_keywords` / :func:`stream_keywords` (every keyword, its default filled in).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict
 
 from scopeguard.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "BaseChatModel",
@@ -27,10 +34,15 @@ __all__ = [
     "ChatModel",
     "Completion",
     "Prompt",
+    "SamplingArgs",
+    "StreamArgs",
     "StreamUsage",
     "StreamingChatModel",
+    "check_sampling",
+    "complete_keywords",
     "split_spec_options",
     "stream_in_thread",
+    "stream_keywords",
     "to_messages",
 ]
 
@@ -67,6 +79,59 @@ def to_messages(prompt: Prompt) -> list[ChatMessage]:
     if isinstance(prompt, str):
         return [ChatMessage(role="user", content=prompt)]
     return list(prompt)
+
+
+class StreamArgs(TypedDict, total=False):
+    """The sampling keywords of :meth:`StreamingChatModel.stream` (``temperature`` 0.0,
+    ``max_tokens`` and ``seed`` ``None`` when left out)."""
+
+    temperature: float
+    max_tokens: int | None
+    seed: int | None
+
+
+class SamplingArgs(StreamArgs, total=False):
+    """The sampling keywords of :meth:`ChatModel.complete`: a stream's and ``n`` (1 when left out)."""
+
+    n: int
+
+
+def _only(args: Mapping[str, Any], keys: frozenset[str]) -> None:
+    """A keyword outside ``keys`` is a TypeError, as a call with explicit parameters raises."""
+    for key in args:
+        if key not in keys:
+            raise TypeError(f"got an unexpected keyword argument {key!r}")
+
+
+def stream_keywords(args: StreamArgs) -> StreamArgs:
+    """Every keyword of :meth:`StreamingChatModel.stream`, the defaults filled in where ``args``
+    leaves one out (what a wrapper passes on); any other keyword raises TypeError."""
+    _only(args, StreamArgs.__optional_keys__)
+    return {
+        "temperature": args.get("temperature", 0.0),
+        "max_tokens": args.get("max_tokens"),
+        "seed": args.get("seed"),
+    }
+
+
+def complete_keywords(args: SamplingArgs) -> SamplingArgs:
+    """Every keyword of :meth:`ChatModel.complete`, the defaults filled in where ``args`` leaves
+    one out (what a wrapper passes on); any other keyword raises TypeError."""
+    _only(args, SamplingArgs.__optional_keys__)
+    return {
+        "n": args.get("n", 1),
+        "temperature": args.get("temperature", 0.0),
+        "max_tokens": args.get("max_tokens"),
+        "seed": args.get("seed"),
+    }
+
+
+def check_sampling(n: int, temperature: float) -> None:
+    """Raise ConfigurationError for fewer than one sample or a negative temperature."""
+    if n < 1:
+        raise ConfigurationError(f"n must be >= 1, got {n}")
+    if temperature < 0:
+        raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
 
 
 def split_spec_options(
@@ -143,29 +208,11 @@ class BaseChatModel:
     def name(self) -> str:
         return self.model
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
+    def complete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
         raise NotImplementedError
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        return await asyncio.to_thread(
-            self.complete, prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
-        )
+    async def acomplete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        return await asyncio.to_thread(self.complete, prompt, **complete_keywords(sampling))
 
 
 class StreamUsage(str):
@@ -244,24 +291,9 @@ class BaseStreamingChatModel(BaseChatModel):
     """Convenience base for a :class:`StreamingChatModel`: implement :meth:`complete` and
     :meth:`stream`; ``astream`` advances ``stream`` in worker threads."""
 
-    def stream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Iterator[str]:
+    def stream(self, prompt: Prompt, **sampling: Unpack[StreamArgs]) -> Iterator[str]:
         raise NotImplementedError
 
-    async def astream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> AsyncIterator[str]:
-        pieces = self.stream(prompt, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        async for piece in stream_in_thread(pieces):
+    async def astream(self, prompt: Prompt, **sampling: Unpack[StreamArgs]) -> AsyncIterator[str]:
+        async for piece in stream_in_thread(self.stream(prompt, **stream_keywords(sampling))):
             yield piece

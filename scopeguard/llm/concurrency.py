@@ -27,9 +27,13 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from scopeguard.errors import ConfigurationError
-from scopeguard.llm.base import ChatModel, Completion, Prompt
+from scopeguard.llm.base import ChatModel, Completion, Prompt, SamplingArgs, complete_keywords
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["AdaptiveLimiter", "LimitedChatModel"]
 
@@ -203,27 +207,9 @@ class LimitedChatModel:
     def supports_n(self) -> bool:
         return bool(getattr(self.llm, "supports_n", True))
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        return self.llm.complete(prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    def complete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        return self.llm.complete(prompt, **complete_keywords(sampling))
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
+    async def acomplete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
         async with self.limiter.slot():
-            return await self.llm.acomplete(
-                prompt, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed
-            )
+            return await self.llm.acomplete(prompt, **complete_keywords(sampling))

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from scopeguard.errors import LLMConnectionError, LLMError, ScopeGuardError
-from scopeguard.llm.base import BaseChatModel, Completion, Prompt
+from scopeguard.llm.base import BaseChatModel, Completion, Prompt, SamplingArgs, complete_keywords
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["ForeignChatModel", "configured_copy", "provider_error"]
 
@@ -65,9 +68,13 @@ class ForeignChatModel(BaseChatModel, Generic[M]):
     async def _arun(self, model: M, prompt: Prompt, n: int) -> Completion:
         raise NotImplementedError
 
-    def _configured(self, temperature: float, max_tokens: int | None, seed: int | None) -> M:
+    def _configured(self, args: SamplingArgs) -> M:
         return configured_copy(
-            self.foreign, self.fields, temperature=temperature, max_tokens=max_tokens, seed=seed
+            self.foreign,
+            self.fields,
+            temperature=args["temperature"],
+            max_tokens=args["max_tokens"],
+            seed=args["seed"],
         )
 
     @contextmanager
@@ -80,28 +87,14 @@ class ForeignChatModel(BaseChatModel, Generic[M]):
         except Exception as exc:
             raise provider_error(exc, self.model) from exc
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        model = self._configured(temperature, max_tokens, seed)
+    def complete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        args = complete_keywords(sampling)
+        model = self._configured(args)
         with self._translated():
-            return self._run(model, prompt, n)
+            return self._run(model, prompt, args["n"])
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        model = self._configured(temperature, max_tokens, seed)
+    async def acomplete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        args = complete_keywords(sampling)
+        model = self._configured(args)
         with self._translated():
-            return await self._arun(model, prompt, n)
+            return await self._arun(model, prompt, args["n"])

@@ -56,6 +56,7 @@ from scopeguard.llm.base import (
     Completion,
     Prompt,
     StreamUsage,
+    check_sampling,
     split_spec_options,
     to_messages,
 )
@@ -241,7 +242,7 @@ class LlamaCppChatModel(BaseStreamingChatModel):
         json_schema: Mapping[str, Any] | None = None,
     ) -> Completion:
         """``n`` replies to ``prompt``; with ``json_schema``, each one JSON that matches it."""
-        _check_args(n, temperature)
+        check_sampling(n, temperature)
         messages = to_messages(prompt)
         payload = [m.model_dump() for m in messages]
         where = self._where
@@ -294,7 +295,7 @@ class LlamaCppChatModel(BaseStreamingChatModel):
         completion tokens, as :meth:`complete` reports them. The model's lock is held until the
         stream ends or is closed; an ambient deadline is checked between tokens.
         """
-        _check_args(1, temperature)
+        check_sampling(1, temperature)
         messages = to_messages(prompt)
         payload = [m.model_dump() for m in messages]
         where, endpoint = self._where, str(self.path)
@@ -346,13 +347,6 @@ def _finish_reason(chunk: Any) -> str:
         return str(chunk["choices"][0].get("finish_reason") or "")
     except (KeyError, IndexError, TypeError, AttributeError):
         return ""
-
-
-def _check_args(n: int, temperature: float) -> None:
-    if n < 1:
-        raise ConfigurationError(f"n must be >= 1, got {n}")
-    if temperature < 0:
-        raise ConfigurationError(f"temperature must be >= 0, got {temperature}")
 
 
 def _read_delta(chunk: Any, where: str) -> str:

@@ -45,7 +45,7 @@ import logging
 import os
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import openai
 from tenacity import (
@@ -63,8 +63,18 @@ from scopeguard.llm._openai_replies import (
 from scopeguard.llm._openai_request import ChatRequests, post_chat
 from scopeguard.llm._openai_retry import RetryCall, RetryingEndpoint
 from scopeguard.llm._openai_stream import END, StreamReader, afirst, first
-from scopeguard.llm.base import BaseChatModel, Completion, Prompt, split_spec_options
+from scopeguard.llm.base import (
+    BaseChatModel,
+    Completion,
+    Prompt,
+    SamplingArgs,
+    StreamArgs,
+    split_spec_options,
+)
 from scopeguard.llm.deadline import Budget, deadline, validate_seconds
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["OpenAIChatModel", "from_spec_arg"]
 
@@ -195,29 +205,16 @@ class OpenAIChatModel(RetryingEndpoint, ChatRequests, BaseChatModel):
         with deadline(self.deadline):
             return self._send(lambda _t: fn(self._client), self.timeout)
 
-    @staticmethod
-    def _count(responses: list[Any]) -> int:
-        return sum(len(r.choices) for r in responses)
-
     def _merge(self, responses: list[Any], n: int) -> Completion:
         return merge(responses, n, self.model, self.base_url, self._secret)
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        self._check_args(n, temperature)
+    def complete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        args = self._checked(sampling)
         with deadline(self.deadline):  # one budget for the first request and the fill-ups
-            responses = [self.chat_completion(self._params(prompt, n, temperature, max_tokens, seed))]
-            while (got := self._count(responses)) < n:  # a server that ignores n: one at a time
-                one = self._params(prompt, 1, temperature, max_tokens, None if seed is None else seed + got)
+            responses = [self.chat_completion(self._params(prompt, **args))]
+            while (one := self._fill_up(prompt, args, responses)) is not None:
                 responses.append(self.chat_completion(one))
-            return self._merge(responses, n)
+            return self._merge(responses, args["n"])
 
     def _aclient(self) -> Any:
         if self._async_client is not None:
@@ -234,22 +231,13 @@ class OpenAIChatModel(RetryingEndpoint, ChatRequests, BaseChatModel):
             self._async_clients[loop] = client
         return client
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
-        self._check_args(n, temperature)
+    async def acomplete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        args = self._checked(sampling)
         with deadline(self.deadline):
-            responses = [await self.achat_completion(self._params(prompt, n, temperature, max_tokens, seed))]
-            while (got := self._count(responses)) < n:
-                one = self._params(prompt, 1, temperature, max_tokens, None if seed is None else seed + got)
+            responses = [await self.achat_completion(self._params(prompt, **args))]
+            while (one := self._fill_up(prompt, args, responses)) is not None:
                 responses.append(await self.achat_completion(one))
-            return self._merge(responses, n)
+            return self._merge(responses, args["n"])
 
     # -- streaming ----------------------------------------------------------------------------
     async def aopen_stream(self, params: dict[str, Any]) -> tuple[Any, Any]:
@@ -280,34 +268,20 @@ class OpenAIChatModel(RetryingEndpoint, ChatRequests, BaseChatModel):
             self.base_url, self._secret, budget, lambda exc: self._translate(exc, after_first), self._cause
         )
 
-    def stream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Iterator[str]:
+    def stream(self, prompt: Prompt, **sampling: Unpack[StreamArgs]) -> Iterator[str]:
         """The reply piece by piece as the server generates it (``"stream": true``, server-sent
         events). Opening the stream and reading its first event go through the retries; the
         deadline bounds the whole stream; a failure after the first event (a dropped connection, a
         stall, a broken event) raises the typed error without a retry."""
-        request, timeout = self._stream_request(prompt, temperature, max_tokens, seed)
+        request, timeout = self._stream_request(prompt, sampling)
         create = self._client.chat.completions.create
         with deadline(self.deadline) as budget:
             events, chunk = self._send(lambda t: first(create(**request, timeout=t)), timeout)
         yield from self._reader(budget).pieces(events, chunk)
 
-    async def astream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> AsyncIterator[str]:
+    async def astream(self, prompt: Prompt, **sampling: Unpack[StreamArgs]) -> AsyncIterator[str]:
         """Async twin of :meth:`stream` (the async SDK client); the deadline is a hard stop."""
-        request, timeout = self._stream_request(prompt, temperature, max_tokens, seed)
+        request, timeout = self._stream_request(prompt, sampling)
         create = self._aclient().chat.completions.create
         with deadline(self.deadline) as budget:
             events, chunk = await self._asend(lambda t: afirst(create(**request, timeout=t)), timeout)
