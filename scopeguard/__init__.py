@@ -8,7 +8,7 @@ A calibration profile (``scopeguard calibrate``'s folder) sets the detector's op
 ``Guard(calibration=DIR)``, ``get_detector(name, calibration=DIR)``, ``load_profile(DIR)``.
 """
 
-from scopeguard._prereading import PrereadJob
+from scopeguard._prereading import PrereadJob, PrereadReport
 from scopeguard.data import Dataset, LabeledQuestion, load_dataset, save_dataset
 from scopeguard.detection.detectors import (
     BaseDetector,
@@ -82,6 +82,7 @@ __all__ = [
     "ModelError",
     "Policy",
     "PrereadJob",
+    "PrereadReport",
     "RefusePolicy",
     "ScopeGuardError",
     "StreamingChatModel",

@@ -9,18 +9,37 @@ waits at most for the one document being read when it arrived, never for the res
 
 The job never raises into the process that started it: an error stops it, is kept as
 :attr:`PrereadJob.error` and logged.
+
+What a pre-read cost comes back as a :class:`PrereadReport` (``Guard.preread``'s return, a
+finished job's :attr:`PrereadJob.report`): the passages kept, the documents, the wall time, and
+the bytes the kept states added on disk (the growth of the reader's state folder, measured by
+:func:`saved_state_bytes` before and after).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
+from scopeguard.detection.detectors.base import Prereader
 from scopeguard.types import Document, as_documents
 
-__all__ = ["CheckGate", "PrereadJob", "preread_documents"]
+__all__ = [
+    "CheckGate",
+    "PrereadJob",
+    "PrereadReport",
+    "Prereading",
+    "kept_state_stats",
+    "measured",
+    "preread_documents",
+    "saved_state_bytes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +50,86 @@ def preread_documents(documents: str | Document | Iterable[str | Document]) -> t
     """``documents`` to pre-read as records; none is allowed (an empty text is an ``InputError``)."""
     items = [documents] if isinstance(documents, (str, Document)) else list(documents)
     return as_documents(items) if items else ()
+
+
+def kept_state_stats(detector: Any) -> Any:
+    """The reading detector's kept-state figures (its scorer's ``state_stats()``: a llama.cpp
+    reader's), or ``None`` for a detector or scorer that keeps no states."""
+    scorer = getattr(getattr(detector, "reader", None), "scorer", None)
+    stats = getattr(scorer, "state_stats", None)
+    return stats() if callable(stats) else None
+
+
+def saved_state_bytes(detector: Any) -> int:
+    """The bytes of the state files in ``detector``'s state folder (a scan of the folder), 0 for a
+    detector that keeps no states on disk."""
+    saved = getattr(kept_state_stats(detector), "saved", None)
+    return int(saved.bytes) if saved is not None else 0
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in decimal units: ``"1.2 GB"``, ``"340 kB"``, ``"0 B"``."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{n} B"
+
+
+@dataclass(frozen=True, eq=False)
+class PrereadReport:
+    """What a pre-read cost: the ``passages`` whose state is kept, of ``documents``, in ``seconds``
+    of wall time, and the ``bytes_on_disk`` the kept states added (0 for a detector that keeps
+    nothing on disk). It compares and converts like the passage count (``int(report)``,
+    ``report == 3``, ``bool(report)``); :meth:`summary` is one line for a log."""
+
+    passages: int
+    documents: int
+    seconds: float
+    bytes_on_disk: int = 0
+
+    def summary(self) -> str:
+        """``"pre-read 120 passages of 120 documents in 341 s; 1.2 GB of states on disk"``."""
+        took = f"{self.seconds:.0f}" if self.seconds >= 10 else f"{self.seconds:.1f}"
+        return (
+            f"pre-read {self.passages} passages of {self.documents} documents in {took} s; "
+            f"{_size(self.bytes_on_disk)} of states on disk"
+        )
+
+    def __int__(self) -> int:
+        return self.passages
+
+    def __index__(self) -> int:
+        return self.passages
+
+    def __bool__(self) -> bool:
+        return bool(self.passages)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PrereadReport):
+            fields = (self.passages, self.documents, self.seconds, self.bytes_on_disk)
+            return fields == (other.passages, other.documents, other.seconds, other.bytes_on_disk)
+        if isinstance(other, int):
+            return self.passages == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.passages)  # equal to its passage count, so hashed as it
+
+
+def measured(read: Callable[[], int], documents: int, disk_bytes: Callable[[], int] | None) -> PrereadReport:
+    """Run ``read()`` (a pre-read of ``documents`` documents returning the passages kept) and report
+    what it cost: its wall time and the growth of ``disk_bytes()`` (``None``: nothing on disk)."""
+    started = time.perf_counter()
+    before = disk_bytes() if disk_bytes is not None else 0
+    passages = read()
+    after = disk_bytes() if disk_bytes is not None else 0
+    return PrereadReport(
+        passages=passages,
+        documents=documents,
+        seconds=time.perf_counter() - started,
+        bytes_on_disk=max(0, after - before),  # never negative when old states were evicted meanwhile
+    )
 
 
 class CheckGate:
@@ -70,8 +169,10 @@ class PrereadJob:
 
     Started by :meth:`scopeguard.Guard.preread_in_background`; ``read(document)`` pre-reads one
     document and returns the passages it read. :attr:`read` of :attr:`total` documents are done so
-    far; once :meth:`done`, :attr:`result` is the passages read (``None`` after an error or a
-    :meth:`cancel`, with :attr:`error` or :attr:`cancelled` saying which).
+    far; once :meth:`done`, :attr:`result` is the passages read and :attr:`report` what the job
+    cost (a :class:`PrereadReport`, logged at INFO; both ``None`` after an error or a
+    :meth:`cancel`, with :attr:`error` or :attr:`cancelled` saying which). ``disk_bytes()``, when
+    given, measures the state folder (:func:`saved_state_bytes`) before and after the job.
     """
 
     def __init__(
@@ -80,11 +181,13 @@ class PrereadJob:
         documents: Sequence[Document],
         *,
         gate: CheckGate | None = None,
+        disk_bytes: Callable[[], int] | None = None,
         name: str = "scopeguard-preread",
     ) -> None:
         self._read_one = read
         self._documents = tuple(documents)
         self._gate = gate
+        self._disk_bytes = disk_bytes
         self._stop = threading.Event()
         self._finished = threading.Event()
         #: documents in the job
@@ -95,6 +198,8 @@ class PrereadJob:
         self.passages = 0
         #: the passages read, once the job has read every document
         self.result: int | None = None
+        #: what the job cost, once it has read every document
+        self.report: PrereadReport | None = None
         #: the error that stopped the job (kept here and logged, never raised)
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -109,16 +214,11 @@ class PrereadJob:
 
     def _run(self) -> None:
         try:
-            for doc in self._documents:
-                if self._gate is not None:
-                    self._gate.wait_idle(self._stop)  # checks first: never a whole batch ahead of one
-                if self._stop.is_set():
-                    logger.info("pre-read cancelled after %d of %d documents", self.read, self.total)
-                    return
-                self.passages += int(self._read_one(doc))
-                self.read += 1
-            self.result = self.passages
-            logger.info("pre-read %d passages of %d documents", self.passages, self.total)
+            report = measured(self._read_all, self.total, self._disk_bytes)
+            if self.read < self.total:  # cancelled: no report of a part
+                return
+            self.result, self.report = self.passages, report
+            logger.info("%s", report.summary())
         except BaseException as exc:  # kept on the job: a background job never raises into the process
             self.error = exc
             logger.error(
@@ -130,6 +230,18 @@ class PrereadJob:
             )
         finally:
             self._finished.set()
+
+    def _read_all(self) -> int:
+        """Read the documents in turn, each once no check is running; the passages read."""
+        for doc in self._documents:
+            if self._gate is not None:
+                self._gate.wait_idle(self._stop)  # checks first: never a whole batch ahead of one
+            if self._stop.is_set():
+                logger.info("pre-read cancelled after %d of %d documents", self.read, self.total)
+                return self.passages
+            self.passages += int(self._read_one(doc))
+            self.read += 1
+        return self.passages
 
     def done(self) -> bool:
         """Whether the job has ended (every document read, an error, or cancelled)."""
@@ -147,3 +259,69 @@ class PrereadJob:
     def cancelled(self) -> bool:
         """Whether :meth:`cancel` was called."""
         return self._stop.is_set()
+
+
+Docs = str | Document | Iterable[str | Document]
+
+# the guard's own messages, under its name, wherever its methods are written
+_guard_logger = logging.getLogger("scopeguard.guard")
+
+
+class Prereading:
+    """:class:`~scopeguard.Guard`'s pre-reading: its ``detector`` reads documents ahead of the
+    questions, in the foreground or in a background job held back by its ``gate``."""
+
+    detector: Any
+    gate: CheckGate
+
+    def preread(self, documents: Docs, *, progress: bool | None = None) -> PrereadReport:
+        """Have the detector read ``documents`` ahead of the questions and keep its state after each
+        (a :class:`~scopeguard.detection.detectors.Prereader`: ``default`` and ``logprob`` with
+        llama.cpp keep it on disk, under ``$SCOPEGUARD_CACHE/llama-states``), so that a later check
+        about one costs only the question's tokens. Returns what it cost, a
+        :class:`~scopeguard.PrereadReport` (logged at INFO): the passages whose state is kept (it
+        compares and converts like that count; a detector that does not pre-read reads nothing:
+        0), the documents, the wall time and the bytes the states added on disk. ``progress``: a
+        progress bar (``None``: on a terminal). No deadline applies: it is not a request."""
+        docs = preread_documents(documents)
+        report = measured(lambda: self._read_ahead(docs, progress=progress), len(docs), self._disk_bytes)
+        _guard_logger.info("%s", report.summary())
+        return report
+
+    async def apreread(self, documents: Docs, *, progress: bool | None = None) -> PrereadReport:
+        """:meth:`preread` on a worker thread."""
+        return await asyncio.to_thread(self.preread, documents, progress=progress)
+
+    def preread_in_background(self, documents: Docs) -> PrereadJob:
+        """:meth:`preread` on a daemon thread, one document at a time, each only while no check of
+        this guard is running: a check waits at most for the one document being read when it came.
+        Returns at once; the :class:`~scopeguard.PrereadJob` says how far it got (``read`` of
+        ``total``), ``wait(timeout)``, ``cancel()`` stops it between documents, an error stops it
+        and is kept as ``job.error`` (logged, never raised), and once done ``job.report`` is the
+        :class:`~scopeguard.PrereadReport` of the whole job (its summary logged at INFO)."""
+        docs = preread_documents(documents) if self._prereader() is not None else ()
+        return PrereadJob(
+            lambda doc: self._read_ahead([doc], progress=False),
+            docs,
+            gate=self.gate,
+            disk_bytes=self._disk_bytes,
+        )
+
+    def _disk_bytes(self) -> int:
+        """The bytes in the detector's state folder (0 when it keeps none on disk)."""
+        return saved_state_bytes(self.detector)
+
+    def _read_ahead(self, docs: Sequence[Document], *, progress: bool | None) -> int:
+        """The detector's pre-read of ``docs``: the passages whose state it kept (0 when it does not
+        pre-read)."""
+        prereader = self._prereader() if docs else None
+        return 0 if prereader is None else int(prereader.preread(docs, progress=progress))
+
+    def _prereader(self) -> Prereader | None:
+        """The detector, when it pre-reads (else ``None``, logged at debug level)."""
+        if isinstance(self.detector, Prereader):
+            return self.detector
+        _guard_logger.debug(
+            "detector %s does not pre-read: nothing read ahead", getattr(self.detector, "name", "?")
+        )
+        return None

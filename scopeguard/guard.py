@@ -37,8 +37,8 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from scopeguard._prereading import CheckGate, PrereadJob, preread_documents
-from scopeguard.detection.detectors.base import Detector, Prereader
+from scopeguard._prereading import CheckGate, Prereading
+from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.detectors.registry import detector_takes, get_detector
 from scopeguard.detection.profile import CalibrationProfile, calibrated
 from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError, error_kind
@@ -82,7 +82,7 @@ class AnswerCheck(Protocol):
     async def acheck(self, result: GuardResult) -> GuardResult: ...
 
 
-class Guard:
+class Guard(Prereading):
     """Guards a RAG step: decide in/out of scope, then answer or apply the policy.
 
     Args:
@@ -219,38 +219,6 @@ class Guard:
         """The policy that answers ``verdict`` with a caveat: the ``hedge`` policy for an in-scope
         verdict in the hedge band, ``None`` for any other verdict (or with ``hedge=None``)."""
         return self.hedge if verdict.hedge and verdict.label == "in_scope" else None
-
-    # -- pre-reading -----------------------------------------------------------------------
-    def preread(self, documents: Docs, *, progress: bool | None = None) -> int:
-        """Have the detector read ``documents`` ahead of the questions and keep its state after each
-        (a :class:`~scopeguard.detection.detectors.Prereader`: ``default`` and ``logprob`` with
-        llama.cpp keep it on disk, under ``$SCOPEGUARD_CACHE/llama-states``), so that a later check
-        about one costs only the question's tokens. Returns the passages whose state is kept; a
-        detector that does not pre-read reads nothing and returns 0. ``progress``: a progress bar
-        (``None``: on a terminal). No deadline applies: it is not a request."""
-        docs = preread_documents(documents)
-        prereader = self._prereader() if docs else None
-        return 0 if prereader is None else int(prereader.preread(docs, progress=progress))
-
-    async def apreread(self, documents: Docs, *, progress: bool | None = None) -> int:
-        """:meth:`preread` on a worker thread."""
-        return await asyncio.to_thread(self.preread, documents, progress=progress)
-
-    def preread_in_background(self, documents: Docs) -> PrereadJob:
-        """:meth:`preread` on a daemon thread, one document at a time, each only while no check of
-        this guard is running: a check waits at most for the one document being read when it came.
-        Returns at once; the :class:`~scopeguard.PrereadJob` says how far it got (``read`` of
-        ``total``), ``wait(timeout)``, ``cancel()`` stops it between documents, and an error stops
-        it and is kept as ``job.error`` (logged, never raised)."""
-        docs = preread_documents(documents) if self._prereader() is not None else ()
-        return PrereadJob(lambda doc: self.preread([doc], progress=False), docs, gate=self.gate)
-
-    def _prereader(self) -> Prereader | None:
-        """The detector, when it pre-reads (else ``None``, logged at debug level)."""
-        if isinstance(self.detector, Prereader):
-            return self.detector
-        logger.debug("detector %s does not pre-read: nothing read ahead", getattr(self.detector, "name", "?"))
-        return None
 
     # -- answering -------------------------------------------------------------------------
     def _stage(self, verdict: Verdict, oos: bool) -> str:

@@ -4,7 +4,9 @@ The server answers from the start; once its models are loaded, a :class:`~scopeg
 reads the corpus's documents one at a time through the runtime's ``preread`` (the reading queue,
 and the server's record of what it has pre-read), each only while no check is running. ``/readyz``
 (:meth:`StartupPreread.status`) and ``/metrics`` (``scopeguard_preread_documents``,
-``scopeguard_preread_running``) say how far it got.
+``scopeguard_preread_running``) say how far it got; once it has read every document, its
+:class:`~scopeguard.PrereadReport` summary is logged and ``/readyz`` adds its ``seconds`` and
+``bytes_on_disk``.
 """
 
 from __future__ import annotations
@@ -38,10 +40,16 @@ class StartupPreread:
         """Whether the pre-read is still to come or under way."""
         return self.corpus is not None and self.error is None and not (self.job and self.job.done())
 
-    def start(self, read: Callable[[Document], int], gate: CheckGate) -> None:
+    def start(
+        self,
+        read: Callable[[Document], int],
+        gate: CheckGate,
+        *,
+        disk_bytes: Callable[[], int] | None = None,
+    ) -> None:
         """Load the corpus and start reading it with ``read`` (one document; the passages read),
-        yielding to the checks counted by ``gate``; a corpus that cannot be loaded is logged and
-        reported by :meth:`status`."""
+        yielding to the checks counted by ``gate``, ``disk_bytes()`` measuring the state folder
+        before and after; a corpus that cannot be loaded is logged and reported by :meth:`status`."""
         if self.corpus is None or self.job is not None:
             return
         from scopeguard.generation.corpus import corpus_passages
@@ -52,7 +60,7 @@ class StartupPreread:
             self.error = str(exc)
             logger.error("the corpus to pre-read could not be loaded: %s", exc)
             return
-        job = PrereadJob(read, documents, gate=gate)
+        job = PrereadJob(read, documents, gate=gate, disk_bytes=disk_bytes)
         self.metrics.preread.labels("total").set(job.total)
         self.metrics.preread.labels("read").set_function(lambda: float(job.read))
         self.job = job
@@ -60,14 +68,16 @@ class StartupPreread:
 
     def status(self) -> dict[str, Any] | None:
         """The corpus, its documents, those read so far, the passages read, whether the pre-read
-        has ended, and what stopped it early (``None`` without a corpus)."""
+        has ended, and what stopped it early (``None`` without a corpus); once every document is
+        read, also its wall time (``seconds``) and the bytes its states added on disk
+        (``bytes_on_disk``)."""
         if self.corpus is None:
             return None
         job = self.job
         error = self.error
         if job is not None and job.error is not None:
             error = f"{type(job.error).__name__}: {job.error}"
-        return {
+        status: dict[str, Any] = {
             "corpus": str(self.corpus),
             "documents": job.total if job else 0,
             "read": job.read if job else 0,
@@ -75,6 +85,10 @@ class StartupPreread:
             "done": not self.running,
             "error": error,
         }
+        report = job.report if job else None
+        if report is not None:
+            status.update(seconds=report.seconds, bytes_on_disk=report.bytes_on_disk)
+        return status
 
     def cancel(self) -> None:
         """Stop the pre-read before its next document (the server is closing)."""

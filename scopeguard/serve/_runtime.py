@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from scopeguard._prereading import kept_state_stats, saved_state_bytes
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.detectors.registry import detector_reads, get_detector
 from scopeguard.errors import ConfigurationError, LLMTimeoutError
@@ -147,14 +148,6 @@ class SerialScorer:
         raise AttributeError(attr)
 
 
-def kept_state_stats(detector: Any) -> Any:
-    """The reading detector's kept-state figures (its scorer's ``state_stats()``: a llama.cpp
-    reader's), or ``None`` for a detector or scorer that keeps no states."""
-    scorer = getattr(getattr(detector, "reader", None), "scorer", None)
-    stats = getattr(scorer, "state_stats", None)
-    return stats() if callable(stats) else None
-
-
 def build_detector(config: ServeConfig, lane: ReadingLane) -> Detector:
     """The configured detector, given ``config.reader``; one that reads does it through ``lane``:
     the scorer it builds from its reading model (a spec: default's reads its head's layers too) is
@@ -258,7 +251,11 @@ class Runtime:
         the background (after the warm-up checks, whose times are admission's priors), through
         :meth:`preread` (its documents count as pre-read here), each only while no check runs."""
         self.load()
-        self.startup_preread.start(lambda doc: self.preread([doc])[2], self.guard.gate)
+        self.startup_preread.start(
+            lambda doc: self.preread([doc])[2],
+            self.guard.gate,
+            disk_bytes=lambda: saved_state_bytes(self.guard.detector),
+        )
 
     def _unread(self, documents: Sequence[Document], hashes: Sequence[str]) -> list[Document]:
         """The documents (``hashes``: their content hashes) neither checked here before (their

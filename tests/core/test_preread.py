@@ -4,16 +4,19 @@ daemon thread that never holds a check up for more than the document it is readi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import logging
 import time
 from pathlib import Path
 
 import pytest
 
-from scopeguard import Guard, InputError, LLMError, PrereadJob
+from scopeguard import Guard, InputError, LLMError, PrereadJob, PrereadReport
 from scopeguard._prereading import CheckGate
 from scopeguard.detection.detectors import Prereader
 from scopeguard.detection.detectors.logprob import LogProbDetector
+from scopeguard.detection.read.llama_states import STATE_SUFFIX
 from scopeguard.testing import ScriptedDetector, ScriptedPrefixScorer, calibration_profile
 from scopeguard.types import Document, as_documents
 
@@ -45,6 +48,59 @@ def test_preread_reads_each_document_once_and_a_later_check_reads_nothing_more()
         guard.preread(["  "])
 
 
+class DiskKeepingScorer(ScriptedPrefixScorer):
+    """A scripted scorer that also saves a 1000-byte state file in ``state_dir`` per prefix read."""
+
+    def _read(self, prefix: str) -> None:
+        super()._read(prefix)
+        assert self.state_dir is not None
+        path = self.state_dir / f"{hashlib.sha256(prefix.encode()).hexdigest()[:16]}{STATE_SUFFIX}"
+        if not path.exists():
+            path.write_bytes(b"\0" * 1000)
+
+
+def test_preread_reports_what_it_cost_and_compares_like_the_passage_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    guard, _ = reading_guard()
+    with caplog.at_level(logging.INFO, logger="scopeguard.guard"):
+        report = guard.preread(CORPUS[:3], progress=False)
+    assert isinstance(report, PrereadReport)
+    assert (report.passages, report.documents, report.bytes_on_disk) == (3, 3, 0)  # nothing on disk
+    assert report.seconds >= 0
+    assert report == 3 and 3 == report and report != 2 and int(report) == 3 and bool(report)  # noqa: SIM300
+    assert [0, 1, 2, 3][report] == 3 and range(5)[:report] == range(3)  # __index__
+    assert (
+        f"pre-read 3 passages of 3 documents in {report.seconds:.1f} s; 0 B of states on disk" in caplog.text
+    )
+    empty = guard.preread([])
+    assert empty == 0 and not empty and empty.documents == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.passages = 4  # type: ignore[misc]
+
+
+def test_the_summary_is_one_line_in_readable_units() -> None:
+    report = PrereadReport(passages=120, documents=120, seconds=341.2, bytes_on_disk=1_234_000_000)
+    assert report.summary() == "pre-read 120 passages of 120 documents in 341 s; 1.2 GB of states on disk"
+    small = PrereadReport(passages=2, documents=3, seconds=0.42, bytes_on_disk=56_700_000)
+    assert small.summary() == "pre-read 2 passages of 3 documents in 0.4 s; 57 MB of states on disk"
+    assert PrereadReport(1, 1, 1.0, 999).summary().endswith("; 999 B of states on disk")
+    same = PrereadReport(passages=2, documents=3, seconds=0.42, bytes_on_disk=56_700_000)
+    assert small == same and small != report and hash(small) == hash(2) and small != "2"
+
+
+def test_bytes_on_disk_is_what_the_kept_states_added_to_the_state_folder(tmp_path: Path) -> None:
+    scorer = DiskKeepingScorer(lambda prompt: -5.0, state_dir=tmp_path)
+    guard = Guard(detector=LogProbDetector(reader=scorer))  # type: ignore[arg-type]
+    (tmp_path / f"older{STATE_SUFFIX}").write_bytes(b"\0" * 500)  # there before: not this pre-read's
+    report = guard.preread(CORPUS[:3], progress=False)
+    assert report == 3 and report.bytes_on_disk == 4 * 1000  # the instruction's state and one per document
+    assert guard.preread(CORPUS[:3], progress=False).bytes_on_disk == 0  # kept already: nothing added
+    job = guard.preread_in_background(CORPUS[3:5])
+    assert job.wait(10) and job.report is not None
+    assert (job.report.passages, job.report.documents, job.report.bytes_on_disk) == (2, 2, 2000)
+
+
 def test_a_detector_that_does_not_preread_reads_nothing(caplog: pytest.LogCaptureFixture) -> None:
     guard = Guard(detector=ScriptedDetector(["in_scope"]))
     with caplog.at_level(logging.DEBUG, logger="scopeguard.guard"):
@@ -52,6 +108,7 @@ def test_a_detector_that_does_not_preread_reads_nothing(caplog: pytest.LogCaptur
     assert "does not pre-read" in caplog.text
     job = guard.preread_in_background(CORPUS)
     assert job.wait(5) and (job.result, job.total, job.error) == (0, 0, None)
+    assert job.report is not None and (job.report.passages, job.report.bytes_on_disk) == (0, 0)
 
 
 def test_a_calibrated_detector_prereads_through_to_the_one_it_wraps() -> None:
@@ -107,8 +164,10 @@ def test_the_job_reads_no_document_while_a_check_runs() -> None:
     with gate.checking():
         job = PrereadJob(read_one, as_documents(CORPUS[:3]), gate=gate)
         time.sleep(0.3)
-        assert read == [] and job.read == 0 and gate.running == 1
+        assert read == [] and job.read == 0 and gate.running == 1 and job.report is None
     assert job.wait(5) and job.result == 3 and read == CORPUS[:3]
+    assert job.report is not None and job.report == 3 and job.report.documents == 3
+    assert job.report.seconds > 0 and job.report.bytes_on_disk == 0  # it waited for the check; no disk
 
 
 def test_cancel_stops_between_documents() -> None:
@@ -120,6 +179,7 @@ def test_cancel_stops_between_documents() -> None:
     assert job.wait(5) and job.done() and job.cancelled
     stopped_at = job.read
     assert 2 <= stopped_at < len(CORPUS) and job.result is None and job.error is None
+    assert job.report is None  # no report of a part
     time.sleep(0.3)
     assert job.read == stopped_at and len(documents_read(scorer)) == stopped_at  # nothing after the stop
     assert "cancelled" in repr(job)
@@ -138,7 +198,7 @@ def test_an_error_stops_the_job_and_is_kept_never_raised(caplog: pytest.LogCaptu
     with caplog.at_level(logging.ERROR, logger="scopeguard._prereading"):
         job = guard.preread_in_background(CORPUS)
         assert job.wait(10)
-    assert isinstance(job.error, LLMError) and job.result is None and job.read == 2
+    assert isinstance(job.error, LLMError) and job.result is None and job.read == 2 and job.report is None
     assert "pre-read stopped after 2 of 12 documents: LLMError" in caplog.text
 
 
@@ -159,8 +219,30 @@ def test_a_real_reader_prereads_in_the_background_while_checks_run(smollm2: Path
     job = guard.preread_in_background(docs)
     got = [guard.check(QUESTION, [d]).score for d in reversed(docs)]  # against the job's order
     assert job.wait(300) and job.error is None and job.result == len(docs)
+    kept = sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert job.report is not None and 0 < job.report.bytes_on_disk <= kept  # the documents' states at least
     # up to llama.cpp's rounding, which depends on how the tokens were batched (a document read by a
     # check, then kept, or by the job): SmolLM2's P moved by up to 0.045 with the default f16 KV
     # cache, 0.075 with q8_0 (flash attention)
     assert got[::-1] == pytest.approx(expected, abs=0.1)
     assert len(list(tmp_path.iterdir())) == 1 + len(docs)  # the instruction's state and one per document
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_real_reader_reports_the_bytes_its_states_took_on_disk(
+    smollm2: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """llama.cpp (SmolLM2) with a fresh state folder: every state file in it came from the pre-read."""
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+
+    guard = Guard(
+        detector=LogProbDetector(
+            reader=LlamaCppVerdicts(smollm2, n_threads=1, n_ctx=1024, state_dir=tmp_path)
+        )
+    )  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="scopeguard.guard"):
+        report = guard.preread(CORPUS[:2], progress=False)
+    assert report == 2 and report.documents == 2 and report.seconds > 0
+    assert report.bytes_on_disk == sum(p.stat().st_size for p in tmp_path.iterdir()) > 0
+    assert report.summary() in caplog.text and "of states on disk" in caplog.text

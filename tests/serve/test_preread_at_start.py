@@ -58,6 +58,7 @@ def test_the_corpus_is_read_in_the_background_while_checks_are_served(
         status = wait_for(url, lambda body: body["preread"]["read"] >= 1)["preread"]
         assert status["corpus"] == str(config.preread) and status["documents"] == len(CORPUS)
         assert status["done"] is False and status["error"] is None
+        assert "seconds" not in status and "bytes_on_disk" not in status  # what it cost: once done
         started = time.perf_counter()
         check = httpx.post(f"{url}/v1/check", json={"question": "Is it Paris?", "documents": [PARIS]})
         assert check.status_code == 200 and time.perf_counter() - started < 2.0
@@ -67,6 +68,7 @@ def test_the_corpus_is_read_in_the_background_while_checks_are_served(
         assert "scopeguard_preread_running 1.0" in metrics
         done = wait_for(url, lambda body: body["preread"]["done"])["preread"]
         assert (done["read"], done["passages"], done["error"]) == (len(CORPUS), len(CORPUS), None)
+        assert done["seconds"] > 0 and done["bytes_on_disk"] == 0  # the scripted reader keeps nothing on disk
         metrics = httpx.get(f"{url}/metrics").text
         assert 'scopeguard_preread_documents{state="read"} 10.0' in metrics
         assert "scopeguard_preread_running 0.0" in metrics
@@ -96,5 +98,6 @@ def test_a_client_prereads_through_the_server(lexical_server: str) -> None:
         assert client.preread([]) == 0
         job = client.preread_in_background(["A note about harbours.", "A note about quarries."])
         assert job.wait(30) and job.read == 2 and job.result == 0  # lexical reads nothing ahead
+        assert job.report is not None and (job.report.passages, job.report.documents) == (0, 2)
         again = httpx.post(f"{lexical_server}/v1/preread", json={"documents": ["A note about harbours."]})
         assert again.json() == {"read": 0, "kept": 1, "passages": 0}  # the server recorded it

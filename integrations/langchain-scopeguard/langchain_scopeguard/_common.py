@@ -9,7 +9,7 @@ from langchain_core.callbacks import BaseCallbackManager, Callbacks
 from langchain_core.documents import Document as LCDocument
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
-from scopeguard import Document, Guard, PrereadJob, Verdict
+from scopeguard import Document, Guard, PrereadJob, PrereadReport, Verdict
 from scopeguard.client import GuardClient
 
 AnyGuard = Guard | GuardClient
@@ -51,18 +51,22 @@ class Prereading:
     if TYPE_CHECKING:
         guard: AnyGuard
 
-    def preread(self, documents: Sequence[LCDocument], *, progress: bool | None = None) -> int:
+    def preread(
+        self, documents: Sequence[LCDocument], *, progress: bool | None = None
+    ) -> PrereadReport | int:
         """Have the guard's detector read ``documents`` now and keep its state after each, so that
         a later question whose retrieval returns one costs only its own tokens
         (:meth:`scopeguard.Guard.preread`; ``default`` and ``logprob`` with llama.cpp, on disk).
         Pre-read the chunks as they are indexed: a chunk is matched by its ``page_content``.
-        Returns the passages read (0 with a detector that does not pre-read)."""
+        Returns what the guard's ``preread`` returns: a :class:`scopeguard.PrereadReport` (passages
+        kept, documents, seconds, bytes on disk; it compares like the passage count, 0 with a
+        detector that does not pre-read) from a ``Guard``, the passages read from a ``GuardClient``."""
         return self.guard.preread(to_scopeguard(documents), progress=progress)
 
     def preread_in_background(self, documents: Sequence[LCDocument]) -> PrereadJob:
         """:meth:`preread` on a daemon thread, one document at a time and only while no check is
         running; returns the :class:`scopeguard.PrereadJob` at once (``done()``, ``wait()``,
-        ``cancel()``, ``read`` of ``total``, ``error``)."""
+        ``cancel()``, ``read`` of ``total``, ``error``, and once done ``report``)."""
         return self.guard.preread_in_background(to_scopeguard(documents))
 
 

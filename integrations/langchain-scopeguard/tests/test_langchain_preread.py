@@ -16,7 +16,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_scopeguard import GuardedRAG, ScopeGuardCompressor, ScopeGuardRetriever, rag_prompt
 from lc_testkit import CORPUS, IN_SCOPE
 
-from scopeguard import Guard
+from scopeguard import Guard, PrereadReport
 from scopeguard.detection.detectors.logprob import LogProbDetector
 from scopeguard.testing import ScriptedPrefixScorer, ScriptedVerdictScorer
 
@@ -42,7 +42,9 @@ def test_the_guarded_retriever_prereads_its_chunks_and_a_query_reads_nothing_mor
     store, chunks = _indexed()
     guard, scorer = _reading_guard()
     retriever = ScopeGuardRetriever(retriever=store.as_retriever(search_kwargs={"k": 3}), guard=guard)
-    assert retriever.preread(chunks) == len(CORPUS)
+    report = retriever.preread(chunks)
+    assert isinstance(report, PrereadReport) and report == len(CORPUS) and report.documents == len(CORPUS)
+    assert report.bytes_on_disk == 0  # the scripted reader keeps nothing on disk
     assert _read(scorer) == list(CORPUS)
     reads = len(scorer.reads)
     docs = retriever.invoke(IN_SCOPE)  # the store returns copies (with ids): the same page contents

@@ -10,7 +10,7 @@ from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore
 
 from llama_index_scopeguard._options import StrictOptions
-from scopeguard import Document, Guard, PrereadJob, Verdict
+from scopeguard import Document, Guard, PrereadJob, PrereadReport, Verdict
 from scopeguard.client import GuardClient
 
 AnyGuard = Guard | GuardClient
@@ -57,18 +57,24 @@ class Prereading:
     if TYPE_CHECKING:
         guard: AnyGuard
 
-    def preread(self, nodes: Sequence[BaseNode | NodeWithScore], *, progress: bool | None = None) -> int:
+    def preread(
+        self, nodes: Sequence[BaseNode | NodeWithScore], *, progress: bool | None = None
+    ) -> PrereadReport | int:
         """Have the guard's detector read ``nodes`` now and keep its state after each, so that a
         later query that retrieves one costs only its own tokens (:meth:`scopeguard.Guard.preread`;
         ``default`` and ``logprob`` with llama.cpp, on disk). Pass the nodes as the index holds them
         (after the node parser: ``index.docstore.docs.values()``, or use
         :class:`~llama_index_scopeguard.ScopeGuardPrereader` while indexing), not the ``Document``
-        objects they were split from. Returns the passages read (0 with a detector that does not)."""
+        objects they were split from. Returns what the guard's ``preread`` returns: a
+        :class:`scopeguard.PrereadReport` (passages kept, documents, seconds, bytes on disk; it
+        compares like the passage count, 0 with a detector that does not pre-read) from a
+        ``Guard``, the passages read from a ``GuardClient``."""
         return self.guard.preread(to_scopeguard(nodes), progress=progress)
 
     def preread_in_background(self, nodes: Sequence[BaseNode | NodeWithScore]) -> PrereadJob:
         """:meth:`preread` on a daemon thread, a node at a time and only while no check runs; the
-        :class:`scopeguard.PrereadJob` comes back at once (``done()``, ``wait()``, ``cancel()``)."""
+        :class:`scopeguard.PrereadJob` comes back at once (``done()``, ``wait()``, ``cancel()``,
+        and once done ``report``)."""
         return self.guard.preread_in_background(to_scopeguard(nodes))
 
 

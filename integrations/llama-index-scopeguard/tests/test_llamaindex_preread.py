@@ -17,7 +17,7 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index_scopeguard import GuardedQueryEngine, ScopeGuardPostprocessor, ScopeGuardPrereader
 
-from scopeguard import Guard
+from scopeguard import Guard, PrereadReport
 from scopeguard.detection.detectors.logprob import LogProbDetector
 from scopeguard.testing import ScriptedPrefixScorer
 
@@ -66,11 +66,13 @@ def test_the_postprocessor_and_the_engine_preread_index_nodes():
     index = _index()
     nodes = list(index.docstore.docs.values())
     guard, scorer = _reading_guard()
-    assert ScopeGuardPostprocessor(guard=guard).preread(nodes[:2]) == 2
+    report = ScopeGuardPostprocessor(guard=guard).preread(nodes[:2])
+    assert isinstance(report, PrereadReport) and report == 2 and report.documents == 2
     assert len(_read(scorer, [n.get_content() for n in nodes])) == 2
     engine = GuardedQueryEngine(retriever=index.as_retriever(), llm=MockLLM(), guard=guard)
     job = engine.preread_in_background(nodes)
     assert job.wait(30) and job.result == len(nodes)
+    assert job.report is not None and job.report.documents == len(nodes)
     reads = len(scorer.reads)
     response = engine.query(IN_SCOPE)
     assert response.metadata["scopeguard"]["verdict"].label == "in_scope"
