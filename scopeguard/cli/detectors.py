@@ -17,6 +17,7 @@ import typer
 
 from scopeguard.cli._app import app, exit_if_failed, handle_errors
 from scopeguard.cli.check import CALIBRATION_HELP, LLM_HELP, READER_HELP, detector_options, load_calibration
+from scopeguard.retrieval.registry import DEFAULT_RETRIEVER, get_retriever
 
 _TABLE_ROWS = (
     ("n", "questions", "{:.0f}"),
@@ -33,6 +34,19 @@ _TABLE_ROWS = (
     ("latency_ms_p95", "latency p95 (ms)", "{:.1f}"),
     ("escalated_share", "escalated", "{:.1%}"),
     ("llm_calls_mean", "LLM calls / question", "{:.2f}"),
+)
+
+
+# with --retrieve K, before the rows above (the _at_profile rows only with --calibration)
+_RETRIEVED_ROWS = (
+    ("answerable", "answerable questions", "{:.0f}"),
+    ("recall_at_k", "recall@K (answerable)", "{:.3f}"),
+    ("answerable_not_retrieved", "answerable, not retrieved", "{:.0f}"),
+    ("in_scope", "in scope (answerable, retrieved)", "{:.0f}"),
+    ("false_refusals_at_threshold", "false refusals at the threshold", "{:.3f}"),
+    ("caught_at_threshold", "caught at the threshold", "{:.3f}"),
+    ("false_refusals_at_profile", "false refusals at the profile", "{:.3f}"),
+    ("caught_at_profile", "caught at the profile", "{:.3f}"),
 )
 
 
@@ -65,7 +79,8 @@ def eval_detector_command(
         None,
         "--per-question",
         help="Write one JSON line per question (dataset, id, label, predicted, score, stage, hedge, "
-        "uncovered, latency_ms, ...) to this file.",
+        "uncovered, latency_ms, ...; with --retrieve also truth, retrieved, gold_retrieved, "
+        "at_threshold) to this file.",
     ),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N questions of each."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
@@ -74,20 +89,42 @@ def eval_detector_command(
         "--threads",
         help="torch threads for embedding models (1 is fastest on a busy machine).",
     ),
+    retrieve: int | None = typer.Option(
+        None,
+        "--retrieve",
+        metavar="K",
+        help="Read each question against the top K of the dataset's documents a retriever returns, "
+        "as in production; in scope only when answerable and its own document was retrieved.",
+    ),
+    retriever: str | None = typer.Option(
+        None,
+        "--retriever",
+        metavar="NAME",
+        help=f"The retriever for --retrieve (default {DEFAULT_RETRIEVER}): any retriever name or spec.",
+    ),
 ) -> None:
     """Run a detector on every question of each DATASET against its own document; print the metrics.
 
-    With --calibration the labels (and so accuracy and false refusals) come from the profile's
-    threshold. Exits 1 when the detector failed on any question (it counts as unknown), 2 when it
-    could not run (a profile made for another detector, too).
+    With --retrieve K each question is read against the top K documents a retriever returns
+    instead (the recall@K of the answerable questions and the rates at the detector's threshold
+    are reported too). With --calibration the labels (and so accuracy and false refusals) come
+    from the profile's threshold. Exits 1 when the detector failed on any question (it counts as
+    unknown), 2 when it could not run (a profile made for another detector, too).
     """
     from scopeguard.data import load_dataset
     from scopeguard.detection.detectors import get_detector
     from scopeguard.errors import InputError
+    from scopeguard.evaluation._retrieved import read_retrieved, retrieved_metrics, retrieved_records
     from scopeguard.evaluation.detection import detection_metrics, per_question_records, run_detector
 
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, got {limit}")
+    if retrieve is not None and retrieve < 1:
+        raise InputError(f"--retrieve must be at least 1, got {retrieve}")
+    if retriever is not None and retrieve is None:
+        raise InputError("--retriever needs --retrieve K (the number of documents to retrieve)")
+    # the name checked (a one-line error listing the valid ones) before any model loads
+    index = get_retriever(retriever or DEFAULT_RETRIEVER) if retrieve is not None else None
     if threads is not None:
         if threads < 1:
             raise InputError(f"--threads must be at least 1, got {threads}")
@@ -101,13 +138,22 @@ def eval_detector_command(
     if named:
         typer.echo(f"calibration {named}", err=as_json)
     rows = [row for row in _TABLE_ROWS if profile is not None or row[0] != "hedged_share"]
+    if index is not None:
+        rows = [r for r in _RETRIEVED_ROWS if profile is not None or "profile" not in r[0]] + rows
     records: list[dict[str, object]] = []
     failed = total = 0
     first_error = ""
     for path, ds in loaded:
-        y_true, verdicts = run_detector(det, ds, limit=limit, progress=None if progress else False)
-        metrics = detection_metrics(y_true, verdicts)
-        records.extend(per_question_records(path.name, ds, verdicts))
+        show = None if progress else False
+        if index is None or retrieve is None:
+            y_true, verdicts = run_detector(det, ds, limit=limit, progress=show)
+            metrics = detection_metrics(y_true, verdicts)
+            records.extend(per_question_records(path.name, ds, verdicts))
+        else:
+            read = read_retrieved(det, ds, k=retrieve, retriever=index, limit=limit, progress=show)
+            metrics = retrieved_metrics(read, k=retrieve, calibrated=profile is not None)
+            verdicts = [r.verdict for r in read]
+            records.extend(retrieved_records(path.name, ds, read))
         trained_on = _trained_on(det)
         if trained_on and Path(path).resolve().name in trained_on:
             typer.echo(
@@ -117,14 +163,16 @@ def eval_detector_command(
             )
         if as_json:
             where = None if calibration is None else str(calibration)
-            out = {"detector": detector, "dataset": str(path), "calibration": where, **metrics}
+            retrieval = {} if index is None else {"retriever": index.name}
+            out = {"detector": detector, "dataset": str(path), "calibration": where, **retrieval, **metrics}
             typer.echo(
                 json.dumps(
                     {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
                 )
             )
         else:
-            typer.echo(f"detector {detector} on {path}")
+            against = "" if index is None else f", top {retrieve} of {index.name}"
+            typer.echo(f"detector {detector} on {path}{against}")
             width = max(len(label) for _, label, _ in rows)
             for key, label, fmt in rows:
                 typer.echo(f"  {label:<{width}}  {_fmt(fmt, metrics[key])}")

@@ -4,11 +4,22 @@
 each RAG prompt (or the user's pipeline), judges whether out-of-scope questions were defused and
 whether in-scope ones were falsely refused (voted LLM judgements), optionally runs a detector,
 stores every record resumably and writes Markdown/CSV tables, ``metrics.json`` and plots.
-``compare_runs(a, b)`` puts two runs side by side. ``detection_metrics`` scores detectors.
+``compare_runs(a, b)`` puts two runs side by side. ``detection_metrics`` scores detectors;
+``read_retrieved`` reads each question against the top-k documents a retriever returns, as in
+production, and ``retrieved_metrics`` scores that (``eval-detector --retrieve K``).
 """
 
 from __future__ import annotations
 
+from scopeguard.evaluation._retrieved import (
+    RETRIEVED_METRIC_NAMES,
+    RetrievedQuestion,
+    read_retrieved,
+    retrieve_top_k,
+    retrieved_metrics,
+    retrieved_records,
+    retrieved_truth,
+)
 from scopeguard.evaluation.agreement import (
     DefusionAgreementReport,
     ReviewerAgreement,
@@ -49,6 +60,7 @@ from scopeguard.evaluation.store import DetectionRecord, ResponseRecord, RunConf
 __all__ = [
     "DEFAULT_PROMPTS",
     "RAG_PROMPTS",
+    "RETRIEVED_METRIC_NAMES",
     "Answerer",
     "Comparison",
     "ComparisonRow",
@@ -65,6 +77,7 @@ __all__ = [
     "RateSummary",
     "RefusalJudge",
     "ResponseRecord",
+    "RetrievedQuestion",
     "ReviewerAgreement",
     "RunConfig",
     "RunResult",
@@ -81,6 +94,11 @@ __all__ = [
     "lexical_refusal",
     "markdown_report",
     "paper_evaluation_settings",
+    "read_retrieved",
+    "retrieve_top_k",
+    "retrieved_metrics",
+    "retrieved_records",
+    "retrieved_truth",
     "run_evaluation",
     "select_questions",
     "write_evaluation_report",

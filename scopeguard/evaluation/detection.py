@@ -35,7 +35,7 @@ import numpy as np
 from scopeguard import _progress
 from scopeguard.detection.head import calibration
 from scopeguard.errors import DetectionError, InputError, LLMError, error_kind
-from scopeguard.types import Verdict
+from scopeguard.types import Document, Verdict
 
 if TYPE_CHECKING:
     from scopeguard.data import Dataset
@@ -49,6 +49,7 @@ __all__ = [
     "auroc",
     "bootstrap_ci",
     "correctness",
+    "detect_or_unknown",
     "detection_metrics",
     "latency_percentiles",
     "per_question_records",
@@ -220,19 +221,26 @@ def run_detector(
     y_true: list[str] = []
     verdicts: list[Verdict] = []
     for q in tqdm(questions, desc=f"detect ({detector.name})", disable=not show):
-        try:
-            v = detector.detect(q.question, [dataset.documents[q.doc_id]])
-        except (LLMError, DetectionError) as exc:
-            logger.warning("question %s: %s failed: %s", q.id, detector.name, exc)
-            v = Verdict(
-                label="unknown",
-                detector=detector.name,
-                error=f"{type(exc).__name__}: {exc}",
-                error_kind=error_kind(exc),
-            )
         y_true.append(q.label)
-        verdicts.append(v)
+        verdicts.append(detect_or_unknown(detector, q.question, [dataset.documents[q.doc_id]], q.id))
     return y_true, verdicts
+
+
+def detect_or_unknown(
+    detector: Detector, question: str, documents: Sequence[Document], question_id: str
+) -> Verdict:
+    """``detector.detect(question, documents)``; an LLM or detection error becomes an ``unknown``
+    verdict carrying it (logged with ``question_id``), other errors propagate."""
+    try:
+        return detector.detect(question, documents)
+    except (LLMError, DetectionError) as exc:
+        logger.warning("question %s: %s failed: %s", question_id, detector.name, exc)
+        return Verdict(
+            label="unknown",
+            detector=detector.name,
+            error=f"{type(exc).__name__}: {exc}",
+            error_kind=error_kind(exc),
+        )
 
 
 def per_question_records(
