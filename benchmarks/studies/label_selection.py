@@ -115,10 +115,10 @@ def from_study(path: Path) -> dict[str, tuple[list[float], list[int]]]:
 def from_retrieved(folder: Path, k: int) -> dict[str, tuple[list[float], list[int]]]:
     out = {}
     for file in sorted(folder.glob("*.json")):
-        rows = json.loads(file.read_text())["questions"]
+        rows = json.loads(file.read_text())["rows"]
         scores, truth = [], []
         for r in rows:
-            chunk = r["chunk_scores"][:k]
+            chunk = r["scores"][:k]
             if any(s is None for s in chunk):
                 continue
             scores.append(min(chunk))
