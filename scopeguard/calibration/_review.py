@@ -57,5 +57,5 @@ def update_profile(folder: str | os.PathLike[str]) -> str:
         **settings,
     )
     if run.profile is None:
-        return f"no profile yet: {run.to_label} has questions without a label"
+        return f"no profile yet: {run.no_profile}"
     return f"profile updated ({Path(folder) / 'profile.json'}): {run.profile.summary()}"

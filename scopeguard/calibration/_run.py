@@ -58,7 +58,8 @@ class CalibrationRun(BaseModel):
     reads, left out of the profile; a rerun tries them again). ``generation_failed`` documents got
     no questions (their checkpoints in ``DIR/generation`` say why). ``to_label``: the file of
     logged questions chosen for a person to label (``--select``). ``profile`` is ``None`` when
-    nothing could set a threshold yet: only a query log, its chosen questions not yet labelled."""
+    nothing could set a threshold yet (only a query log, its chosen questions not yet labelled, or
+    too few of them answerable): ``no_profile`` says why."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -74,6 +75,7 @@ class CalibrationRun(BaseModel):
     documents: int = 0
     generation_failed: int = 0
     to_label: str | None = None
+    no_profile: str = ""
 
 
 def _version() -> str:
@@ -222,7 +224,15 @@ def run_calibration(
         "to_label": logs.to_label,
     }
     if chosen is None:
-        return CalibrationRun(profile=None, folder=str(root), report="", plot=None, **common)
+        why = next((n.split(": ", 1)[-1] for n in reversed(notes) if n.startswith("no profile from")), "")
+        return CalibrationRun(
+            profile=None,
+            folder=str(root),
+            report="",
+            plot=None,
+            no_profile=why or "the questions chosen to label have no label yet",
+            **common,
+        )
     point = points[chosen]
     profile = CalibrationProfile(
         detector=str(det.name),
@@ -315,7 +325,7 @@ def calibrate(
     )
     if run.profile is None:
         raise ConfigurationError(
-            f"no profile yet: label the questions chosen in {run.to_label} (scopeguard review {out}), "
-            "then calibrate again"
+            f"no profile yet: {run.no_profile} ({run.to_label}; scopeguard review {out}, then "
+            "calibrate again)"
         )
     return run.profile

@@ -155,7 +155,7 @@ def calibrate_command(
     if run.to_label is not None:
         typer.echo(f"chosen to label: {run.to_label} (label them: scopeguard review {out}; then re-run)")
     if run.profile is None:
-        typer.echo("no profile yet: the chosen questions have no labels, and nothing else sets a threshold")
+        typer.echo(f"no profile yet: {run.no_profile}")
         return
     typer.echo(run.profile.summary())
     typer.echo(

@@ -206,8 +206,13 @@ def test_log_select_label_profile(
         "threshold": None,
         "labels": 0,
     }
+    assert "no profile yet: the questions chosen to label have no label yet" in first.output
     reads = detector.calls
     assert reads == 60  # every logged question read once, against its chunks
+    # labels that give too few answerable questions say so, not that labels are missing
+    chosen = [json.loads(line)["id"] for line in (out / TO_LABEL_FILE).read_text().splitlines()]
+    write_jsonl(out / LABELS_FILE, [{"id": qid, "label": "out_of_scope"} for qid in chosen])
+    assert update_profile(out).startswith("no profile yet: the 0 answerable labels cannot promise")
     assert sorted(set(read_against)) == [1, 3]  # its one named document, or the top 3 retrieved
 
     _label_all(out)
