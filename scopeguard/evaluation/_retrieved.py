@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from scopeguard import _progress
 from scopeguard.errors import InputError
 from scopeguard.evaluation.detection import detect_or_unknown, detection_metrics, per_question_records
-from scopeguard.retrieval.base import retrieve
+from scopeguard.retrieval.base import check_k, retrieve
 from scopeguard.retrieval.registry import DEFAULT_RETRIEVER, get_retriever
 from scopeguard.types import Document, Verdict
 
@@ -97,18 +97,11 @@ class RetrievedQuestion:
         return retrieved_truth(self.label, self.doc_id, self.retrieved)
 
 
-def _check_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise InputError(f"the number of documents to retrieve must be at least 1, got {k!r}")
-    return k
-
-
 def retrieve_top_k(
     retriever: Retriever, documents: Sequence[Document], questions: Sequence[str], k: int
 ) -> list[tuple[str, ...]]:
     """Index ``documents`` with ``retriever`` and return the ids of the top ``k`` for each of
     ``questions``, in rank order (fewer when the corpus is smaller)."""
-    _check_k(k)
     return [tuple(h.document.id for h in hits) for hits in retrieve(retriever, documents, questions, k)]
 
 
@@ -134,7 +127,7 @@ def read_retrieved(
 
     from scopeguard.detection.profile import CalibratedDetector
 
-    _check_k(k)
+    check_k(k)
     if limit is not None and limit < 1:
         raise InputError(f"limit must be at least 1, got {limit}")
     index = get_retriever(retriever) if isinstance(retriever, str) else retriever

@@ -12,17 +12,10 @@ import numpy as np
 import numpy.typing as npt
 
 from scopeguard.errors import InputError
-from scopeguard.retrieval.base import Hit
+from scopeguard.retrieval.base import Hit, check_k
 from scopeguard.types import Document
 
 __all__ = ["check_documents", "check_k", "hits_from_scores", "top_k", "validate_query"]
-
-
-def check_k(k: int) -> int:
-    """Return ``k`` or raise :class:`InputError` when it is not a positive integer."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise InputError(f"k must be a positive integer, got {k!r}")
-    return int(k)
 
 
 def check_documents(documents: Sequence[Document], *, nonempty: bool = False) -> list[Document]:
