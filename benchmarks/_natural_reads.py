@@ -119,7 +119,7 @@ def _source_sentence(question: str, text: str) -> str:
     name it (a dropped one, before the generator recorded it): of the sentences the generator asks
     about, the one sharing most content words with it (read by hand on half H: right every time)."""
     from scopeguard.detection.read.text import content_stem_set
-    from scopeguard.generation.steps._offline_in_scope import informative_sentences
+    from scopeguard.generation.offline import informative_sentences
 
     stems = content_stem_set(question)
     sentences = informative_sentences(text, 8)

@@ -136,8 +136,7 @@ def on_topic(kept: list[dict[str, Any]], texts: dict[str, str]) -> list[bool]:
     asked of: at least ``min_overlap`` of its content words in it (a diagnostic; lending has no
     such screen)."""
     from scopeguard.generation.config import GenerationConfig
-    from scopeguard.generation.steps._copies import overlap
-    from scopeguard.generation.steps._screens import DocumentView
+    from scopeguard.generation.offline import DocumentView, overlap
 
     floor = GenerationConfig().min_overlap
     views = {d: DocumentView.of(t) for d, t in texts.items()}

@@ -30,8 +30,7 @@ import random
 import sys
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _report import cpu_model, wilson
@@ -123,12 +122,11 @@ def lent_questions(domain: str, work: Path, source: str) -> dict[str, list[str]]
 def ask(args: argparse.Namespace) -> None:
     from scopeguard.detection.detectors.registry import get_detector
     from scopeguard.generation.config import GenerationConfig
-    from scopeguard.generation.steps._keeper import margin_floor
+    from scopeguard.generation.offline import margin_floor
     from scopeguard.types import Document
 
     detector = get_detector("logprob")
-    # the keeper's own floor: it reads only the context's judge and settings
-    floor = margin_floor(cast(Any, SimpleNamespace(judge=detector, cfg=GenerationConfig())))
+    floor = margin_floor(detector, GenerationConfig().oos_margin)  # the keeper's own floor
     steps = json.loads((args.work / "plan.json").read_text())["plan"]
     labels = read_labels(REVIEW)
     for domain in args.domain:

@@ -21,12 +21,8 @@ from scopeguard._progress import progress_meter
 from scopeguard.calibration._questions import CalibrationQuestion, QuestionSet
 from scopeguard.detection.read.features import stable_hash
 from scopeguard.errors import LLMError
+from scopeguard.generation.offline import MAX_TOKENS_PER_QUESTION, parse_questions, questions_schema
 from scopeguard.generation.parsers import ReplyParseError
-from scopeguard.generation.steps._offline_replies import (
-    MAX_TOKENS_PER_QUESTION,
-    parse_questions,
-    questions_schema,
-)
 from scopeguard.llm.base import ChatModel
 from scopeguard.prompts import render
 from scopeguard.runs import JsonlLog

@@ -6,6 +6,7 @@
 See :mod:`scopeguard.generation.pipeline` for the output folder layout and resume behaviour.
 """
 
+from scopeguard.generation._document import generate_document
 from scopeguard.generation.accounting import PRICES_DATE, PRICES_PER_1M, Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord, GeneratedQuestion
@@ -19,7 +20,6 @@ from scopeguard.generation.corpus import (
 )
 from scopeguard.generation.eloq_layout import export_eloq, import_eloq
 from scopeguard.generation.pipeline import DEFAULT_WRITER, Generator
-from scopeguard.generation.steps import generate_document
 from scopeguard.generation.summary import RunSummary
 
 __all__ = [

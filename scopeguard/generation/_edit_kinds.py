@@ -1,7 +1,7 @@
 """The kinds of edit that make an answerable question unanswerable (the ``perturb`` mode's).
 
 Published by :mod:`scopeguard.generation.config` (``perturb_kinds``) and read by the screens
-(:mod:`scopeguard.generation.steps._screens`), which apply their out-of-scope rules to every kind.
+(:mod:`scopeguard.generation.offline._screens`), which apply their out-of-scope rules to every kind.
 """
 
 from __future__ import annotations

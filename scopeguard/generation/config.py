@@ -6,13 +6,15 @@ is :meth:`GenerationConfig.paper`.
 Modes: ``faithful`` and ``efficient`` are the paper's Algorithm 1 (guided hallucination);
 ``unstated``, ``followup``, ``offline`` (both; follow-ups only to top up a short document) and
 ``perturb`` are scopeguard's offline modes for small local models, and ``in_scope`` their in-scope
-questions alone (what a calibration's threshold reads; :mod:`scopeguard.generation.steps`);
+questions alone (what a calibration's threshold reads; :mod:`scopeguard.generation.offline`);
 ``auto`` is resolved by the :class:`~scopeguard.generation.pipeline.Generator`: ``offline`` with a
 packaged GGUF model, ``faithful`` otherwise.
 
 The offline modes' screens (rules that drop a candidate no person would send) are named in one
-tuple, ``screens`` (:mod:`scopeguard.generation.steps._screens` holds them by name); the questions
-asked again when a reply is unusable, in ``fallbacks``. Why each rule is there, with the hand
+tuple, ``screens``; the screens are registered by name in :mod:`scopeguard.generation.offline`
+(:func:`~scopeguard.generation.offline.register_screen`), and a
+:class:`~scopeguard.generation.Generator` looks the names up once, when it is built. The questions
+asked again when a reply is unusable are named in ``fallbacks``. Why each rule is there, with the hand
 counts that led to it, is in ``docs/research/generation-history.md``.
 """
 
@@ -70,7 +72,7 @@ OFFLINE_MODES: tuple[str, ...] = ("perturb", "followup", "unstated", "offline", 
 # impossible-condition rewrites are seldom a question a person would send ("... instead of ...?",
 # "... for the second time?"; counted in docs/research/generation-history.md); both stay available.
 NATURAL_EDIT_KINDS: tuple[EditKind, ...] = ("negation", "antonym", "entity_swap", "other_neutral")
-#: the screens of the offline modes, in the order they are applied (steps._screens has each by name)
+#: the screens of the offline modes, in the order applied (each registered by name in offline._screens)
 DEFAULT_SCREENS: tuple[str, ...] = (
     "degenerate",
     "moored",
@@ -95,14 +97,13 @@ _DEFAULT_MAX_OOS = 3
 
 
 def _check_screens(names: object) -> None:
-    """Raise :class:`~scopeguard.errors.ConfigurationError` for an unknown or repeated name in
-    ``names`` (anything but a sequence of names is pydantic's to refuse)."""
-    from scopeguard.generation.steps._screens import get_screens
-
-    if isinstance(names, list | tuple) and all(isinstance(n, str) for n in names):
-        get_screens(names)
-        if len(set(names)) != len(names):
-            raise ConfigurationError("screens must name each screen once")
+    """Raise :class:`~scopeguard.errors.ConfigurationError` for a repeated name in ``names``
+    (anything but a sequence of names is pydantic's to refuse; whether each name is a registered
+    screen is the :class:`~scopeguard.generation.Generator`'s to check, once, when it is built)."""
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+        return
+    if len(set(names)) != len(names):
+        raise ConfigurationError("screens must name each screen once")
 
 
 class GenerationConfig(BaseModel):
@@ -113,8 +114,8 @@ class GenerationConfig(BaseModel):
     (``None``: no cap, the paper's). A judge reply cut at the cap without a verdict is drawn again
     without the cap by the judge itself and recorded (``issues``), never silently an unknown vote.
 
-    An unknown name in ``screens`` raises :class:`~scopeguard.errors.ConfigurationError` naming it
-    and the valid ones.
+    A name repeated in ``screens`` raises :class:`~scopeguard.errors.ConfigurationError`; an unknown
+    one raises it, naming the valid ones, when a :class:`~scopeguard.generation.Generator` is built.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -153,7 +154,7 @@ class GenerationConfig(BaseModel):
     oos_margin: float = Field(default=0.25, ge=0.0, lt=1.0)
     # at most this many out-of-scope questions kept of one document, the first kept (None: no cap)
     max_oos: int | None = Field(default=_DEFAULT_MAX_OOS, ge=1, le=50)
-    # the offline modes' screens, in the order applied (DEFAULT_SCREENS; steps._screens by name);
+    # the offline modes' screens, in the order applied (DEFAULT_SCREENS; offline._screens by name);
     # "natural" also screens Algorithm 1's questions for a prompt example's phrases
     screens: tuple[str, ...] = DEFAULT_SCREENS
 

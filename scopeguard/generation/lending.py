@@ -7,9 +7,10 @@ or the top-ranked document when the log names none; its neighbours are the ``nei
 documents ranked right below its own (a neighbour with its own document's text is passed over).
 The question is asked of each neighbour by the generator's filter: the judge a
 :class:`~scopeguard.generation.Generator` builds (the ``logprob`` reader with the packaged model),
-read as the generator's keeper reads it (:func:`~scopeguard.generation.steps._filter.filter_question`),
-and kept when it finds the question out of scope with P(out of scope) at least the keeper's floor
-(:func:`~scopeguard.generation.steps._keeper.margin_floor`: the threshold plus ``oos_margin``).
+read as the generator's keeper reads it
+(:meth:`~scopeguard.generation._context.DocumentContext.filter_question`), and kept when it finds
+the question out of scope with P(out of scope) at least the keeper's floor
+(:func:`~scopeguard.generation.offline.margin_floor`: the threshold plus ``oos_margin``).
 A question the log labels ``out_of_scope`` is not lent (it is out of scope already); ``in_scope``,
 ``unsure`` and unlabelled ones are. The same question (case and spacing aside) is asked of one
 document once.
@@ -46,13 +47,12 @@ from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE, jsonl_writer
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.profile import detector_identity
 from scopeguard.errors import ConfigurationError, InputError
+from scopeguard.generation._context import DocumentContext
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import FilterRecord
 from scopeguard.generation.corpus import corpus_passages
+from scopeguard.generation.offline import margin_floor
 from scopeguard.generation.pipeline import Generator
-from scopeguard.generation.steps._context import DocumentContext
-from scopeguard.generation.steps._filter import filter_question
-from scopeguard.generation.steps._keeper import margin_floor
 from scopeguard.querylog import LoggedQuestion, read_query_log
 from scopeguard.retrieval.base import Retriever, retrieve
 from scopeguard.retrieval.registry import DEFAULT_RETRIEVER, get_retriever
@@ -255,7 +255,7 @@ class Lender:
         judge = gen.judge_for(recording.for_step("filter", ledger))  # the generator's own judge
         if judge is None:
             raise ConfigurationError(_NO_FILTER)
-        floor = margin_floor(self._context(documents[0], recording, ledger, judge))
+        floor = margin_floor(judge, self.generator.config.oos_margin)
         RunFolder(out, _RunConfig, config_file=CONFIG_FILE).open(self._run_config(judge, floor))
 
         pairs, skipped = plan_pairs(
@@ -278,7 +278,7 @@ class Lender:
             nonlocal failed
             async with slots:
                 ctx = self._context(by_id[pair.doc_id], recording, ledger, judge)
-                filt = await filter_question(ctx, pair.question)
+                filt = await ctx.filter_question(pair.question)
             bar.update(1)
             if filt is None or filt.error is not None:
                 failed += 1
@@ -318,7 +318,7 @@ class Lender:
     def _context(
         self, doc: Document, recording: RecordingChatModel, ledger: UsageLedger, judge: Detector
     ) -> DocumentContext:
-        """The keeper's view of one neighbour: what the generator's filter step and floor read."""
+        """One neighbour read as the generator's filter reads a document of its own."""
         return DocumentContext(doc, 0, recording.for_step("filter", ledger), judge, self.generator.config)
 
     def _run_config(self, judge: Detector, floor: float) -> _RunConfig:

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from scopeguard._progress import show_progress
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.errors import ConfigurationError, LLMError, ScopeGuardError
+from scopeguard.generation._document import generate_document
 from scopeguard.generation.accounting import Usage, estimate_cost
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import CheckpointStore, DocumentRecord
 from scopeguard.generation.config import OFFLINE_MODES, GenerationConfig, upgrade_settings
 from scopeguard.generation.corpus import Corpus, CorpusOptions, LengthRule, load_generation_corpus
-from scopeguard.generation.steps import generate_document
-from scopeguard.generation.steps._screens import get_screens
+from scopeguard.generation.offline import Screen, get_screens
 from scopeguard.generation.summary import RunSummary, summarize
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.concurrency import AdaptiveLimiter, LimitedChatModel
@@ -149,7 +149,8 @@ class Generator:
             raise ConfigurationError(f"execution must be 'online' or 'batch', got {execution!r}")
         self.llm = from_spec(llm)
         self.config = (config or GenerationConfig()).resolved(self.llm)
-        get_screens(self.config.screens)  # a config made with model_copy was not checked
+        # the screens, looked up once: an unknown name raises here, naming the valid ones
+        self.screens: tuple[Screen, ...] = get_screens(self.config.screens)
         self.judge_llm = from_spec(judge_llm) if judge_llm is not None else self.llm
         if judge == "auto":
             if self.config.mode in OFFLINE_MODES:
@@ -228,7 +229,9 @@ class Generator:
             llm = gen_llm.for_step("llm", ledger)
             judge = self.judge_for(judge_llm.for_step("filter", ledger))
             try:
-                record = await generate_document(doc, llm, config=self.config, judge=judge, order=order)
+                record = await generate_document(
+                    doc, llm, config=self.config, judge=judge, order=order, screens=self.screens
+                )
             except LLMError as exc:
                 errored += 1
                 logger.warning("document %s: LLM error, will retry on the next run: %s", doc.id, exc)

@@ -1,4 +1,5 @@
-"""Template loading and rendering (re-exported by :mod:`scopeguard.prompts`; see its docs)."""
+"""Template loading and rendering: what :mod:`scopeguard.prompts` exports (its ``__all__`` names
+them; see its docs)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,6 @@ from importlib import resources
 from typing import Any
 
 from scopeguard.errors import ConfigurationError
-
-__all__ = [
-    "available_templates",
-    "fenced",
-    "render",
-    "render_documents",
-    "template_examples",
-    "template_source",
-]
 
 _DELIMITER_RUN = re.compile(r'"{3,}|`{3,}')
 _LOOKALIKE = {'"': "\u201d", "`": "\u02cb"}  # right double quotation mark, modifier letter grave
@@ -71,7 +63,7 @@ def template_source(name: str) -> str:
 def template_examples(name: str) -> tuple[str, ...]:
     """Every string the template ``name`` sets with ``{% set %}`` (its worked examples and their
     parts), longest first: text a model may copy from the prompt into its reply, which the question
-    generator screens for (:func:`scopeguard.generation.steps.copied_phrase`). Strings written
+    generator screens for (:func:`scopeguard.generation.offline.copied_phrase`). Strings written
     inline in a template's body are not found: a template that shows examples sets them."""
     import jinja2.nodes
 

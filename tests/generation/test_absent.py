@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scopeguard.generation.steps._absent import absent_detail
+from scopeguard.generation.offline._absent import absent_detail
 
 REVIEW = (
     "We stayed four nights near Union Square. The room was small but spotless, the staff helpful, "
@@ -86,3 +86,25 @@ def test_only_the_kinds_asked_for_are_read() -> None:
     assert absent_detail("Where can I buy the case?", REVIEW, ("price", "address", "year")) is None
     assert absent_detail("Who wrote the book?", BOOK, ("price", "address", "year", "store")) is None
     assert absent_detail("What is the price of the case?", REVIEW, ("price",)) == "price"
+
+
+@pytest.mark.parametrize(
+    ("document", "kind"),
+    [
+        # a title's stop does not end the sentence: the shop's name stays with its price
+        ("The price at St. Clair's was low. It works well.", None),
+        # a stop glued to the next sentence ends it: the seller's sentence is read alone
+        ("Great bars.Amazon's price was very low, so I stocked up.", None),
+        # a stop before a lower-case word does not end one: where they were bought stays with it
+        ("I bought these last week. they were cheap at Costco I think.", None),
+        # a line break ends a sentence: a name on the next line is not where it was bought
+        ("I will buy more soon.\nKroger is nearby and friendly.", "store"),
+        # a person named beside a sale is no shop
+        ("Mr. Holt sold it to me.Great stuff.", "store"),
+        ("Dr. Lee gave me a bar. I will buy more. We loved them.", "store"),
+    ],
+)
+def test_where_to_buy_reads_the_document_in_the_one_splitters_sentences(
+    document: str, kind: str | None
+) -> None:
+    assert absent_detail("Where can I buy the bars?", document) == kind

@@ -8,8 +8,7 @@ import pytest
 
 from scopeguard.detection.read.text import STOPWORDS
 from scopeguard.generation.config import EDIT_KINDS, GenerationConfig
-from scopeguard.generation.steps._natural import (
-    FIXED_ARTEFACTS,
+from scopeguard.generation.offline._natural import (
     about_writer,
     asks_name,
     asks_writer_name,
@@ -19,9 +18,8 @@ from scopeguard.generation.steps._natural import (
     unnatural,
     unwritten_name,
 )
-from scopeguard.generation.steps._offline import example_index
-from scopeguard.generation.steps._screens import unanswered
-from scopeguard.generation.steps._subjects import (
+from scopeguard.generation.offline._screens import unanswered
+from scopeguard.generation.offline._subjects import (
     named_late,
     not_about,
     other_thing,
@@ -30,6 +28,8 @@ from scopeguard.generation.steps._subjects import (
     subject_in_document,
     with_article,
 )
+from scopeguard.generation.offline._vocabulary import FIXED_ARTEFACTS
+from scopeguard.generation.offline._writer import example_index
 from scopeguard.prompts import available_templates, render, template_examples
 
 # a document that shares no invented name or topic with any template's examples
@@ -352,7 +352,7 @@ def test_a_question_not_about_the_subject_is_found(
 
 
 def test_an_enumeration_in_one_reply_is_found_whole() -> None:
-    from scopeguard.generation.steps._natural import enumerations
+    from scopeguard.generation.offline._keeper import enumerations
 
     reply = [
         "What was the person's second thought about the book?",
@@ -368,7 +368,7 @@ def test_an_enumeration_in_one_reply_is_found_whole() -> None:
 
 def test_a_details_synonyms_read_as_one_word() -> None:
     from scopeguard.detection.read.text import content_stems
-    from scopeguard.generation.steps._copies import synonyms_as_one
+    from scopeguard.generation.offline._keeper import synonyms_as_one
 
     def one(question: str) -> frozenset[str]:
         return synonyms_as_one(frozenset(content_stems(question)))
@@ -442,7 +442,7 @@ def test_an_out_of_scope_question_asking_for_a_name_is_found(question: str, asks
 
 
 def test_a_decade_is_a_count_of_an_enumeration() -> None:
-    from scopeguard.generation.steps._natural import enumerations
+    from scopeguard.generation.offline._keeper import enumerations
 
     decades = ["What did Rosa Vent bake in the 1960s?", "What did Rosa Vent bake in the 1970s?"]
     assert enumerations(decades) == {0, 1}

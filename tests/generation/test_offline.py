@@ -15,8 +15,8 @@ from scopeguard.errors import ConfigurationError, DocumentTooLongError
 from scopeguard.generation import GenerationConfig, Generator, LengthRule
 from scopeguard.generation.checkpoint import CheckpointStore
 from scopeguard.generation.config import DEFAULT_SCREENS, RETIRED_SETTINGS
-from scopeguard.generation.steps._absent import absent_detail
-from scopeguard.generation.steps._offline_replies import SUBJECT_KIND_TOKENS, SUBJECT_TOKENS
+from scopeguard.generation.offline._absent import absent_detail
+from scopeguard.generation.offline._replies import SUBJECT_KIND_TOKENS, SUBJECT_TOKENS
 from scopeguard.llm.base import Completion, Prompt
 from scopeguard.testing import ScriptedChatModel, ScriptedDetector
 from tests.generation.writer_replies import IN_SCOPE_ASK, answered
@@ -283,11 +283,12 @@ def test_a_run_saved_before_the_screens_tuple_resumes_as_it_ran_or_is_refused_in
         assert ("unstated_hints off" if "subject_article" in retired else "subject_article off") in message
 
 
-def test_an_unknown_screen_is_refused_naming_the_valid_ones() -> None:
+def test_an_unknown_screen_is_refused_naming_the_valid_ones_when_the_generator_is_built() -> None:
+    unknown = GenerationConfig(screens=("degenerate", "writers"))  # the registry is the generator's
     with pytest.raises(
         ConfigurationError, match=r"unknown screen\(s\) 'writers'; valid names: degenerate, moored"
     ):
-        GenerationConfig(screens=("degenerate", "writers"))
+        _generator(unknown)
     with pytest.raises(ConfigurationError, match="each screen once"):
         GenerationConfig(screens=("natural", "natural"))
     with pytest.raises(ConfigurationError, match="unknown screen"):  # model_copy does not validate
@@ -630,7 +631,7 @@ def test_a_rewrite_that_copies_a_prompt_example_is_dropped(tmp_path: Path) -> No
     ],
 )
 def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(written: str, kept: str) -> None:
-    from scopeguard.generation.steps._natural import standalone
+    from scopeguard.generation.offline._natural import standalone
 
     assert standalone(written) == kept
 
@@ -672,7 +673,7 @@ def test_a_reference_to_the_shown_sentence_is_cut_from_the_end_of_a_question(wri
     ],
 )
 def test_a_question_left_referring_to_its_sentence_is_unusable(question: str, reason: str | None) -> None:
-    from scopeguard.generation.steps._natural import degenerate, unmoored
+    from scopeguard.generation.offline._natural import degenerate, unmoored
 
     assert degenerate(question) == reason
     assert unmoored(question, "The captain was sentenced in this text and rivers are listed.") == reason
@@ -787,7 +788,7 @@ def _ferry_run(path: Path, script=_ferries, **settings: Any) -> tuple[ScriptedCh
 
 def test_sentences_glued_at_their_stops_are_asked_one_by_one() -> None:
     from scopeguard._sentences import split_sentences
-    from scopeguard.generation.steps._offline_in_scope import informative_sentences
+    from scopeguard.generation.offline._reading import informative_sentences
 
     assert len(informative_sentences(GLUED, 20)) == 12  # one 156-word "sentence" unsplit: none
     assert split_sentences(GLUED) == [GLUED]  # the verifier's and the detector's split is unchanged
@@ -802,7 +803,7 @@ def test_sentences_glued_at_their_stops_are_asked_one_by_one() -> None:
 
 
 def test_a_sentence_too_long_to_ask_about_is_cut_at_its_clause_breaks() -> None:
-    from scopeguard.generation.steps._offline_in_scope import informative_sentences
+    from scopeguard.generation.offline._reading import informative_sentences
 
     run_on = (
         "I did some research on the Marlin ferry and checked out all of my options..these seemed to be "
@@ -823,8 +824,7 @@ def test_a_sentence_too_long_to_ask_about_is_cut_at_its_clause_breaks() -> None:
 
 
 def test_a_review_written_without_capitals_is_cut_into_its_sentences_not_refused() -> None:
-    from scopeguard.generation.steps._offline_in_scope import informative_sentences
-    from scopeguard.generation.steps._offline_screen import unusable_reason
+    from scopeguard.generation.offline._reading import informative_sentences, unusable_reason
 
     lower = (
         "the ferry to kelso sounds great at any speed... really like the quiet deck at low tide. "
@@ -1222,7 +1222,7 @@ def test_a_document_short_of_in_scope_questions_keeps_the_least_doubted_within_t
 def test_a_four_word_question_is_long_enough_when_it_names_something(
     question: str, reason: str | None
 ) -> None:
-    from scopeguard.generation.steps._natural import degenerate
+    from scopeguard.generation.offline._natural import degenerate
 
     assert degenerate(question) == reason
 
@@ -1243,7 +1243,7 @@ def test_the_overlap_rule_does_not_count_the_details_an_unstated_question_asks_f
 @pytest.mark.parametrize("kind", ["product", "place", "book", "film", ""])
 def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips(kind: str) -> None:
     from scopeguard.detection.read.text import content_stems
-    from scopeguard.generation.steps._copies import DETAIL_STEMS
+    from scopeguard.generation.offline._keeper import DETAIL_STEMS
     from scopeguard.prompts import render
 
     prompt = render(
@@ -1273,7 +1273,7 @@ def test_every_detail_the_unstated_prompt_hints_at_is_one_the_overlap_rule_skips
     ],
 )
 def test_a_slip_no_person_would_make_is_mended(written: str, kept: str) -> None:
-    from scopeguard.generation.steps._natural import standalone
+    from scopeguard.generation.offline._natural import standalone
 
     assert standalone(written) == kept
 

@@ -10,10 +10,8 @@ import pytest
 
 from scopeguard.generation import ReplyCache
 from scopeguard.generation.cache import RecordingChatModel
-from scopeguard.generation.parsers import ReplyParseError
-from scopeguard.generation.steps._offline_replies import (
+from scopeguard.generation.offline._replies import (
     QUESTION_PATTERN,
-    SUBJECT_KINDS,
     answered_schema,
     edits_schema,
     parse_answered,
@@ -23,6 +21,8 @@ from scopeguard.generation.steps._offline_replies import (
     questions_schema,
     subject_schema,
 )
+from scopeguard.generation.offline._vocabulary import SUBJECT_KINDS
+from scopeguard.generation.parsers import ReplyParseError
 from scopeguard.llm.base import Completion, Prompt
 from scopeguard.testing import ScriptedChatModel
 

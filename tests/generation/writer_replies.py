@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from scopeguard.generation.steps._offline_replies import MAX_ANSWER_CHARS
+from scopeguard.generation.offline._replies import MAX_ANSWER_CHARS
 
 #: words only the in-scope prompt has
 IN_SCOPE_ASK = "Then write one question whose answer is exactly that detail"

@@ -15,9 +15,9 @@ from functools import lru_cache
 
 from scopeguard._sentences import split_sentences
 from scopeguard.detection.read.text import content_stems
+from scopeguard.generation.offline._vocabulary import KIND_WORDS, SUBJECT_GLUE
 
 __all__ = [
-    "KIND_WORDS",
     "QUESTION_NAME",
     "named_late",
     "not_about",
@@ -53,14 +53,6 @@ def subject_as_written(subject: str, document: str) -> str:
     return f"the {written}" if core != subject or described else subject
 
 
-# the words a subject may hold that its document need not write ("The Hotel", "Omni's hotel")
-_SUBJECT_GLUE = frozenset(["the", "a", "an", "of", "and", "in", "on", "for", "by", "at", "to", "s"])
-# the words a question may call a subject of each kind by ("Who directed the film?" of a review of
-# "Failure To Launch", "What is the hotel's owner?" of the Marriott's), counted as the subject's
-# for mooring an unstated question and for its overlap
-KIND_WORDS = {"product": "product", "place": "place hotel", "book": "book novel", "film": "film movie"}
-
-
 def _singular(word: str) -> str:
     """``word`` without a plural ending: "ferries" "ferry", "boxes" "box", "newtons" "newton"."""
     if len(word) > 4 and word.endswith("ies"):
@@ -87,7 +79,7 @@ def subject_in_document(subject: str, kind: str, document: str) -> str:
     if not subject:
         return subject
     written = _plain_words(document)
-    if all(w in written or w in _SUBJECT_GLUE for w in _plain_words(subject)):
+    if all(w in written or w in SUBJECT_GLUE for w in _plain_words(subject)):
         return subject
     return stand_in(subject, kind, document, guessed=True)
 
@@ -128,7 +120,7 @@ def named_late(subject: str, kind: str, document: str) -> bool:
     :func:`stand_in` gives instead (replayed in ``docs/research/generation-history.md``,
     ``subject_named_late``). A subject is named at the sentence by which each of its words is
     written: "Lyon bakery" at "the Lyon bakery", not at an earlier "bakery"."""
-    words = _plain_words(subject) - _SUBJECT_GLUE - set(KIND_WORDS.get(kind, "").split())
+    words = _plain_words(subject) - SUBJECT_GLUE - set(KIND_WORDS.get(kind, "").split())
     sentences = _sentence_words(document)
     if not words or not sentences:
         return False
@@ -167,7 +159,7 @@ def stand_in(subject: str, kind: str, document: str, *, guessed: bool = False) -
     sentences = _sentence_words(document)
     early = " ".join(s for s, _ in sentences[: max(1, int(_LATE_SHARE * len(sentences)))])
     last = re.findall(r"[a-z]+", subject.lower())
-    if last and last[-1] not in _SUBJECT_GLUE and len(last[-1]) > 2:
+    if last and last[-1] not in SUBJECT_GLUE and len(last[-1]) > 2:
         head = _singular(last[-1])
         if _called(head, early):
             return f"the {head}"
@@ -190,7 +182,7 @@ def other_thing(question: str, subject: str, document: str) -> str | None:
     "Fisherman's Wharf" of a hotel review whose subject the model named "San Francisco"). "The
     Logitech Z-2300" of "Speakers" is the subject's when the document writes "the Logitech Z-2300
     speakers"; a name the document does not write is left to the other rules."""
-    subject_words = _plain_words(subject) - _SUBJECT_GLUE
+    subject_words = _plain_words(subject) - SUBJECT_GLUE
     if not subject_words or subject_words & _plain_words(question):
         return None
     sentences = _sentence_words(document)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from scopeguard.generation._context import CUT_AT_CAP, DocumentContext
 from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.checkpoint import ClaimVersion, DroppedQuestion, FilterRecord, GeneratedQuestion
+from scopeguard.generation.offline import copied_phrase
 from scopeguard.generation.parsers import parse_questions_by_number
-from scopeguard.generation.steps._context import DocumentContext
-from scopeguard.generation.steps._filter import CUT_AT_CAP, filter_question
-from scopeguard.generation.steps._natural import copied_phrase
 
 
 def _drop_reason(filt: FilterRecord) -> str:
@@ -48,7 +47,7 @@ async def oos_questions(
                 )
             )
             continue
-        filt = await filter_question(ctx, question)
+        filt = await ctx.filter_question(question)
         if filt is not None and filt.label != "out_of_scope":
             dropped.append(
                 DroppedQuestion(

@@ -1,90 +1,42 @@
 """The offline modes' in-scope candidates: one question per informative sentence, that it answers.
 
-The sentences of a document with the most names and numbers (:func:`informative_sentences`; one over
-45 words cut at its clause breaks) are each shown alone to the model, which copies a detail of the
-sentence as the answer and writes the question that detail answers (shown the whole document, a
-small model asks the same generic question again and again; asked for a question alone, it asks for
-what the sentence does not name). A candidate is kept when the screens for in-scope candidates pass
-it (:mod:`._screens`), the document states the kind of detail it asks for (:mod:`._absent`) and the
-filter finds it answerable; while fewer than ``n_in_scope`` are kept, up to ``more_in_scope`` more
-sentences are asked, and a document still short keeps the candidates the filter doubted within its
-margin.
+The sentences of a document with the most names and numbers
+(:func:`~._reading.informative_sentences`; one over 45 words cut at its clause breaks) are each
+shown alone to the model, which copies a detail of the sentence as the answer and writes the
+question that detail answers (shown the whole document, a small model asks the same generic question
+again and again; asked for a question alone, it asks for what the sentence does not name). A
+candidate is kept when the screens for in-scope candidates pass it (:mod:`._screens`), the document
+states the kind of detail it asks for (:mod:`._absent`) and the filter finds it answerable; while
+fewer than ``n_in_scope`` are kept, up to ``more_in_scope`` more sentences are asked, and a document
+still short keeps the candidates the filter doubted within its margin.
 """
 
 from __future__ import annotations
 
-import re
-
-from scopeguard._sentences import split_run_on, split_sentences
-from scopeguard.generation.cache import CachedReply
+from scopeguard.generation._context import DocumentContext
 from scopeguard.generation.checkpoint import DroppedQuestion, GeneratedQuestion
-from scopeguard.generation.steps._absent import absent_detail
-from scopeguard.generation.steps._context import DocumentContext, Sampling
-from scopeguard.generation.steps._filter import filter_question
-from scopeguard.generation.steps._keeper import margin_floor
-from scopeguard.generation.steps._natural import standalone
-from scopeguard.generation.steps._offline_replies import (
+from scopeguard.generation.offline._absent import absent_detail
+from scopeguard.generation.offline._natural import standalone
+from scopeguard.generation.offline._reading import informative_sentences
+from scopeguard.generation.offline._replies import (
     MAX_ANSWER_CHARS,
     MAX_TOKENS_PER_QUESTION,
     answered_schema,
     parse_answered,
-    parse_questions,
-    questions_schema,
 )
-from scopeguard.generation.steps._offline_screen import MAX_SENTENCE_WORDS
-from scopeguard.generation.steps._screens import IN_SCOPE, Candidate, DocumentView, Screen, first_reason
+from scopeguard.generation.offline._screens import IN_SCOPE, Candidate, DocumentView, Screen, first_reason
 
-__all__ = ["SPARE_IN_SCOPE", "ask_questions", "in_scope_candidates", "informative_sentences"]
+__all__ = ["SPARE_IN_SCOPE", "in_scope_candidates"]
 
 SPARE_IN_SCOPE = 2  # in-scope candidates asked beyond n_in_scope (the filter drops some)
-_SENTENCE_WORDS = (8, MAX_SENTENCE_WORDS)
-_NAME_OR_NUMBER = re.compile(r"\b[A-Z][a-z]+|\d+")
-
-
-async def ask_questions(
-    ctx: DocumentContext, step: str, template: str, count: int, sampling: Sampling | None, **variables: object
-) -> tuple[list[str], CachedReply] | None:
-    """``count`` questions from ``template`` (a JSON reply held to the questions schema), or ``None``."""
-    return await ctx.ask(
-        step,
-        template,
-        lambda r, lenient: parse_questions(r.text, count, truncated=r.truncated, lenient=lenient),
-        max_tokens=MAX_TOKENS_PER_QUESTION * count + 40,
-        sampling=sampling,
-        schema=questions_schema(count),
-        **variables,
-    )
-
-
-def _sentences(text: str, split_long: bool) -> list[str]:
-    """The sentences of ``text`` of 8 to 45 words; with ``split_long``, a longer one is cut into its
-    clauses (:func:`~scopeguard._sentences.split_run_on`) and those of 8 to 45 words count as
-    sentences (a text whose sentences run together, as two reviews glued without breaks or one
-    written without capitals, otherwise has too few sentences to ask about)."""
-    out: list[str] = []
-    for sentence in split_sentences(text, glued=True):
-        pieces = (
-            split_run_on(sentence)
-            if split_long and len(sentence.split()) > MAX_SENTENCE_WORDS
-            else [sentence]
-        )
-        out += [p for p in pieces if _SENTENCE_WORDS[0] <= len(p.split()) <= MAX_SENTENCE_WORDS]
-    return out
-
-
-def informative_sentences(text: str, k: int, skip: int = 0, *, split_long: bool = False) -> list[str]:
-    """The ``k`` sentences of ``text`` with the most names and numbers (8 to 45 words; with
-    ``split_long``, as the offline modes ask, also the pieces of a longer one, :func:`_sentences`)
-    after the ``skip`` with the most, in order."""
-    sentences = _sentences(text, split_long)
-    ranked = sorted(range(len(sentences)), key=lambda i: -len(_NAME_OR_NUMBER.findall(sentences[i][1:])))
-    return [sentences[i] for i in sorted(ranked[skip : skip + k])]
 
 
 async def in_scope_candidates(
-    ctx: DocumentContext, view: DocumentView, screens: tuple[Screen, ...]
+    ctx: DocumentContext, view: DocumentView, screens: tuple[Screen, ...], floor: float
 ) -> tuple[list[GeneratedQuestion], list[str], list[DroppedQuestion]]:
-    """The kept in-scope questions, every usable candidate (sources if none is kept), and the dropped.
+    """The kept in-scope questions, every usable candidate (sources if none is kept), and the dropped;
+    a candidate the filter finds out of scope with P(out of scope) under ``floor`` (the keeper's,
+    :func:`~._keeper.margin_floor`) is doubted only within the margin.
 
     One call per informative sentence (``n_in_scope + 2`` of them): a detail of it and the question
     the detail answers; while fewer than ``n_in_scope`` are kept, up to ``more_in_scope`` more
@@ -94,7 +46,7 @@ async def in_scope_candidates(
     dropped: list[DroppedQuestion] = []
     candidates: list[str] = []
     n = max(ctx.cfg.n_in_scope, 1)
-    ceiling = margin_floor(ctx)
+    ceiling = floor
     # found out of scope within the margin: (P(out of scope), the record, its reply)
     within: list[tuple[float, DroppedQuestion, str]] = []
     first = informative_sentences(ctx.doc.text, n + SPARE_IN_SCOPE, split_long=True)
@@ -127,8 +79,8 @@ async def in_scope_candidates(
             reason = f"not a usable question: {unusable}"
         else:
             candidates.append(question)
-            filt = await filter_question(ctx, question)
             absent = absent_detail(question, ctx.doc.text)
+            filt = await ctx.filter_question(question)
             if absent is not None:
                 reason = f"not answerable from the document: it states no {absent}"
             elif filt is not None and filt.label != "in_scope":

@@ -1,12 +1,25 @@
-"""The state one document's run shares between its steps: the LLM, the issues, the questions so far."""
+"""The state one document's run shares between its steps: the LLM, the filter, the issues, the
+questions so far. Both wings read a document through it: the paper's steps (:mod:`.paper`) and the
+offline writer (:mod:`.offline`).
+
+The filter (Algorithm 1 step 10, Appendix B.3; the offline keeper's too) is
+:meth:`DocumentContext.filter_question`. A judge reply cut at its token cap (finish reason
+``length``) is never silently an ``unknown`` vote: the voting judges draw such a reply again without
+the cap themselves (:class:`~scopeguard.judging.JudgeConfig` ``retry_truncated``, see
+:mod:`scopeguard.voting`), so the filter judges each question once. Cut replies are recorded as a
+``truncated`` issue; a verdict still unknown after them (a judge that does not redraw) carries
+:data:`CUT_AT_CAP` as its error.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, TypeVar
 
 from scopeguard.detection.detectors.base import Detector
+from scopeguard.errors import ScopeGuardError
 from scopeguard.generation.cache import CachedReply, RecordingChatModel
 from scopeguard.generation.checkpoint import DocumentRecord, FilterRecord, GeneratedQuestion, StepIssue
 from scopeguard.generation.config import GenerationConfig
@@ -14,8 +27,13 @@ from scopeguard.generation.parsers import ReplyParseError
 from scopeguard.prompts import render
 from scopeguard.types import Document
 
+__all__ = ["CUT_AT_CAP", "DocumentContext", "ListParser", "Sampling", "words"]
+
+logger = logging.getLogger(__name__)
+
 T = TypeVar("T")
 Sampling = tuple[float, int | None]
+CUT_AT_CAP = "a judge reply was cut at its token cap and left without a verdict"
 
 
 class ListParser(Protocol):
@@ -97,6 +115,45 @@ class DocumentContext:
             max_tokens=max_tokens,
             document=self.doc.text,
             n=n,
+        )
+
+    async def filter_question(self, question: str) -> FilterRecord | None:
+        """The judge's verdict on ``question`` (see the module docstring); ``None`` when the filter
+        is off."""
+        judge = self.judge
+        if not self.cfg.filter or judge is None:
+            return None
+        before = len(self.ledger.reply_ids)
+        cut_before = self.ledger.total.truncated
+        try:
+            verdict = await judge.adetect(question, [self.doc])
+        except ScopeGuardError as exc:
+            logger.warning("filter failed on a question of %s: %s", self.doc.id, exc)
+            return FilterRecord(
+                label="unknown", error=str(exc), reply_ids=tuple(self.ledger.reply_ids[before:])
+            )
+        cut = self.ledger.total.truncated - cut_before
+        unresolved = bool(cut) and verdict.label == "unknown"
+        if cut:
+            self.note(
+                "filter",
+                "truncated",
+                accepted=not unresolved,
+                detail=f"{cut} judge repl{'y' if cut == 1 else 'ies'} cut at the token cap on {question!r}: "
+                + (
+                    "no verdict (the judge does not draw a cut reply again)"
+                    if unresolved
+                    else "a cut reply without a verdict was judged again without a cap by the judge"
+                ),
+            )
+        return FilterRecord(
+            label=verdict.label,
+            score=verdict.score,
+            detector=verdict.detector,
+            votes=tuple(v.model_dump() for v in verdict.votes),
+            llm_calls=verdict.llm_calls,
+            reply_ids=tuple(self.ledger.reply_ids[before:]),
+            error=verdict.error or (CUT_AT_CAP if unresolved else None),
         )
 
     def unique(self, step: str, questions: list[str], reply_id: str) -> list[str]:

@@ -14,11 +14,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from scopeguard.generation.offline._vocabulary import SUBJECT_KINDS
 from scopeguard.generation.parsers import ReplyParseError
 
 __all__ = [
     "MAX_ANSWER_CHARS",
-    "SUBJECT_KINDS",
     "SUBJECT_KIND_TOKENS",
     "answered_schema",
     "edits_schema",
@@ -77,11 +77,6 @@ SUBJECT_TOKENS = 32
 SUBJECT_KIND_TOKENS = 16  # more, for the kind asked with it
 _SUBJECT_PATTERN = '^[A-Za-z0-9][^"{}\\[\\]\\\\\\n]{0,' + str(MAX_SUBJECT_CHARS - 1) + "}$"
 _SUBJECT: dict[str, Any] = {"type": "string", "pattern": _SUBJECT_PATTERN}
-
-
-# What kind of thing a subject is (asked with it when the unstated questions' hints fit the kind:
-# gen_unstated_question); "other" when none fits.
-SUBJECT_KINDS = ("product", "place", "book", "film", "person", "event", "other")
 
 
 def subject_schema() -> dict[str, Any]:

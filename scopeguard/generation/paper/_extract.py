@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from scopeguard.generation._context import DocumentContext
 from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.parsers import parse_claims
-from scopeguard.generation.steps._context import DocumentContext
 
 
 async def extract_claims(ctx: DocumentContext) -> tuple[list[str], CachedReply] | None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from scopeguard.generation._context import DocumentContext
 from scopeguard.generation.checkpoint import ClaimVersion
 from scopeguard.generation.parsers import parse_remaining
-from scopeguard.generation.steps._context import DocumentContext
 
 
 async def remove_supported(

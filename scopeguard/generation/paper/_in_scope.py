@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from scopeguard.generation._context import DocumentContext
 from scopeguard.generation.checkpoint import GeneratedQuestion
 from scopeguard.generation.parsers import parse_question_list
-from scopeguard.generation.steps._context import DocumentContext
 
 
 async def in_scope_questions(ctx: DocumentContext) -> list[GeneratedQuestion]:

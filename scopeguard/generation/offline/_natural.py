@@ -6,7 +6,7 @@
 questions in one ("What other keyboards are there, and what are their prices?", which the ELOQ
 prompt itself forbids), or the name of something already named ("What is the name of DirecTV?").
 Each was common among generated questions read by hand (``docs/research/generation-log.md``,
-"Natural out-of-scope questions"), as was, in one reply, an enumeration (:func:`enumerations`: "the
+"Natural out-of-scope questions"), as was, in one reply, an enumeration (:func:`~._keeper.enumerations`: "the
 person's second / third / fourth thought").
 
 A small model shown one worked example copies its phrases ("for the second time", "instead of").
@@ -22,7 +22,7 @@ reference to the sentence it was written from and mends slips no person makes,
 :func:`degenerate` and :func:`unmoored` say why a reply is no usable question, and
 :func:`about_writer`, :func:`two_things` and :func:`odd_detail` why it is not one a reader asks.
 The screens of :mod:`._screens` call them; what a question's subject is, is :mod:`._subjects`'s,
-and whether it copies one kept, :mod:`._copies`'.
+and whether it copies one kept, the keeper's (:mod:`._keeper`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from scopeguard.detection.read.text import STOPWORDS, content_stems, stem
-from scopeguard.generation.steps._subjects import QUESTION_NAME
+from scopeguard.generation.offline._subjects import QUESTION_NAME
+from scopeguard.generation.offline._vocabulary import (
+    CALENDAR_WORDS,
+    COMMON_NAMES,
+    FIXED_ARTEFACTS,
+)
 from scopeguard.prompts import available_templates, template_examples
 
 __all__ = [
-    "FIXED_ARTEFACTS",
     "ExamplePhrases",
     "about_writer",
     "asks_name",
@@ -46,10 +50,8 @@ __all__ = [
     "centre_as_written",
     "copied_phrase",
     "degenerate",
-    "enumerations",
     "example_phrases",
     "odd_detail",
-    "one_count_apart",
     "standalone",
     "two_things",
     "unmoored",
@@ -59,19 +61,6 @@ __all__ = [
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
 _NAME = re.compile(r"(?<![.?!:\"] )(?<!^)\b[A-Z][a-z]+")
-# capitalised words of the examples that are everyday words, not invented names
-_COMMON_NAMES = frozenset(
-    [
-        *("january", "february", "march", "april", "may", "june", "july", "august", "september"),
-        *("october", "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday"),
-        *("saturday", "sunday", "mayor", "town", "council", "institute", "valley", "athletic", "rovers"),
-    ]
-)
-
-
-# phrases a small model adds to any question once an example showed them ("When did the council
-# meet for the second time?"); kept out unless the document says them
-FIXED_ARTEFACTS = ("for the second time", "for the first time")
 
 
 def _words(text: str) -> list[str]:
@@ -101,7 +90,7 @@ def example_phrases(templates: tuple[str, ...] | None = None) -> ExamplePhrases:
     for name in names:
         for text in template_examples(name):
             trigrams |= {t for t in _trigrams(_words(text)) if sum(w not in STOPWORDS for w in t) >= 2}
-            found |= {n.lower() for n in _NAME.findall(text)} - _COMMON_NAMES
+            found |= {n.lower() for n in _NAME.findall(text)} - COMMON_NAMES
     return ExamplePhrases(frozenset(trigrams), frozenset(found))
 
 
@@ -155,19 +144,6 @@ def unnatural(question: str, context: str, phrases: ExamplePhrases | None = None
     if _NAME_OF_NAMED.search(question):
         return "asks the name of something already named"
     return None
-
-
-_COUNT_WORDS = frozenset(
-    [
-        *("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"),
-        *("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
-    ]
-)
-
-
-def _count_word(word: str) -> bool:
-    # a number, an ordinal ("4th") or a decade ("1960s")
-    return word in _COUNT_WORDS or bool(re.fullmatch(r"\d+(?:st|nd|rd|th|s)?", word))
 
 
 # the text's writer named as a third person: a review's "I" as the packaged 1.5B rewrites it ("What
@@ -253,13 +229,6 @@ def odd_detail(question: str) -> str | None:
     return None
 
 
-# English capitalises these without naming anything ("Is it open on Sundays?")
-_CALENDAR = frozenset(
-    "monday tuesday wednesday thursday friday saturday sunday january february march april may "  # noqa: SIM905
-    "june july august september october november december".split()
-)
-
-
 # "What is the name of the hotel's owner?", "What is the author's name?", "What is it called?"
 _ASKS_NAME = re.compile(r"\bnames? of\b|'s names?\b|\bcalled\?$", re.IGNORECASE)
 
@@ -288,35 +257,13 @@ def unwritten_name(question: str, document: str, stems: AbstractSet[str]) -> str
     for name in QUESTION_NAME.finditer(question):
         for written in name.group(0).split():
             word = re.sub(r"['\u2019]s?$", "", written).lower()
-            calendar = word in _CALENDAR or (word.endswith("s") and word[:-1] in _CALENDAR)
+            calendar = word in CALENDAR_WORDS or (word.endswith("s") and word[:-1] in CALENDAR_WORDS)
             if len(word) < 2 or word in STOPWORDS or calendar or stem(word) in stems:
                 continue
             lowered = document.lower() if lowered is None else lowered
             if word not in lowered:
                 return f"names what its document never writes ({written})"
     return None
-
-
-def one_count_apart(first: str, second: str) -> bool:
-    """Whether two questions are the same but for one count, ordinal or decade ("... in the
-    1960s?", "... in the 1970s?")."""
-    a, b = first.lower().rstrip("?").split(), second.lower().rstrip("?").split()
-    if len(a) != len(b):
-        return False
-    differ = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
-    return len(differ) == 1 and _count_word(differ[0][0]) and _count_word(differ[0][1])
-
-
-def enumerations(questions: list[str]) -> set[int]:
-    """Which of one reply's ``questions`` are an enumeration: the same question again with one
-    count or ordinal changed ("What was the person's second / third / fourth thought about the
-    book?", written after a review that gives its "first thought"). All of such a series are
-    listed: none of them is a question a person would send."""
-    found: set[int] = set()
-    for i, j in itertools.combinations(range(len(questions)), 2):
-        if one_count_apart(questions[i], questions[j]):
-            found |= {i, j}
-    return found
 
 
 _MIN_WORDS = 5

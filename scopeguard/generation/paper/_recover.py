@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 
+from scopeguard.generation._context import DocumentContext, Sampling
 from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.checkpoint import ClaimVersion
 from scopeguard.generation.parsers import MISSING, parse_guesses, parse_recovered
-from scopeguard.generation.steps._context import DocumentContext, Sampling
 
 
 def _parse_recovery(

@@ -3,9 +3,9 @@
 Algorithm 1 asks a model to invent facts and write questions about them; models of 0.1-1.5B
 parameters copy the document instead (docs/research/generation-log.md, "Faithful vs efficient
 mode"). The offline modes ask them for what they can do, every reply held to a JSON schema
-(:mod:`._offline_replies`):
+(:mod:`._replies`):
 
-1. in-scope candidates (:mod:`._offline_in_scope`): one question for each of the ``n_in_scope +
+1. in-scope candidates (:mod:`._in_scope`): one question for each of the ``n_in_scope +
    2`` sentences of the document with the most names and numbers, then more while fewer than
    ``n_in_scope`` are kept, each kept when the screens pass it and the filter finds it answerable
    (``edit_kind="direct"``, the sentence as ``true_claim``);
@@ -41,35 +41,32 @@ from __future__ import annotations
 import hashlib
 
 from scopeguard.errors import DocumentTooLongError
+from scopeguard.generation._context import DocumentContext, Sampling
+from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.checkpoint import DocumentRecord
-from scopeguard.generation.steps._context import DocumentContext, Sampling
-from scopeguard.generation.steps._keeper import Keeper
-from scopeguard.generation.steps._offline_in_scope import (
-    SPARE_IN_SCOPE,
-    ask_questions,
-    in_scope_candidates,
-    informative_sentences,
-)
-from scopeguard.generation.steps._offline_replies import (
+from scopeguard.generation.offline._in_scope import SPARE_IN_SCOPE, in_scope_candidates
+from scopeguard.generation.offline._keeper import Keeper, KeeperRules
+from scopeguard.generation.offline._reading import informative_sentences, unusable_reason
+from scopeguard.generation.offline._replies import (
     MAX_TOKENS_PER_QUESTION,
     SUBJECT_KIND_TOKENS,
-    SUBJECT_KINDS,
     SUBJECT_TOKENS,
     edits_schema,
     parse_edits,
+    parse_questions,
     parse_subject,
+    questions_schema,
     subject_schema,
 )
-from scopeguard.generation.steps._offline_screen import unusable_reason
-from scopeguard.generation.steps._screens import Candidate, DocumentView, Screen, get_screens
-from scopeguard.generation.steps._subjects import (
-    KIND_WORDS,
+from scopeguard.generation.offline._screens import Candidate, DocumentView, Screen
+from scopeguard.generation.offline._subjects import (
     named_late,
     stand_in,
     subject_as_written,
     subject_in_document,
     with_article,
 )
+from scopeguard.generation.offline._vocabulary import KIND_WORDS, SUBJECT_KINDS
 
 __all__ = ["example_index", "generate_offline"]
 
@@ -80,6 +77,21 @@ _ASKED_SHOWN = 8  # the questions already asked that a sampled top-up round is s
 def example_index(source: str) -> int:
     """Which worked example the perturbation prompt shows for ``source`` (varied, reproducible)."""
     return int(hashlib.sha256(source.encode("utf-8")).hexdigest()[:8], 16)
+
+
+async def ask_questions(
+    ctx: DocumentContext, step: str, template: str, count: int, sampling: Sampling | None, **variables: object
+) -> tuple[list[str], CachedReply] | None:
+    """``count`` questions from ``template`` (a JSON reply held to the questions schema), or ``None``."""
+    return await ctx.ask(
+        step,
+        template,
+        lambda r, lenient: parse_questions(r.text, count, truncated=r.truncated, lenient=lenient),
+        max_tokens=MAX_TOKENS_PER_QUESTION * count + 40,
+        sampling=sampling,
+        schema=questions_schema(count),
+        **variables,
+    )
 
 
 async def _perturb(
@@ -200,10 +212,25 @@ async def _followup(
         await keeper.consider("followup", Candidate(question, "followup"), reply.id)
 
 
+async def _round(
+    ctx: DocumentContext, keeper: Keeper, sources: list[str], sampling: Sampling | None, round_: int
+) -> None:
+    """One round of the mode's own source of out-of-scope candidates (``round_`` 0: the first,
+    unsampled; then the sampled top-up rounds): perturbations, unstated questions (``unstated`` and
+    ``offline``) or follow-ups."""
+    if ctx.cfg.mode == "perturb":
+        await _perturb(ctx, keeper, sources, sampling)
+    elif ctx.cfg.mode in ("unstated", "offline"):
+        await _unstated(ctx, keeper, sampling, round_)
+    else:
+        await _followup(ctx, keeper, sources, sampling)
+
+
 async def _run(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRecord:
     cfg = ctx.cfg
     view = DocumentView.of(ctx.doc.text)
-    in_scope, candidates, dropped_in_scope = await in_scope_candidates(ctx, view, screens)
+    rules = KeeperRules.of(cfg, ctx.judge)
+    in_scope, candidates, dropped_in_scope = await in_scope_candidates(ctx, view, screens, rules.min_score)
     if not candidates:
         if not dropped_in_scope:
             return ctx.record("failed", error="in-scope questions: no usable reply")
@@ -221,26 +248,18 @@ async def _run(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRec
     if unstated:
         subject, kind, stood_in = await _subject(ctx)
         view = view.about(subject, kind, stand_in=stood_in)
-    keeper = Keeper(ctx, view, screens)
-    if cfg.mode == "perturb":
-        await _perturb(ctx, keeper, sources, None)
-    if unstated:
-        await _unstated(ctx, keeper, None)
+    keeper = Keeper(ctx, rules, view, screens)
+    await _round(ctx, keeper, sources, None, 0)
     # offline: a short document's follow-ups come last, after its sampled rounds and the margin's
     # candidates; min_oos 0 sets no target to top up to, and they are asked at once
     last = cfg.mode == "offline" and cfg.min_oos > 0
-    if cfg.mode == "followup" or (cfg.mode == "offline" and not last):
+    if cfg.mode == "offline" and not last:
         await _followup(ctx, keeper, sources, None)
     extra = 0
     while len(keeper.kept) < cfg.min_oos and extra < cfg.extra_rounds:
         extra += 1
         sampling = (cfg.extra_temperature, None if cfg.seed is None else cfg.seed + extra)
-        if cfg.mode == "perturb":
-            await _perturb(ctx, keeper, sources, sampling)
-        elif unstated:
-            await _unstated(ctx, keeper, sampling, extra)
-        else:
-            await _followup(ctx, keeper, sources, sampling)
+        await _round(ctx, keeper, sources, sampling, extra)
     filled = keeper.fill(cfg.min_oos)
     if last and len(keeper.kept) < cfg.min_oos:
         await _followup(ctx, keeper, sources, None)
@@ -269,9 +288,9 @@ async def _run(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRec
     )
 
 
-async def generate_offline(ctx: DocumentContext) -> DocumentRecord:
-    """One document in an offline mode; an unusable document is ``skipped`` with the reason."""
-    screens = get_screens(ctx.cfg.screens)
+async def generate_offline(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRecord:
+    """One document in an offline mode, its candidates screened by ``screens`` (:func:`~._screens.get_screens`
+    of the configured names); an unusable document is ``skipped`` with the reason."""
     reason = unusable_reason(ctx.doc.text, split_long=True)
     if reason is not None:
         return ctx.record("skipped", error=reason)

@@ -8,6 +8,13 @@ computed once for it (its subject added once the model names it). :func:`first_r
 configured screens in their order; the keeper (:mod:`._keeper`) drops a candidate with the first
 reason found, as ``"not a usable question: <reason>"``.
 
+Screens are looked up by name in one registry, as detectors are: a screen is a function registered
+with :func:`register_screen` (``@register_screen("no_prices", kinds=OUT_OF_SCOPE)``), and
+:func:`get_screens` looks the configured names up once, when a
+:class:`~scopeguard.generation.Generator` is built; an unknown name raises
+:class:`~scopeguard.errors.ConfigurationError` listing the valid ones. The built-in screens, in the
+order of ``GenerationConfig``'s default:
+
 ==============  ==========  ==================================================================
 screen          kinds       drops
 ==============  ==========  ==================================================================
@@ -40,8 +47,7 @@ from typing import Protocol
 from scopeguard.detection.read.text import content_stem_set, content_stems
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation._edit_kinds import EDIT_KINDS
-from scopeguard.generation.steps._copies import synonyms_as_one
-from scopeguard.generation.steps._natural import (
+from scopeguard.generation.offline._natural import (
     about_writer,
     asks_name,
     asks_writer_name,
@@ -52,23 +58,28 @@ from scopeguard.generation.steps._natural import (
     unnatural,
     unwritten_name,
 )
-from scopeguard.generation.steps._subjects import KIND_WORDS, not_about, other_thing
+from scopeguard.generation.offline._subjects import not_about, other_thing
+from scopeguard.generation.offline._vocabulary import KIND_WORDS
 
 __all__ = [
     "IN_SCOPE",
+    "OUT_OF_SCOPE",
     "Candidate",
     "DocumentView",
     "Screen",
+    "ScreenCheck",
     "available_screens",
     "first_reason",
     "get_screens",
+    "register_screen",
     "unanswered",
 ]
 
 #: the kind of an in-scope candidate (its provenance's ``edit_kind``)
 IN_SCOPE = "direct"
-_OUT_OF_SCOPE = frozenset({"unstated", "followup", *EDIT_KINDS})
-_EVERY = _OUT_OF_SCOPE | {IN_SCOPE}
+#: the kinds of an out-of-scope candidate: an unstated question, a follow-up, an edit kind
+OUT_OF_SCOPE = frozenset({"unstated", "followup", *EDIT_KINDS})
+_EVERY = OUT_OF_SCOPE | {IN_SCOPE}
 _UNSTATED = frozenset({"unstated"})
 _WRITTEN_FROM_THE_DOCUMENT = frozenset({"unstated", "followup"})  # not an edit: entity_swap swaps names
 
@@ -96,8 +107,6 @@ class DocumentView:
     text: str
     #: the document's content words (stems)
     stems: frozenset[str]
-    #: ... as the copy rule reads them (a detail's synonyms as one word)
-    copy_words: frozenset[str]
     #: the subject as asked about (a stand-in too: "the case"), and its kind
     subject: str = ""
     kind: str = ""
@@ -112,7 +121,7 @@ class DocumentView:
     @classmethod
     def of(cls, text: str) -> DocumentView:
         stems = frozenset(content_stem_set(text))
-        return cls(text=text, stems=stems, copy_words=synonyms_as_one(stems))
+        return cls(text=text, stems=stems)
 
     def about(self, subject: str, kind: str, *, stand_in: bool = False) -> DocumentView:
         """This view with the document's ``subject`` (of ``kind``; ``""``: none named);
@@ -140,70 +149,47 @@ class Screen(Protocol):
     def check(self, candidate: Candidate, view: DocumentView) -> str | None: ...
 
 
+#: what a screen's ``check`` is: why a candidate is no usable question, or ``None``
+ScreenCheck = Callable[[Candidate, DocumentView], str | None]
+
+
 @dataclass(frozen=True)
 class _Rule:
     """A :class:`Screen` made of a function."""
 
     name: str
     kinds: frozenset[str]
-    rule: Callable[[Candidate, DocumentView], str | None]
+    rule: ScreenCheck
 
     def check(self, candidate: Candidate, view: DocumentView) -> str | None:
         return self.rule(candidate, view)
 
 
-def _writer(c: Candidate, view: DocumentView) -> str | None:
-    return asks_writer_name(c.question) if c.kind == IN_SCOPE else about_writer(c.question)
+# every screen by name, in the order registered (the built-in ones in DEFAULT_SCREENS' order)
+_SCREENS: dict[str, Screen] = {}
 
 
-def unanswered(question: str, answer: str, sentence: str) -> str | None:
-    """Why ``sentence`` does not answer ``question`` with ``answer``, or ``None``: the answer names
-    nothing, has a content word the sentence lacks (the writer asked for what the sentence does not
-    say: "What is the name of the restaurant?" of "Lovely bistro, praised by the local paper"), or has
-    none the question lacks (the question gives its own answer)."""
-    said = set(content_stems(answer))
-    if not said:
-        return "its answer names nothing"
-    if not said <= content_stem_set(sentence):
-        return "its answer is not in its sentence"
-    if said <= content_stem_set(question):
-        return "it states its own answer"
-    return None
+def register_screen(name: str, *, kinds: Iterable[str]) -> Callable[[ScreenCheck], ScreenCheck]:
+    """Register the decorated function as the screen ``name``, for candidates of ``kinds``
+    (:data:`IN_SCOPE`, :data:`OUT_OF_SCOPE` or any of their kinds); the function is returned as
+    it is. Name it in ``GenerationConfig(screens=...)`` to apply it; a name registered again is
+    replaced. An empty name or no kind raises :class:`~scopeguard.errors.ConfigurationError`."""
+    wanted = frozenset(kinds)
+    if not name:
+        raise ConfigurationError("screen name must not be empty")
+    if not wanted:
+        raise ConfigurationError(f"screen {name!r} applies to no kind of candidate")
 
+    def register(check: ScreenCheck) -> ScreenCheck:
+        _SCREENS[name] = _Rule(name, wanted, check)
+        return check
 
-def _other_thing(c: Candidate, view: DocumentView) -> str | None:
-    return other_thing(c.question, view.own_subject, view.text) if view.own_subject else None
-
-
-# in the order of GenerationConfig's default (config.DEFAULT_SCREENS)
-_SCREENS: dict[str, Screen] = {
-    s.name: s
-    for s in (
-        _Rule("degenerate", _OUT_OF_SCOPE, lambda c, v: degenerate(c.question)),
-        _Rule("moored", _EVERY, lambda c, v: unmoored(c.question, c.sentence) if c.sentence else None),
-        _Rule("natural", _OUT_OF_SCOPE, lambda c, v: unnatural(c.question, f"{v.text}\n{c.source or ''}")),
-        _Rule(
-            "unwritten_name",
-            _WRITTEN_FROM_THE_DOCUMENT,
-            lambda c, v: unwritten_name(c.question, v.text, v.stems | v.subject_stems),
-        ),
-        _Rule("no_name", _WRITTEN_FROM_THE_DOCUMENT, lambda c, v: asks_name(c.question)),
-        _Rule("writer", _EVERY, _writer),
-        _Rule("one_thing", _UNSTATED, lambda c, v: two_things(c.question, v.text)),
-        _Rule("other_thing", _UNSTATED, _other_thing),
-        _Rule("odd_details", _UNSTATED, lambda c, v: odd_detail(c.question)),
-        _Rule("about_subject", _UNSTATED, lambda c, v: not_about(c.question, v.subject, v.kind)),
-        _Rule(
-            "answered",
-            frozenset({IN_SCOPE}),
-            lambda c, v: unanswered(c.question, c.answer, c.sentence) if c.answer and c.sentence else None,
-        ),
-    )
-}
+    return register
 
 
 def available_screens() -> list[str]:
-    """The names of the screens, in the order of ``GenerationConfig``'s default."""
+    """The names of the registered screens, the built-in ones in the order of
+    ``GenerationConfig``'s default."""
     return list(_SCREENS)
 
 
@@ -227,3 +213,52 @@ def first_reason(screens: Iterable[Screen], candidate: Candidate, view: Document
             if reason is not None:
                 return reason
     return None
+
+
+# The built-in screens, registered in the order of GenerationConfig's default (config.DEFAULT_SCREENS).
+register_screen("degenerate", kinds=OUT_OF_SCOPE)(lambda c, v: degenerate(c.question))
+register_screen("moored", kinds=_EVERY)(lambda c, v: unmoored(c.question, c.sentence) if c.sentence else None)
+register_screen("natural", kinds=OUT_OF_SCOPE)(
+    lambda c, v: unnatural(c.question, f"{v.text}\n{c.source or ''}")
+)
+register_screen("unwritten_name", kinds=_WRITTEN_FROM_THE_DOCUMENT)(
+    lambda c, v: unwritten_name(c.question, v.text, v.stems | v.subject_stems)
+)
+register_screen("no_name", kinds=_WRITTEN_FROM_THE_DOCUMENT)(lambda c, v: asks_name(c.question))
+
+
+@register_screen("writer", kinds=_EVERY)
+def _writer(c: Candidate, view: DocumentView) -> str | None:
+    return asks_writer_name(c.question) if c.kind == IN_SCOPE else about_writer(c.question)
+
+
+register_screen("one_thing", kinds=_UNSTATED)(lambda c, v: two_things(c.question, v.text))
+
+
+@register_screen("other_thing", kinds=_UNSTATED)
+def _other_thing(c: Candidate, view: DocumentView) -> str | None:
+    return other_thing(c.question, view.own_subject, view.text) if view.own_subject else None
+
+
+register_screen("odd_details", kinds=_UNSTATED)(lambda c, v: odd_detail(c.question))
+register_screen("about_subject", kinds=_UNSTATED)(lambda c, v: not_about(c.question, v.subject, v.kind))
+
+
+def unanswered(question: str, answer: str, sentence: str) -> str | None:
+    """Why ``sentence`` does not answer ``question`` with ``answer``, or ``None``: the answer names
+    nothing, has a content word the sentence lacks (the writer asked for what the sentence does not
+    say: "What is the name of the restaurant?" of "Lovely bistro, praised by the local paper"), or has
+    none the question lacks (the question gives its own answer)."""
+    said = set(content_stems(answer))
+    if not said:
+        return "its answer names nothing"
+    if not said <= content_stem_set(sentence):
+        return "its answer is not in its sentence"
+    if said <= content_stem_set(question):
+        return "it states its own answer"
+    return None
+
+
+register_screen("answered", kinds={IN_SCOPE})(
+    lambda c, v: unanswered(c.question, c.answer, c.sentence) if c.answer and c.sentence else None
+)

@@ -10,36 +10,191 @@ subject's words aside); and then read by the filter: kept when it finds it out o
 of scope) at least its threshold plus ``oos_margin``, or whatever it says when the question asks a
 detail the document states none of (:mod:`._absent`). Those dropped only for the margin may later
 fill a short document (:meth:`Keeper.fill`).
+
+The keeper holds its own rules: the words of a question as the copy rule and the overlap rule read
+them (:func:`copy_stems`, :func:`synonyms_as_one`, :func:`overlap`: "How much does it cost?" after
+"What is the price?" is a copy) and an enumeration (:func:`one_count_apart`, :func:`enumerations`).
+It reads its document's run through a narrow :class:`Desk` (the filter, the questions written so
+far, the record of a kept question) and its settings through :class:`KeeperRules`.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import itertools
+import re
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
 
+from scopeguard.detection.read.text import content_stems, stem
 from scopeguard.generation.checkpoint import DroppedQuestion, FilterRecord, GeneratedQuestion
-from scopeguard.generation.steps._absent import absent_detail
-from scopeguard.generation.steps._context import DocumentContext
-from scopeguard.generation.steps._copies import DETAIL_STEMS, copy_stems, overlap, synonyms_as_one
-from scopeguard.generation.steps._filter import filter_question
-from scopeguard.generation.steps._natural import centre_as_written, enumerations, one_count_apart, standalone
-from scopeguard.generation.steps._screens import Candidate, DocumentView, Screen, first_reason
+from scopeguard.generation.config import GenerationConfig
+from scopeguard.generation.offline._absent import absent_detail
+from scopeguard.generation.offline._natural import centre_as_written, standalone
+from scopeguard.generation.offline._screens import Candidate, DocumentView, Screen, first_reason
+from scopeguard.generation.offline._vocabulary import COUNT_WORDS, DETAIL_SYNONYM_WORDS, DETAIL_WORDS
 
-__all__ = ["Keeper", "margin_floor"]
+__all__ = [
+    "DETAIL_STEMS",
+    "DETAIL_SYNONYMS",
+    "Desk",
+    "Keeper",
+    "KeeperRules",
+    "copy_stems",
+    "enumerations",
+    "margin_floor",
+    "one_count_apart",
+    "overlap",
+    "synonyms_as_one",
+]
+
+# the details an unstated question asks for (DETAIL_WORDS), as stems: not held against it by the
+# overlap rule (overlap's ``skip``; the keeper's)
+DETAIL_STEMS = frozenset(content_stems(DETAIL_WORDS))
+
+# each synonym of a detail (DETAIL_SYNONYM_WORDS) as a stem -> its first word's stem, read as one
+# by the copy rule (:func:`synonyms_as_one`)
+DETAIL_SYNONYMS = {
+    stem(word): stem(canon)
+    for canon, words in DETAIL_SYNONYM_WORDS.items()
+    for word in words.split()
+    if stem(word) != stem(canon)
+}
 
 
-def margin_floor(ctx: DocumentContext) -> float:
-    """The P(out of scope) a kept out-of-scope question needs: the judge's threshold plus
-    ``oos_margin`` (at most 0.999). An in-scope candidate found out of scope below it is doubted only
-    within the margin."""
-    return min(float(getattr(ctx.judge, "threshold", 0.5)) + ctx.cfg.oos_margin, 0.999)
+def _one_form(stem_: str) -> str:
+    # the light stemmer cuts "-es" and makes "-ies" "-y" but leaves "-e" and "-ie": "drives" -> "driv"
+    # and "drive" -> "drive", "movies" -> "movy" and "movie" -> "movie" (without this, "What is the
+    # price of Seagate drives?" would be kept beside "... of this drive?")
+    stem_ = stem_[:-1] if stem_.endswith("e") else stem_
+    return stem_[:-1] + "i" if stem_.endswith("y") else stem_
+
+
+# agent nouns the stemmer reads as their verb ("publisher" as "published", which the copy rule reads as
+# "released"): "What was the publisher of The Road?" and "When was The Road published?" ask two
+# details (read as one word, the publisher question is dropped as a copy of the year question and
+# a short book review loses an out-of-scope question)
+_AGENT_NOUNS = re.compile(r"\b(publisher|founder|owner)s?\b", re.IGNORECASE)
+
+
+def copy_stems(question: str) -> frozenset[str]:
+    """``question``'s content words (stems) as the copy rule compares them: an agent noun
+    ("publisher", "founder", "owner") is a word of its own, not its verb's stem."""
+    agents = {f"{m[1].lower()}:who" for m in _AGENT_NOUNS.finditer(question)}
+    return frozenset(content_stems(_AGENT_NOUNS.sub(" ", question))) | agents
+
+
+def synonyms_as_one(stems: frozenset[str]) -> frozenset[str]:
+    """``stems`` with each synonym of a detail (:data:`DETAIL_SYNONYMS`) read as its first word, and
+    a word's forms the stemmer leaves apart ("drive", "drives") as one."""
+    return frozenset(_one_form(DETAIL_SYNONYMS.get(s, s)) for s in stems)
+
+
+def overlap(question: str, document_stems: AbstractSet[str], skip: AbstractSet[str] = frozenset()) -> float:
+    """The share of ``question``'s content words (stems) that occur in the document, not counting
+    those in ``skip`` (the details a question is meant to ask for) unless it has no other."""
+    stems = content_stems(question)
+    rest = [s for s in stems if s not in skip] or stems
+    return sum(s in document_stems for s in rest) / len(rest) if rest else 0.0
+
+
+def _count_word(word: str) -> bool:
+    # a number, an ordinal ("4th") or a decade ("1960s")
+    return word in COUNT_WORDS or bool(re.fullmatch(r"\d+(?:st|nd|rd|th|s)?", word))
+
+
+def one_count_apart(first: str, second: str) -> bool:
+    """Whether two questions are the same but for one count, ordinal or decade ("... in the
+    1960s?", "... in the 1970s?")."""
+    a, b = first.lower().rstrip("?").split(), second.lower().rstrip("?").split()
+    if len(a) != len(b):
+        return False
+    differ = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+    return len(differ) == 1 and _count_word(differ[0][0]) and _count_word(differ[0][1])
+
+
+def enumerations(questions: list[str]) -> set[int]:
+    """Which of one reply's ``questions`` are an enumeration: the same question again with one
+    count or ordinal changed ("What was the person's second / third / fourth thought about the
+    book?", written after a review that gives its "first thought"). All of such a series are
+    listed: none of them is a question a person would send."""
+    found: set[int] = set()
+    for i, j in itertools.combinations(range(len(questions)), 2):
+        if one_count_apart(questions[i], questions[j]):
+            found |= {i, j}
+    return found
+
+
+def margin_floor(judge: object, oos_margin: float) -> float:
+    """The P(out of scope) a kept out-of-scope question needs: the ``judge``'s threshold (0.5 for a
+    judge without one) plus ``oos_margin`` (at most 0.999). An in-scope candidate found out of scope
+    below it is doubted only within the margin."""
+    return min(float(getattr(judge, "threshold", 0.5)) + oos_margin, 0.999)
+
+
+@dataclass(frozen=True)
+class KeeperRules:
+    """The settings the keeper reads: the cap on kept questions, the overlap it needs, the floor
+    of the filter's P(out of scope) (:func:`margin_floor`) and whether enumerations are dropped
+    (the ``natural`` screen)."""
+
+    max_oos: int | None
+    min_overlap: float
+    min_score: float
+    enumerations: bool
+
+    @classmethod
+    def of(cls, cfg: GenerationConfig, judge: object) -> KeeperRules:
+        """The rules of ``cfg`` with the filter ``judge``."""
+        return cls(
+            max_oos=cfg.max_oos,
+            min_overlap=cfg.min_overlap,
+            min_score=margin_floor(judge, cfg.oos_margin),
+            enumerations="natural" in cfg.screens,
+        )
+
+
+class Desk(Protocol):
+    """What the keeper asks of its document's run (a
+    :class:`~scopeguard.generation._context.DocumentContext` is one)."""
+
+    def unique(self, step: str, questions: list[str], reply_id: str) -> list[str]:
+        """``questions`` without a question the document already has."""
+        ...
+
+    async def filter_question(self, question: str) -> FilterRecord | None:
+        """The filter's verdict on ``question`` (``None``: the filter is off)."""
+        ...
+
+    def question(
+        self,
+        question: str,
+        label: Literal["out_of_scope"],
+        index: int,
+        reply_id: str,
+        filt: FilterRecord | None,
+        *,
+        edit_kind: str,
+        source_question: str | None,
+        overlap: float,
+        filled: bool | None,
+        absent_detail: str | None,
+    ) -> GeneratedQuestion:
+        """The record of a kept out-of-scope question, the ``index``-th, written in reply ``reply_id``
+        and read by the filter as ``filt``, with its provenance."""
+        ...
 
 
 class Keeper:
     """Judges one document's out-of-scope candidates and collects the kept and the dropped ones."""
 
-    def __init__(self, ctx: DocumentContext, view: DocumentView, screens: tuple[Screen, ...]) -> None:
-        self.ctx, self.view, self.screens = ctx, view, screens
+    def __init__(
+        self, desk: Desk, rules: KeeperRules, view: DocumentView, screens: tuple[Screen, ...]
+    ) -> None:
+        self.desk, self.rules, self.view, self.screens = desk, rules, view, screens
         self.kept: list[GeneratedQuestion] = []
+        # the document's content words as the copy rule reads them (a detail's synonyms as one word)
+        self._copy_words = synonyms_as_one(view.stems)
         self.dropped: list[DroppedQuestion] = []
         self.kept_stems: set[frozenset[str]] = set()
         # each kept question's words as copy_of compares them: (the detail asked, the thing asked of)
@@ -47,9 +202,9 @@ class Keeper:
         # dropped only for the margin: (P(out of scope), the record, its reply, its overlap, its
         # content words)
         self.within: list[tuple[float, DroppedQuestion, str, float, frozenset[str]]] = []
-        self.min_score = margin_floor(ctx)
+        self.min_score = rules.min_score
         # the natural screen also drops enumerations: in one reply (series) and across replies
-        self._natural_screen = "natural" in ctx.cfg.screens
+        self._natural_screen = rules.enumerations
         # the unstated questions written so far, each once, in order (shown to sampled top-up rounds)
         self.asked: list[str] = []
 
@@ -76,9 +231,9 @@ class Keeper:
 
     async def consider(self, step: str, candidate: Candidate, reply_id: str) -> None:
         """Keep or drop one candidate of ``step`` (see the module docstring)."""
-        cfg = self.ctx.cfg
+        rules = self.rules
         if self.full:
-            self._drop(candidate, f"the document has its {cfg.max_oos} out-of-scope questions (max_oos)")
+            self._drop(candidate, f"the document has its {rules.max_oos} out-of-scope questions (max_oos)")
             return
         candidate = replace(
             candidate, question=centre_as_written(standalone(candidate.question), self.view.text)
@@ -86,7 +241,7 @@ class Keeper:
         question, unstated = candidate.question, candidate.kind == "unstated"
         if unstated and question not in self.asked:
             self.asked.append(question)
-        if not self.ctx.unique(step, [question], reply_id):
+        if not self.desk.unique(step, [question], reply_id):
             self._drop(candidate, "a copy of a question already written")
             return
         stems = copy_stems(question)
@@ -107,14 +262,14 @@ class Keeper:
         details = (DETAIL_STEMS if unstated else frozenset()) - self.view.kind_stems
         known = self.view.stems | self.view.subject_stems if unstated else self.view.stems
         share = overlap(question, known, details)
-        if share < cfg.min_overlap:
+        if share < rules.min_overlap:
+            floor = rules.min_overlap
             self._drop(
-                candidate,
-                f"off-topic: {share:.0%} of its content words are in the document (< {cfg.min_overlap:.0%})",
+                candidate, f"off-topic: {share:.0%} of its content words are in the document (< {floor:.0%})"
             )
             return
-        filt = await filter_question(self.ctx, question)
         absent = absent_detail(question, self.view.text)
+        filt = await self.desk.filter_question(question)
         doubted = filt is not None and filt.score is not None and filt.score < self.min_score
         if absent is not None and filt is not None and (filt.label != "out_of_scope" or doubted):
             # the filter found it answerable (or doubted it): the document states no such detail
@@ -132,7 +287,7 @@ class Keeper:
     @property
     def full(self) -> bool:
         """Whether the document has its ``max_oos`` out-of-scope questions: no more are kept."""
-        cap = self.ctx.cfg.max_oos
+        cap = self.rules.max_oos
         return cap is not None and len(self.kept) >= cap
 
     def _keep(
@@ -148,7 +303,7 @@ class Keeper:
         self.kept_stems.add(stems)
         self._kept_parts.append(self._parts(stems))
         self.kept.append(
-            self.ctx.question(
+            self.desk.question(
                 candidate.question,
                 "out_of_scope",
                 len(self.kept),
@@ -163,7 +318,7 @@ class Keeper:
         )
 
     def copy_of(self, stems: frozenset[str]) -> str | None:
-        """How a question with content words ``stems`` (:func:`~._copies.copy_stems`) copies one
+        """How a question with content words ``stems`` (:func:`copy_stems`) copies one
         kept, or ``None``: the same content words, or the same detail of the same thing. The words
         of one not in the document (the detail asked for) are among the other's, and so are its
         words in the document (the thing asked about), a detail's synonyms read as one word: "What
@@ -185,7 +340,7 @@ class Keeper:
         """A question's content words ``stems`` not in the document (the detail it asks for) and in
         it (the thing it asks about), as :meth:`copy_of` compares them."""
         words = synonyms_as_one(stems)
-        return words - self.view.copy_words, words & self.view.copy_words
+        return words - self._copy_words, words & self._copy_words
 
     def fill(self, minimum: int) -> int:
         """Keep candidates dropped only for the margin, most confident first, until ``minimum`` are

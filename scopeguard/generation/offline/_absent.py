@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 
-__all__ = ["ABSENT_KINDS", "absent_detail"]
+from scopeguard._sentences import split_sentences
+from scopeguard.generation.offline._vocabulary import MONTHS
 
-_MONTHS = "January February March April May June July August September October November December"
+__all__ = ["ABSENT_KINDS", "absent_detail"]
 
 # whether a document states a detail of the kind a question asks for: (question, document) -> bool
 _States = Callable[[str, str], bool]
@@ -92,7 +93,7 @@ def _seller_stated(pattern: re.Pattern[str]) -> _States:
         if pattern.search(document):
             return True
         asked = _asked(question)
-        for sentence in re.split(r"(?<=[.!?])\s+|\n+", document):
+        for sentence in split_sentences(document, glued=True):
             if not _BUYING.search(sentence):
                 continue
             for found in _NAME_IN_SENTENCE.finditer(sentence):
@@ -148,7 +149,7 @@ _KINDS: dict[str, tuple[re.Pattern[str], _States]] = {
         ),
         _writes(
             re.compile(
-                r"\b(?:1[5-9]\d\d|20\d\d)s?\b|\b'\d\d\b|\b(?:" + "|".join(_MONTHS.split()) + r")\b"
+                r"\b(?:1[5-9]\d\d|20\d\d)s?\b|\b'\d\d\b|\b(?:" + "|".join(MONTHS.split()) + r")\b"
                 r"|\b(?:ago|last (?:year|month|week)|this (?:year|month)|yesterday|today|recently)\b",
             )
         ),

@@ -1,29 +1,25 @@
-"""One document: Algorithm 1's steps in order (plus scopeguard's optional extra rounds), or an
-offline mode (:mod:`._offline`)."""
+"""Algorithm 1 of ELOQ for one document, its steps in order (plus scopeguard's optional extra rounds)."""
 
 from __future__ import annotations
 
-from scopeguard.detection.detectors.base import Detector
-from scopeguard.errors import ConfigurationError
-from scopeguard.generation.cache import RecordingChatModel
+from scopeguard.generation._context import DocumentContext
 from scopeguard.generation.checkpoint import ClaimVersion, DocumentRecord
-from scopeguard.generation.config import OFFLINE_MODES, GenerationConfig
-from scopeguard.generation.steps._context import DocumentContext
-from scopeguard.generation.steps._extract import extract_claims
-from scopeguard.generation.steps._in_scope import in_scope_questions
-from scopeguard.generation.steps._offline import generate_offline
-from scopeguard.generation.steps._questions import oos_questions
-from scopeguard.generation.steps._recover import hallucinate
-from scopeguard.generation.steps._remove import remove_supported
-from scopeguard.generation.steps._screens import get_screens
-from scopeguard.types import Document
+from scopeguard.generation.paper._extract import extract_claims
+from scopeguard.generation.paper._in_scope import in_scope_questions
+from scopeguard.generation.paper._questions import oos_questions
+from scopeguard.generation.paper._recover import hallucinate
+from scopeguard.generation.paper._remove import remove_supported
+
+__all__ = ["generate_paper"]
 
 
 def _norm(text: str) -> str:
     return text.strip().lower()
 
 
-async def _run(ctx: DocumentContext) -> DocumentRecord:
+async def generate_paper(ctx: DocumentContext) -> DocumentRecord:
+    """One document through Algorithm 1 (``faithful`` or ``efficient``): the steps in the paper's
+    order, then the in-scope questions."""
     cfg = ctx.cfg
     got = await extract_claims(ctx)
     if got is None:
@@ -75,25 +71,3 @@ async def _run(ctx: DocumentContext) -> DocumentRecord:
         questions=tuple(questions + ins),
         dropped=tuple(dropped),
     )
-
-
-async def generate_document(
-    doc: Document,
-    llm: RecordingChatModel,
-    *,
-    config: GenerationConfig,
-    judge: Detector | None = None,
-    order: int = 0,
-) -> DocumentRecord:
-    """Run the configured mode on one document (Algorithm 1 for ``faithful`` and ``efficient``, see
-    :mod:`._offline` for the offline modes); ``llm`` books calls on its ledger (one per document).
-
-    ``config.mode`` must be resolved (not ``auto``): see :meth:`GenerationConfig.resolved`.
-    """
-    if config.mode == "auto":
-        raise ConfigurationError("mode 'auto' must be resolved first: use config.resolved(llm)")
-    get_screens(config.screens)  # an unknown name: a ConfigurationError naming the valid ones
-    ctx = DocumentContext(doc, order, llm, judge, config)
-    if config.mode in OFFLINE_MODES:
-        return await generate_offline(ctx)
-    return await _run(ctx)

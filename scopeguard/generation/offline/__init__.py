@@ -1,0 +1,69 @@
+"""The offline wing: questions the small packaged models can write, kept by a detector.
+
+Algorithm 1 (:mod:`scopeguard.generation.paper`) asks a model to invent facts and write questions
+about them; models of 0.1-1.5B parameters copy the document instead. The offline modes ask them for
+what they can do (:func:`generate_offline`, in ``_writer``), every reply held to a JSON schema
+(``_replies``). The rooms, in the order a document's data flows through them:
+
+* ``_reading``: a document the offline modes cannot use (empty, one sentence, not English), refused
+  before any call, and the sentences they ask about (:func:`informative_sentences`);
+* ``_in_scope``: the in-scope candidates, one per informative sentence;
+* ``_writer``: the document's subject (mended by ``_subjects``), then its out-of-scope candidates:
+  unstated questions, follow-ups, perturbations;
+* ``_keeper``: each out-of-scope candidate kept or dropped with its reason, through the screens
+  (``_screens``: registered by name, :func:`register_screen`), its own copy, overlap and
+  enumeration rules, the checks a natural question meets (``_natural``), the filter, and the
+  details a document states none of (``_absent``);
+* ``_vocabulary``: every word list the rules read, with what each is for.
+
+A new screen is one function and one registration::
+
+    from scopeguard.generation.offline import OUT_OF_SCOPE, register_screen
+
+    @register_screen("no_prices", kinds=OUT_OF_SCOPE)
+    def no_prices(candidate, view):
+        return "asks a price" if "price" in candidate.question.lower() else None
+
+    GenerationConfig(screens=(*DEFAULT_SCREENS, "no_prices"))
+
+The question parsing of the offline replies is public for other writers of one-line questions
+(the calibration's rephrasing): :func:`questions_schema`, :func:`parse_questions` and
+:data:`MAX_TOKENS_PER_QUESTION`.
+"""
+
+from scopeguard.generation.offline._keeper import margin_floor, overlap
+from scopeguard.generation.offline._natural import copied_phrase
+from scopeguard.generation.offline._reading import informative_sentences
+from scopeguard.generation.offline._replies import MAX_TOKENS_PER_QUESTION, parse_questions, questions_schema
+from scopeguard.generation.offline._screens import (
+    IN_SCOPE,
+    OUT_OF_SCOPE,
+    Candidate,
+    DocumentView,
+    Screen,
+    ScreenCheck,
+    available_screens,
+    get_screens,
+    register_screen,
+)
+from scopeguard.generation.offline._writer import generate_offline
+
+__all__ = [
+    "IN_SCOPE",
+    "MAX_TOKENS_PER_QUESTION",
+    "OUT_OF_SCOPE",
+    "Candidate",
+    "DocumentView",
+    "Screen",
+    "ScreenCheck",
+    "available_screens",
+    "copied_phrase",
+    "generate_offline",
+    "get_screens",
+    "informative_sentences",
+    "margin_floor",
+    "overlap",
+    "parse_questions",
+    "questions_schema",
+    "register_screen",
+]
