@@ -40,7 +40,7 @@ from scopeguard.calibration._labels import (
 from scopeguard.calibration._passages import corpus_sha256
 from scopeguard.calibration._scores import Reading
 from scopeguard.data import atomic_write_json, atomic_write_jsonl
-from scopeguard.errors import ConfigurationError, DatasetError, InputError
+from scopeguard.errors import DatasetError, InputError
 from scopeguard.querylog import LoggedQuestion, read_query_log
 from scopeguard.review import LABELS_FILE, TO_LABEL_FILE, read_question_labels
 from scopeguard.types import Document
@@ -94,9 +94,9 @@ class LogQuestion:
 def log_questions(
     log: str | os.PathLike[str], corpus: str | os.PathLike[str], *, k: int, retriever: str
 ) -> list[LogQuestion]:
-    """Every question of ``log`` with the chunks it is read against (see the module docstring)."""
-    if k < 1:
-        raise ConfigurationError(f"--k must be at least 1, got {k}")
+    """Every question of ``log`` with the chunks it is read against (see the module docstring): the
+    top ``k`` of ``retriever`` for one that names none (:func:`scopeguard.retrieval.retrieve`
+    checks ``k``)."""
     logged = read_query_log(log)
     if all(q.documents for q in logged):
         return [LogQuestion(q, q.documents) for q in logged]

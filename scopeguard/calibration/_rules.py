@@ -13,7 +13,8 @@ point), and the report card shows every point side by side.
 - :class:`Generated`: split-conformal on the generated (or dataset-labelled) questions alone: the
   safe profile, which catches less than people's questions allow.
 
-A rule of one's own is an object with a ``name`` and a ``point(evidence)``.
+A rule of one's own is an object with a ``name`` and a ``point(evidence)``; it may also have a
+``note(evidence, reason)``: the line the report's notes carry when it could not set a point.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class Evidence:
 
 class ThresholdRule(Protocol):
     """A way to set the threshold: ``point`` raises :class:`ConfigurationError` (one line, why)
-    when the evidence cannot set one."""
+    when the evidence cannot set one (see the module docstring for the optional ``note``)."""
 
     name: str
 
@@ -85,9 +86,14 @@ class LogLabels:
             raise ConfigurationError("no logged question is labelled yet")
         return _weighted(evidence.labelled, evidence)
 
+    def note(self, evidence: Evidence, reason: str) -> str | None:
+        """Why the labels given so far set no point (nothing to say before any label)."""
+        return f"no profile from the log's labels yet: {reason}" if evidence.labelled else None
+
 
 class Combined:
-    """The log's labels pooled with the generated questions, each kind half of the weight."""
+    """The log's labels pooled with the generated questions, each kind half of the weight (no
+    ``note``: what it lacks, the two rules above say)."""
 
     name = "combined"
 
@@ -119,6 +125,10 @@ class Generated:
             evidence.in_scope, evidence.out_of_scope, evidence.budget, evidence.hedge_budget
         )
 
+    def note(self, evidence: Evidence, reason: str) -> str | None:
+        """Why the questions read set no point (nothing to say when none were read)."""
+        return f"no profile from the generated questions: {reason}" if evidence.in_scope else None
+
 
 #: the rules a calibration offers, in the order one is applied
 RULES: tuple[ThresholdRule, ...] = (LogLabels(), Combined(), Generated())
@@ -126,14 +136,14 @@ RULES: tuple[ThresholdRule, ...] = (LogLabels(), Combined(), Generated())
 
 def points(evidence: Evidence, rules: Sequence[ThresholdRule] = RULES) -> dict[str, OperatingPoint]:
     """Every point the rules can set on ``evidence``, in the rules' order (the first is the one to
-    apply); why a rule with something to work on could not set one is added to its notes."""
+    apply); a rule that could not set one adds its ``note``, if it has one to say, to the notes."""
     out: dict[str, OperatingPoint] = {}
     for rule in rules:
         try:
             out[rule.name] = rule.point(evidence)
         except ConfigurationError as exc:
-            if rule.name == LogLabels.name and evidence.labelled:
-                evidence.notes.append(f"no profile from the log's labels yet: {exc}")
-            elif rule.name == Generated.name and evidence.in_scope:
-                evidence.notes.append(f"no profile from the generated questions: {exc}")
+            note = getattr(rule, "note", None)
+            line = None if note is None else note(evidence, str(exc))
+            if line:
+                evidence.notes.append(line)
     return out

@@ -1,4 +1,4 @@
-"""The typer application; each command module registers its commands on ``app``.
+"""The typer application; each command module registers its commands on ``app`` (:func:`command`).
 
 Exit codes, the same for every command:
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import math
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -54,6 +55,18 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def command(name: str) -> Callable[[F], F]:
+    """Register a function as the command ``name`` of :data:`app`, its errors handled as every
+    command's are (:func:`handle_errors`)."""
+
+    def register(fn: F) -> F:
+        handled = handle_errors(fn)
+        app.command(name)(handled)
+        return handled
+
+    return register
+
+
 def config_default(config: type[BaseModel], field: str) -> Any:
     """The default of a job config's field: the one source of a CLI option's default."""
     return config.model_fields[field].default
@@ -78,6 +91,14 @@ def same_sources(items: list[str]) -> dict[str, str]:
             raise ConfigurationError(f"--same-source takes NAME=OTHER, got {item!r}")
         sources[name.strip()] = other.strip()
     return sources
+
+
+def metric_text(value: object, fmt: str = "{:.3f}") -> str:
+    """A metric as a table shows it: ``n/a`` when it is undefined (``None`` or NaN), a float by
+    ``fmt``, anything else as it prints."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return fmt.format(value) if isinstance(value, float) else str(value)
 
 
 def exit_if_failed(failed: int, total: int, items: str, hint: str = "") -> None:

@@ -13,17 +13,18 @@ One command, two reports, told apart by what it is given:
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, exit_if_failed, handle_errors
+from scopeguard.cli._app import command, exit_if_failed, metric_text
+from scopeguard.cli._options import AS_JSON
 from scopeguard.errors import ConfigurationError
 
 
-def _fmt(x: float) -> str:
-    return "n/a" if math.isnan(x) else f"{x:.3f}"
+def _row(*cells: object) -> str:
+    """A Markdown table row; metrics as :func:`metric_text` shows them."""
+    return "| " + " | ".join(metric_text(cell) for cell in cells) + " |"
 
 
 def _scope_agreement(dataset_dir: Path, resolver: str | None, export: Path | None, as_json: bool) -> None:
@@ -37,10 +38,10 @@ def _scope_agreement(dataset_dir: Path, resolver: str | None, export: Path | Non
         return
     typer.echo("| annotator A | annotator B | n | kappa | agreement |\n|---|---|---|---|---|")
     for p in report.pairs:
-        typer.echo(f"| {p.a} | {p.b} | {p.n} | {_fmt(p.kappa)} | {_fmt(p.observed_agreement)} |")
+        typer.echo(_row(p.a, p.b, p.n, p.kappa, p.observed_agreement))
     typer.echo("\nGenerator label accuracy:")
     for name, acc in report.generator_accuracy.items():
-        typer.echo(f"  vs {name}: {_fmt(acc)}")
+        typer.echo(f"  vs {name}: {metric_text(acc)}")
     typer.echo(f"\n{report.n_resolved} resolved, {len(report.disagreements)} disagreements to resolve")
     for d in report.disagreements:
         typer.echo(f"  {d['question_id']}: {json.dumps(d['labels'])}  {d['question']}")
@@ -58,18 +59,16 @@ def _defusion_agreement(run: Path, reviews: Path | None, prompt: str | None, as_
         typer.echo(f"Defusion judge of {report.run} against {len(report.reviewers)} reviewer(s):\n")
         typer.echo("| reviewer | n | judge accuracy | judge kappa |\n|---|---|---|---|")
         for r in report.by_reviewer:
-            typer.echo(f"| {r.reviewer} | {r.n} | {_fmt(r.judge_accuracy)} | {_fmt(r.judge_kappa)} |")
+            typer.echo(_row(r.reviewer, r.n, r.judge_accuracy, r.judge_kappa))
+        typer.echo(_row("all labels", report.compared, report.judge_accuracy, report.judge_kappa))
         typer.echo(
-            f"| all labels | {report.compared} | {_fmt(report.judge_accuracy)} | {_fmt(report.judge_kappa)} |"
-        )
-        typer.echo(
-            f"\nGroup agreement accuracy: {_fmt(report.group_agreement_accuracy)} "
+            f"\nGroup agreement accuracy: {metric_text(report.group_agreement_accuracy)} "
             f"(n={report.group_agreed} responses on which several reviewers agree)"
         )
         if report.pairs:
             typer.echo("\n| reviewer A | reviewer B | n | kappa | agreement |\n|---|---|---|---|---|")
             for p in report.pairs:
-                typer.echo(f"| {p.a} | {p.b} | {p.n} | {_fmt(p.kappa)} | {_fmt(p.observed_agreement)} |")
+                typer.echo(_row(p.a, p.b, p.n, p.kappa, p.observed_agreement))
         for s in report.skipped:
             typer.echo(f"  skipped {s.reviewer} / {s.question_id}: {s.reason}")
     exit_if_failed(
@@ -77,8 +76,7 @@ def _defusion_agreement(run: Path, reviews: Path | None, prompt: str | None, as_
     )
 
 
-@app.command("agreement")
-@handle_errors
+@command("agreement")
 def agreement(
     target: Path = typer.Argument(
         ...,
@@ -98,7 +96,7 @@ def agreement(
     export: Path | None = typer.Option(
         None, "--export", help="Scope labels: write resolved labels here (canonical format)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = AS_JSON,
 ) -> None:
     """The defusion judge against reviewers (a run), or reviewers against each other (a dataset)."""
     if (target / "run.json").is_file():

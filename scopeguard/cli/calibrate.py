@@ -11,12 +11,11 @@ from pathlib import Path
 import typer
 
 from scopeguard.calibration import CalibrationConfig
-from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors
-from scopeguard.cli.check import READER_HELP
+from scopeguard.cli._app import command, config_default, exit_if_failed
+from scopeguard.cli._options import PROGRESS, READER, log_retriever_option, query_log_option
 
 
-@app.command("calibrate")
-@handle_errors
+@command("calibrate")
 def calibrate_command(
     corpus: Path = typer.Argument(
         ...,
@@ -41,7 +40,7 @@ def calibrate_command(
         config_default(CalibrationConfig, "hedge"), "--hedge/--no-hedge", help="Choose a hedge band."
     ),
     detector: str = typer.Option("default", "--detector", "-d", help="The detector to calibrate."),
-    reader: str | None = typer.Option(None, "--reader", metavar="SPEC", help=READER_HELP),
+    reader: str | None = READER,
     sample: int = typer.Option(
         config_default(CalibrationConfig, "sample"),
         "--sample",
@@ -93,23 +92,15 @@ def calibrate_command(
         help="Put generated in-scope questions in a reader's own words before reading them (one short "
         "call of the writer each).",
     ),
-    questions: Path | None = typer.Option(
-        config_default(CalibrationConfig, "questions"),
-        "--questions",
-        metavar="LOG",
-        help="A query log (JSONL or CSV with a question column; optional doc_ids, documents, label): "
-        "the questions your users asked, each read against the chunks it got (or the top --k).",
+    questions: Path | None = query_log_option(
+        "the questions your users asked, each read against the chunks it got (or the top --k)."
     ),
     k: int = typer.Option(
         config_default(CalibrationConfig, "k"),
         "--k",
         help="With --questions: chunks retrieved for a logged question that names none.",
     ),
-    retriever: str = typer.Option(
-        config_default(CalibrationConfig, "retriever"),
-        "--retriever",
-        help="With --questions: the retriever that finds those chunks in CORPUS.",
-    ),
+    retriever: str = log_retriever_option(CalibrationConfig, "finds those chunks in CORPUS"),
     select: int | None = typer.Option(
         config_default(CalibrationConfig, "select"),
         "--select",
@@ -117,7 +108,7 @@ def calibrate_command(
         help="With --questions: choose N logged questions for a person to label (OUT/to_label.jsonl; "
         "label them with scopeguard review OUT, then re-run).",
     ),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars on a terminal."),
+    progress: bool = PROGRESS,
 ) -> None:
     """Choose a detector's threshold on your corpus so that it refuses at most a budget of
     answerable questions; write DIR/profile.json (for Guard(calibration=DIR)) and a report card.

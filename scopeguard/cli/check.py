@@ -9,24 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from scopeguard.cli._app import app, exit_if_failed, handle_errors
+from scopeguard.cli._app import command, exit_if_failed
+from scopeguard.cli._options import AS_JSON, CALIBRATION, JUDGE_LLM, READER
 from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.types import Document, Verdict, validate_question
 
 if TYPE_CHECKING:
+    from scopeguard.detection.detectors.base import Detector
     from scopeguard.detection.profile import CalibrationProfile
-
-CALIBRATION_HELP = (
-    "A calibration profile (scopeguard calibrate's folder, or its profile.json): the label comes from "
-    "its threshold and a score in its hedge band is marked hedge. One made for another detector is "
-    "refused."
-)
-READER_HELP = (
-    "The reading model of a detector that reads (default, logprob): local, local:NAME_OR_FOLDER (a GGUF "
-    "or a tuned reader from train-reader), transformers:NAME or openai:MODEL. Default: the model its "
-    "head was fitted on."
-)
-LLM_HELP = "The judge detector's LLM spec, e.g. local or openai:gpt-4o-mini (a reading model is --reader)."
 
 
 def detector_options(
@@ -79,8 +69,25 @@ def load_calibration(location: Path) -> tuple[CalibrationProfile, str]:
     return profile, f"{path}: {profile.summary()}"
 
 
-@app.command("check")
-@handle_errors
+def calibrated_detector(
+    detector: str,
+    *,
+    calibration: Path | None,
+    model: object = None,
+    llm: str | None = None,
+    reader: str | None = None,
+) -> tuple[Detector, CalibrationProfile | None, str]:
+    """The detector named ``detector``, built with the options --model, --llm and --reader give it
+    (:func:`detector_options`) and the profile at ``calibration``; that profile (``None`` without
+    one) and the line that names it (``""``)."""
+    from scopeguard.detection.detectors import get_detector
+
+    profile, named = load_calibration(calibration) if calibration is not None else (None, "")
+    options = detector_options(detector, model=model, llm=llm, reader=reader)
+    return get_detector(detector, calibration=profile, **options), profile, named
+
+
+@command("check")
 def check(
     question: str = typer.Option(..., "--question", "-q", help="The user's question."),
     document: list[Path] = typer.Option(
@@ -88,10 +95,10 @@ def check(
     ),
     detector: str = typer.Option("default", "--detector", help="Detector name (see `scopeguard detectors`)."),
     model: str | None = typer.Option(None, "--model", help="Trained head directory for nli/probe."),
-    reader: str | None = typer.Option(None, "--reader", metavar="SPEC", help=READER_HELP),
-    llm: str | None = typer.Option(None, "--llm", help=LLM_HELP),
-    calibration: Path | None = typer.Option(None, "--calibration", metavar="DIR", help=CALIBRATION_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    reader: str | None = READER,
+    llm: str | None = JUDGE_LLM,
+    calibration: Path | None = CALIBRATION,
+    as_json: bool = AS_JSON,
     deadline_s: float | None = typer.Option(
         None,
         "--deadline",
@@ -110,12 +117,11 @@ def check(
     if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
         raise InputError(f"--deadline must be a positive number of seconds, got {deadline_s:g}")
     docs = [read_document(p) for p in document]
-    profile, named = load_calibration(calibration) if calibration is not None else (None, "")
-    from scopeguard.detection.detectors import get_detector
     from scopeguard.llm.deadline import deadline
 
-    options = detector_options(detector, model=model, llm=llm, reader=reader)
-    built = get_detector(detector, calibration=profile, **options)
+    built, _, named = calibrated_detector(
+        detector, calibration=calibration, model=model, llm=llm, reader=reader
+    )
     with deadline(deadline_s):
         verdict = built.detect(question, docs)
     if as_json:
@@ -179,7 +185,7 @@ def _exit_if_undecided(verdict: Verdict) -> None:
     exit_if_failed(int(verdict.label == "unknown"), 1, "checks", reason)
 
 
-@app.command("detectors")
+@command("detectors")
 def list_detectors() -> None:
     """List the registered detector names."""
     from scopeguard.detection.detectors import available_detectors

@@ -9,11 +9,10 @@ import time
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import command
 
 
-@app.command("demo")
-@handle_errors
+@command("demo")
 def demo(
     detector: str = typer.Option("default", "--detector", help="Detector name."),
     policy: str = typer.Option("clarify", "--policy", help="refuse | clarify | defuse | flag."),

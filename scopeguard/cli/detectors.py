@@ -15,8 +15,9 @@ from typing import Any
 
 import typer
 
-from scopeguard.cli._app import app, exit_if_failed, handle_errors
-from scopeguard.cli.check import CALIBRATION_HELP, LLM_HELP, READER_HELP, detector_options, load_calibration
+from scopeguard.cli._app import command, exit_if_failed, metric_text
+from scopeguard.cli._options import CALIBRATION, JUDGE_LLM, PROGRESS, READER, RENAMED_LLM, refuse_renamed_llm
+from scopeguard.cli.check import calibrated_detector
 from scopeguard.retrieval.registry import DEFAULT_RETRIEVER, get_retriever
 
 _TABLE_ROWS = (
@@ -50,12 +51,7 @@ _RETRIEVED_ROWS = (
 )
 
 
-def _fmt(fmt: str, value: float) -> str:
-    return "n/a" if isinstance(value, float) and math.isnan(value) else fmt.format(value)
-
-
-@app.command("eval-detector")
-@handle_errors
+@command("eval-detector")
 def eval_detector_command(
     datasets: list[Path] = typer.Argument(
         ..., help="Dataset folder(s) (documents.jsonl + questions.jsonl); one table each."
@@ -69,9 +65,9 @@ def eval_detector_command(
     model: Path | None = typer.Option(
         None, "--model", help="Trained head (file or folder) passed to the detector as model=."
     ),
-    reader: str | None = typer.Option(None, "--reader", metavar="SPEC", help=READER_HELP),
-    llm: str | None = typer.Option(None, "--llm", help=LLM_HELP),
-    calibration: Path | None = typer.Option(None, "--calibration", metavar="DIR", help=CALIBRATION_HELP),
+    reader: str | None = READER,
+    llm: str | None = JUDGE_LLM,
+    calibration: Path | None = CALIBRATION,
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON object per dataset (one line each) instead of tables."
     ),
@@ -83,7 +79,7 @@ def eval_detector_command(
         "at_threshold) to this file.",
     ),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N questions of each."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
+    progress: bool = PROGRESS,
     threads: int | None = typer.Option(
         None,
         "--threads",
@@ -112,7 +108,6 @@ def eval_detector_command(
     unknown), 2 when it could not run (a profile made for another detector, too).
     """
     from scopeguard.data import load_dataset
-    from scopeguard.detection.detectors import get_detector
     from scopeguard.errors import InputError
     from scopeguard.evaluation._retrieved import read_retrieved, retrieved_metrics, retrieved_records
     from scopeguard.evaluation.detection import detection_metrics, per_question_records, run_detector
@@ -132,9 +127,9 @@ def eval_detector_command(
 
         require("torch", extra="embeddings", feature="--threads").set_num_threads(threads)
     loaded = [(path, load_dataset(path)) for path in datasets]  # every folder checked before any model loads
-    profile, named = load_calibration(calibration) if calibration is not None else (None, "")
-    options = detector_options(detector, model=model, llm=llm, reader=reader)
-    det = get_detector(detector, calibration=profile, **options)
+    det, profile, named = calibrated_detector(
+        detector, calibration=calibration, model=model, llm=llm, reader=reader
+    )
     if named:
         typer.echo(f"calibration {named}", err=as_json)
     rows = [row for row in _TABLE_ROWS if profile is not None or row[0] != "hedged_share"]
@@ -174,8 +169,8 @@ def eval_detector_command(
             against = "" if index is None else f", top {retrieve} of {index.name}"
             typer.echo(f"detector {detector} on {path}{against}")
             width = max(len(label) for _, label, _ in rows)
-            for key, label, fmt in rows:
-                typer.echo(f"  {label:<{width}}  {_fmt(fmt, metrics[key])}")
+            for key, label, fmt in rows:  # every metric by its row's format, counts too
+                typer.echo(f"  {label:<{width}}  {metric_text(float(metrics[key]), fmt)}")
             if len(loaded) > 1:
                 typer.echo("")
         errors = [v for v in verdicts if v.error is not None]
@@ -205,8 +200,7 @@ def _trained_on(detector: object) -> list[str]:
     return [str(n) for n in names]
 
 
-@app.command("preread")
-@handle_errors
+@command("preread")
 def preread_command(
     corpus: Path = typer.Argument(
         ..., help="Documents: a dataset folder (documents.jsonl), a folder of .txt/.md files or a JSONL file."
@@ -221,11 +215,11 @@ def preread_command(
         metavar="SPEC",
         help="The reading model's spec (default: the one the head was fitted on).",
     ),
-    llm: str | None = typer.Option(None, "--llm", hidden=True),  # the reading model's old option name
+    llm: str | None = RENAMED_LLM,
     state_dir: Path | None = typer.Option(
         None, "--state-dir", help="Where the states go (default $SCOPEGUARD_CACHE/llama-states)."
     ),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal."),
+    progress: bool = PROGRESS,
 ) -> None:
     """Read a fixed corpus ahead of the questions and keep the reader's state after each document on
     disk: a later question about a document costs only its own tokens (llama.cpp readers)."""
@@ -235,8 +229,7 @@ def preread_command(
     from scopeguard.errors import ConfigurationError
     from scopeguard.generation.corpus import corpus_passages
 
-    if llm is not None:
-        raise ConfigurationError("preread takes the reading model as --reader SPEC, not --llm (renamed)")
+    refuse_renamed_llm("preread", llm)
     if detector not in ("default", "logprob"):
         raise ConfigurationError(
             f"--detector must be default or logprob (the detectors that read), got {detector!r}"

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import command
+from scopeguard.cli._options import AS_JSON
 
 
-@app.command("doctor")
-@handle_errors
+@command("doctor")
 def doctor(
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = AS_JSON,
     speed: bool = typer.Option(
         True, "--speed/--no-speed", help="Time a read of the reading model (a few s)."
     ),

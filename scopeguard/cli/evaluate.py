@@ -11,8 +11,9 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors, option_given
+from scopeguard.cli._app import command, config_default, exit_if_failed, option_given
 from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
+from scopeguard.cli._options import PROGRESS
 from scopeguard.errors import ConfigurationError
 from scopeguard.evaluation.store import RunConfig
 
@@ -20,8 +21,7 @@ _PAPER_OPTIONS = ("votes", "adaptive", "temperature", "precheck", "max_tokens", 
 """The options --paper sets (each a RunConfig field of the same name)."""
 
 
-@app.command("evaluate")
-@handle_errors
+@command("evaluate")
 def evaluate_command(
     ctx: typer.Context,
     dataset: Path = typer.Argument(..., help="Dataset folder (documents.jsonl + questions.jsonl)."),
@@ -83,9 +83,7 @@ def evaluate_command(
     plots: bool = typer.Option(
         True, "--plots/--no-plots", help="Write PNG plots (needs matplotlib: the plots extra)."
     ),
-    progress: bool = typer.Option(
-        True, "--progress/--no-progress", help="Show a progress bar on a terminal."
-    ),
+    progress: bool = PROGRESS,
     execution: str = EXECUTION,
     poll_interval: float = POLL_INTERVAL,
     max_wait: float | None = MAX_WAIT,
@@ -131,8 +129,7 @@ def evaluate_command(
     )
 
 
-@app.command("compare")
-@handle_errors
+@command("compare")
 def compare_command(
     run_a: Path = typer.Argument(..., help="First run folder (A)."),
     run_b: Path = typer.Argument(..., help="Second run folder (B)."),

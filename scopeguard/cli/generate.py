@@ -15,8 +15,9 @@ from typing import Any, get_args
 
 import typer
 
-from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors, option_given
+from scopeguard.cli._app import command, config_default, exit_if_failed, option_given
 from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
+from scopeguard.cli._options import PROGRESS, log_retriever_option, query_log_option
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation import DEFAULT_WRITER
 from scopeguard.generation.config import PAPER_IN_SCOPE, PAPER_VOTES, GenerationConfig, Mode
@@ -94,8 +95,7 @@ def _invalid_option(exc: Any) -> ConfigurationError:
     return ConfigurationError(f"invalid option: {where}{error['msg']}")
 
 
-@app.command("generate")
-@handle_errors
+@command("generate")
 def generate(
     ctx: typer.Context,
     corpus: str = typer.Argument(..., help="A folder of .txt/.md files, a .jsonl file, or a dataset folder."),
@@ -194,21 +194,12 @@ def generate(
     eloq_export: Path | None = typer.Option(
         None, "--eloq-export", help="Also write the ELOQ layout to this folder."
     ),
-    progress: bool = typer.Option(
-        True, "--progress/--no-progress", help="Show a progress bar on a terminal."
-    ),
-    questions: Path | None = typer.Option(
-        None,
-        "--questions",
-        help="A query log (JSON Lines or CSV with a 'question' field; optional id, doc_ids, label): "
+    progress: bool = PROGRESS,
+    questions: Path | None = query_log_option(
         "instead of writing questions, ask each logged question of the documents ranked below its "
-        "own and keep those the filter finds out of scope.",
+        "own and keep those the filter finds out of scope."
     ),
-    retriever: str = typer.Option(
-        config_default(LendingConfig, "retriever"),
-        "--retriever",
-        help="With --questions: the retriever that ranks the corpus for each logged question.",
-    ),
+    retriever: str = log_retriever_option(LendingConfig, "ranks the corpus for each logged question"),
     neighbours: int = typer.Option(
         config_default(LendingConfig, "neighbours"),
         "--neighbours",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, config_default, handle_errors
+from scopeguard.cli._app import command, config_default
 from scopeguard.errors import InputError
 from scopeguard.retrieval.study import StudyConfig
 
@@ -26,8 +26,7 @@ def _ints(text: str) -> list[int]:
     return values
 
 
-@app.command("retrieval-study")
-@handle_errors
+@command("retrieval-study")
 def retrieval_study(
     dataset_dir: Path = typer.Argument(..., help="Dataset folder (documents.jsonl + questions.jsonl)."),
     retrievers: str = typer.Option(

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import command
 from scopeguard.review.store import DEFAULT_ANNOTATOR
 
 
@@ -31,8 +31,7 @@ def _calibration_callables(folder: Path) -> dict[str, Any]:
     }
 
 
-@app.command("review")
-@handle_errors
+@command("review")
 def review(
     folder: Path = typer.Argument(
         ...,

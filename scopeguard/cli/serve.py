@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, config_default, handle_errors
+from scopeguard.cli._app import command, config_default
+from scopeguard.cli._options import READER
 from scopeguard.serve._config import ServeConfig
 
 
@@ -17,8 +18,7 @@ def _default(field: str) -> str:
     return f"(default: {config_default(ServeConfig, field)})"
 
 
-@app.command("serve")
-@handle_errors
+@command("serve")
 def serve(
     config_file: Path | None = typer.Option(
         None, "--config", help="TOML or JSON file of settings (a 'serve' table, or top-level keys)."
@@ -26,13 +26,7 @@ def serve(
     host: str | None = typer.Option(None, "--host", help=f"Address to bind {_default('host')}."),
     port: int | None = typer.Option(None, "--port", help=f"Port to bind {_default('port')}."),
     detector: str | None = typer.Option(None, "--detector", help=f"Detector name {_default('detector')}."),
-    reader: str | None = typer.Option(
-        None,
-        "--reader",
-        metavar="SPEC",
-        help="The reading model of a detector that reads (default, logprob): local, local:FOLDER (a "
-        "tuned reader), transformers:NAME, openai:MODEL (default: the one its head was fitted on).",
-    ),
+    reader: str | None = READER,
     policy: str | None = typer.Option(None, "--policy", help=f"Out-of-scope policy {_default('policy')}."),
     calibration: Path | None = typer.Option(
         None,

@@ -8,22 +8,16 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors, same_sources
+from scopeguard.cli._app import command, metric_text, same_sources
+from scopeguard.cli._options import RENAMED_LLM, refuse_renamed_llm
 from scopeguard.detection.head.fitting import DEFAULT_L2, DEFAULT_LAYER, DEFAULT_SIGNALS
 
 _TRAINABLE = "default, fast, logprob, nli or probe"
-
-
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def _max_docs(raw: str | None, n: int) -> int | list[int | None] | None:
@@ -49,11 +43,10 @@ def _print_fit(report: Any) -> None:
     typer.echo(f"{'dataset':<24} " + " ".join(f"{c:>18}" for c in cols))
     rows = [*report.per_dataset.items(), ("all (out of fold)", report.overall)]
     for name, point in rows:
-        typer.echo(f"{name:<24} " + " ".join(f"{_fmt(point.get(c)):>18}" for c in cols))
+        typer.echo(f"{name:<24} " + " ".join(f"{metric_text(point.get(c)):>18}" for c in cols))
 
 
-@app.command("train-detector")
-@handle_errors
+@command("train-detector")
 def train_detector_command(
     datasets: list[Path] = typer.Argument(
         ..., help="Dataset folder(s) (documents.jsonl + questions.jsonl); several for fast/logprob/default."
@@ -118,7 +111,7 @@ def train_detector_command(
         "from train-reader, transformers:NAME; default local:qwen2.5-coder-1.5b); probe: a .gguf "
         "path, folder or hub name (default qwen2.5-coder-0.5b).",
     ),
-    llm: str | None = typer.Option(None, "--llm", hidden=True),  # the reading model's old option name
+    llm: str | None = RENAMED_LLM,
     backend: str | None = typer.Option(
         None, "--backend", help="probe: llama_cpp or transformers (default: llama_cpp for GGUF)."
     ),
@@ -149,10 +142,7 @@ def train_detector_command(
     from scopeguard.detection.head.training import LEARNED_DETECTORS, train_detector
     from scopeguard.errors import ConfigurationError
 
-    if llm is not None:
-        raise ConfigurationError(
-            "train-detector takes the reading model as --reader SPEC, not --llm (renamed)"
-        )
+    refuse_renamed_llm("train-detector", llm)
     if detector not in (*SCORING_DETECTORS, *LEARNED_DETECTORS):
         raise ConfigurationError(f"--detector must be one of: {_TRAINABLE}")
     show = None if progress else False

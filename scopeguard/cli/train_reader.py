@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, config_default, handle_errors, same_sources
+from scopeguard.cli._app import command, config_default, same_sources
+from scopeguard.cli._options import PROGRESS
 from scopeguard.detection.tune.card import before_after
 from scopeguard.detection.tune.config import DEFAULT_TARGETS, TuneConfig
 
@@ -17,8 +18,7 @@ def _d(name: str) -> object:
     return config_default(TuneConfig, name)
 
 
-@app.command("train-reader")
-@handle_errors
+@command("train-reader")
 def train_reader_command(
     datasets: list[Path] = typer.Argument(
         ..., help="Dataset folders to train on (documents.jsonl + questions.jsonl)."
@@ -89,7 +89,7 @@ def train_reader_command(
     device: str | None = typer.Option(
         None, "--device", help="cpu, cuda, cuda:1 ... (default: CUDA when present)."
     ),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    progress: bool = PROGRESS,
 ) -> None:
     """Train a LoRA adapter of the reading model on the verdict of DATASETS; write a tuned reader to --out."""
     from scopeguard.detection.tune.train import train_reader

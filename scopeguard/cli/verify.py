@@ -7,13 +7,12 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, config_default, exit_if_failed, handle_errors
+from scopeguard.cli._app import command, config_default, exit_if_failed
 from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
 from scopeguard.verification.run import VerificationConfig
 
 
-@app.command("verify")
-@handle_errors
+@command("verify")
 def verify(
     questions: Path = typer.Argument(
         ..., help="A dataset folder (its in-scope questions are used) or an MS MARCO queries.tsv."
@@ -111,8 +110,7 @@ def verify(
     )
 
 
-@app.command("verify-compare")
-@handle_errors
+@command("verify-compare")
 def verify_compare(
     run_a: Path = typer.Argument(..., help="First run folder (rows of the matrix)."),
     run_b: Path = typer.Argument(..., help="Second run folder (columns)."),

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import app, handle_errors
+from scopeguard.cli._app import command
 
 
-@app.command("verify-sample")
-@handle_errors
+@command("verify-sample")
 def verify_sample(
     run: Path = typer.Argument(..., help="A verification run folder (or its results.jsonl)."),
     out: Path = typer.Option(

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -29,6 +31,7 @@ from scopeguard.detection.profile import budget_threshold, load_profile
 from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.querylog import read_query_log
 from scopeguard.testing import ScriptedChatModel
+from scopeguard.types import Document, Verdict
 
 from .conftest import TOPICS, IdentifiedDetector, calibrate_args, is_in_scope_question, write_jsonl
 
@@ -189,9 +192,12 @@ def test_log_select_label_profile(
     log, out = _log(tmp_path / "log.jsonl"), tmp_path / "calib"
     read_against: list[int] = []
     scripted = detector._detect
-    monkeypatch.setattr(
-        detector, "_detect", lambda q, docs: read_against.append(len(docs)) or scripted(q, docs)
-    )
+
+    def counted(q: str, docs: Sequence[Document]) -> Verdict:
+        read_against.append(len(docs))
+        return scripted(q, docs)
+
+    monkeypatch.setattr(detector, "_detect", counted)
     args = calibrate_args(
         corpus, out, "--questions", str(log), "--select", "30", "--retriever", "bm25", llm="nollm"
     )
@@ -233,7 +239,13 @@ def test_profiles_side_by_side_with_generated_questions(
     tmp_path: Path, corpus: Path, detector: IdentifiedDetector, llm: ScriptedChatModel
 ) -> None:
     log, out = _log(tmp_path / "log.jsonl"), tmp_path / "calib"
-    common = {"detector": "calib-scripted", "llm": llm, "progress": False, "sample": 6, "oos_sample": 6}
+    common: dict[str, Any] = {
+        "detector": "calib-scripted",
+        "llm": llm,
+        "progress": False,
+        "sample": 6,
+        "oos_sample": 6,
+    }
     run = run_calibration(
         corpus, out, questions=log, select=30, retriever="bm25", also_generate=True, rephrase=False, **common
     )
@@ -266,6 +278,15 @@ def test_cli_names_a_malformed_log_line(tmp_path: Path, corpus: Path, detector: 
     assert "Traceback" not in result.output
 
 
+def test_k_is_one_error_line_before_anything_is_read(tmp_path: Path, corpus: Path) -> None:
+    log = _log(tmp_path / "log.jsonl")
+    args = calibrate_args(corpus, tmp_path / "c", "--questions", str(log), "--k", "0", llm=None)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert "error: invalid calibration setting: k: " in result.output
+    assert not (tmp_path / "c").exists()
+
+
 def test_rules_in_order_and_a_rule_of_ones_own() -> None:
     rng = random.Random(5)
     generated_in = [rng.uniform(0.0, 0.6) for _ in range(40)]
@@ -291,3 +312,22 @@ def test_rules_in_order_and_a_rule_of_ones_own() -> None:
     assert list(points(Evidence(budget=0.10, in_scope=generated_in))) == ["generated"]
     few = Evidence(budget=0.10, in_scope=generated_in[:3])
     assert points(few) == {} and "no profile from the generated questions" in few.notes[0]
+
+
+def test_a_rule_says_why_it_set_no_point_only_when_it_had_something_to_work_on() -> None:
+    class Strict:
+        name = "strict"
+
+        def point(self, evidence: Evidence) -> OperatingPoint:
+            raise ConfigurationError("never")
+
+        def note(self, evidence: Evidence, reason: str) -> str | None:
+            return f"no profile from the strict rule: {reason}"
+
+    empty = Evidence(budget=0.10)
+    assert points(empty, (Strict(), *RULES)) == {}
+    # the packaged rules had nothing to work on: only the rule of one's own says why
+    assert empty.notes == ["no profile from the strict rule: never"]
+    labelled = Evidence(budget=0.10, labelled=[LabelledScore(0.2, "in_scope", 1.0)])
+    assert points(labelled) == {}
+    assert [n.split(":")[0] for n in labelled.notes] == ["no profile from the log's labels yet"]
