@@ -10,6 +10,9 @@ context's eval callback (the hidden-state tap, :mod:`._layers`) is Python code t
 for every graph node, so Python's handler would raise ``KeyboardInterrupt`` inside it, where ctypes
 prints the traceback and swallows it. The check then went on, the tap missed its tensor, and the
 guard failed closed with a wrong reason ("computed no tensor for layers [21]") instead of stopping.
+
+Each decode runs on the threads the other processes leave free (:mod:`._share`), at most the
+model's own ``n_threads_batch``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from scopeguard.errors import LLMError
+from scopeguard.llamacpp._share import threads_for
 
 __all__ = ["decode", "interrupts_held", "logits_row"]
 
@@ -60,6 +64,7 @@ def decode(llm: Any, ids: Sequence[int], n_past: int, *, all_logits: bool = Fals
     if all_logits and len(ids) > step:
         raise LLMError(f"{len(ids)} tokens with logits at every position exceed the batch ({step})")
     last = 0
+    _share_cores(llm)
     with interrupts_held():
         for start in range(0, len(ids), step):
             piece = list(ids[start : start + step])
@@ -69,6 +74,20 @@ def decode(llm: Any, ids: Sequence[int], n_past: int, *, all_logits: bool = Fals
             llm._ctx.decode(batch)
             last = len(piece) - 1
     return last
+
+
+def _share_cores(llm: Any) -> None:
+    """Set the context's threads to the cores free now (a no-op when they are already so)."""
+    limit = int(getattr(llm, "n_threads_batch", 0) or 0)
+    ctx = getattr(getattr(llm, "_ctx", None), "ctx", None)
+    if limit < 2 or ctx is None:
+        return
+    threads = threads_for(limit)
+    if getattr(llm, "_scopeguard_threads", limit) != threads:
+        import llama_cpp
+
+        llama_cpp.llama_set_n_threads(ctx, threads, threads)
+        llm._scopeguard_threads = threads
 
 
 def logits_row(llm: Any, row: int) -> np.ndarray:
