@@ -21,8 +21,13 @@ from pathlib import Path
 
 from _report import report
 
-from scopeguard.llamacpp import extra_buffers_decision, measure_read_speed
-from scopeguard.llamacpp._system import cpu_features, cpu_name, llama_cpp_build
+from scopeguard.llamacpp import (
+    cpu_features,
+    cpu_name,
+    extra_buffers_decision,
+    llama_cpp_build,
+    measure_read_speed,
+)
 from scopeguard.models import local_gguf
 
 RESULT = Path(__file__).resolve().parent / "results" / "llama_loader.json"

@@ -53,7 +53,7 @@ def main() -> None:
 
     import llama_cpp
 
-    from scopeguard.detection.read._verdict_prompt import verdict_messages
+    from scopeguard.detection.read import verdict_messages
     from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
     from scopeguard.prompts import render
 

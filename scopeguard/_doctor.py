@@ -29,7 +29,7 @@ from scopeguard.detection.read.llama_states import (
 from scopeguard.detection.read.scorer import DEFAULT_VERDICT_MODEL
 from scopeguard.errors import ScopeGuardError
 from scopeguard.llamacpp import LoaderDecision, ReadSpeed, extra_buffers_decision, measure_read_speed
-from scopeguard.llamacpp._system import cpu_features, cpu_name, llama_cpp_build
+from scopeguard.llamacpp import cpu_features, cpu_name, llama_cpp_build
 from scopeguard.models import available_ggufs, gguf_status, local_gguf
 
 __all__ = [

@@ -94,18 +94,12 @@ class ScriptedChatModel(BaseChatModel):
             raise reply
         return reply
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion:
+    def complete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        args = complete_keywords(sampling)
+        n, max_tokens = args["n"], args["max_tokens"]
         text = "\n".join(m.content for m in to_messages(prompt))
         with self._lock:
-            self.calls.append(RecordedCall(text, n, temperature, max_tokens, seed))
+            self.calls.append(RecordedCall(text, n, args["temperature"], max_tokens, args["seed"]))
             texts = tuple(self._next(text) for _ in range(n))
         reasons: tuple[str, ...] = ()
         if self.truncate:

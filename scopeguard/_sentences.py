@@ -9,7 +9,7 @@ two letters before the stop, a capitalised word after it ("Crackle.com", "e.g.Th
 end one).
 
 With ``paragraphs``, the rule of the fast detector's features (its shipped head was trained on it, so
-it changes only with a retrained head; :func:`scopeguard.detection.read.text.split_sentences` cuts
+it changes only with a retrained head; :func:`scopeguard.detection.read.text.sentence_windows` cuts
 these sentences into windows): a line break ends a sentence only at a blank line or before a list
 item ("-", "*", "•"), closing quotes and brackets are left out of the sentence before them, and only
 capitalised titles ("Dr.", "Gen.", "Corp.", "vs.") and single capitals ("J.", "S.F.") do not end one.

@@ -39,12 +39,12 @@ def extractive_answer(question: str, documents: Sequence[Document]) -> str:
 
     The document's first sentence (its headline in the demo corpus) is skipped.
     """
-    from scopeguard.detection.read.text import content_stems, split_sentences
+    from scopeguard.detection.read.text import content_stems, sentence_windows
 
     q = set(content_stems(question))
     best, best_overlap = "", -1
     for doc in documents:
-        for sentence in split_sentences(doc.text)[1:]:
+        for sentence in sentence_windows(doc.text)[1:]:
             overlap = len(q & set(content_stems(sentence)))
             if overlap > best_overlap:
                 best, best_overlap = sentence, overlap

@@ -31,13 +31,16 @@ without the cap, so a cap never silently turns a judgement into ``unknown``.
 from __future__ import annotations
 
 import enum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from scopeguard.errors import ConfigurationError
 
-__all__ = ["EVALUATION_DEFAULTS", "UNSET", "ConfiguredJudge", "JudgeConfig", "Unset"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["EVALUATION_DEFAULTS", "UNSET", "ConfiguredJudge", "JudgeConfig", "JudgeSettings", "Unset"]
 
 
 class Unset(enum.Enum):
@@ -48,6 +51,18 @@ class Unset(enum.Enum):
 
 UNSET: Final = Unset.UNSET
 """Default of the judges' individual keywords: "take it from the configuration"."""
+
+
+class JudgeSettings(TypedDict, total=False):
+    """The knobs a judge's constructor takes one by one instead of a whole ``config=`` (each
+    :data:`UNSET` when left out: the configuration's value), as :class:`JudgeConfig` names them."""
+
+    votes: int | Unset
+    temperature: float | Unset
+    adaptive: bool | Unset
+    max_tokens: int | Unset | None
+    followup: bool | Unset
+    seed: int | Unset | None
 
 
 class JudgeConfig(BaseModel):
@@ -131,12 +146,18 @@ class JudgeConfig(BaseModel):
         }
 
     @classmethod
-    def build(cls, config: JudgeConfig | None, base: JudgeConfig, **settings: Any) -> JudgeConfig:
+    def build(
+        cls, config: JudgeConfig | None, base: JudgeConfig, **settings: Unpack[JudgeSettings]
+    ) -> JudgeConfig:
         """``config`` if given (then ``settings`` must be unset), else ``base`` with ``settings``.
 
-        The judges' constructors take either a whole ``config`` or the individual keywords;
-        keywords left :data:`UNSET` keep ``base``'s value.
+        The judges' constructors take either a whole ``config`` or the individual keywords
+        (:class:`JudgeSettings`; another keyword is a TypeError, as for any call); keywords left
+        :data:`UNSET` keep ``base``'s value.
         """
+        for key in settings:
+            if key not in JudgeSettings.__optional_keys__:
+                raise TypeError(f"got an unexpected keyword argument {key!r}")
         given = {k: v for k, v in settings.items() if v is not UNSET}
         if config is not None:
             if given:

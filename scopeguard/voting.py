@@ -31,6 +31,7 @@ The knobs are :class:`scopeguard.judging.JudgeConfig`'s (``config.vote_kwargs()`
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -320,21 +321,12 @@ def vote(
     return step
 
 
-async def avote(
-    llm: ChatModel,
-    prompt: Prompt,
-    *,
-    parse: Parser,
-    m: int = 3,
-    temperature: float = 0.7,
-    adaptive: bool = True,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    followup: FollowUp | None = None,
-    retry_truncated: bool = True,
-) -> VoteResult:
-    """Async twin of :func:`vote` (same rules, ``llm.acomplete``)."""
-    steps = _steps(llm, prompt, parse, m, temperature, adaptive, max_tokens, seed, followup, retry_truncated)
+async def avote(llm: ChatModel, prompt: Prompt, **options: Any) -> VoteResult:
+    """Async twin of :func:`vote`: the same keyword options with the same defaults (an unknown
+    one is a TypeError), the same rules, ``llm.acomplete``."""
+    bound = inspect.signature(vote).bind(llm, prompt, **options)
+    bound.apply_defaults()
+    steps = _steps(**bound.arguments)
     step = _advance(steps, None)
     while isinstance(step, _Call):
         try:

@@ -111,10 +111,10 @@ def answer_features(text: str, lps: list[float], document: str) -> np.ndarray:
 def caches(rd: Any) -> tuple[Any, Any]:
     """The feature caches of the quoted answer's features and of the premise check's log-probs."""
     from scopeguard.detection.read.features import FeatureCache
-    from scopeguard.detection.signals import _read_identity
+    from scopeguard.detection.signals import read_identity
 
-    ident = _read_identity(rd, rd.template) | {"kind": "quoted_answer", "forced": FORCED, "max_new": MAX_NEW}
-    return FeatureCache(ident), FeatureCache(_read_identity(rd, PREMISE))
+    ident = read_identity(rd, rd.template) | {"kind": "quoted_answer", "forced": FORCED, "max_new": MAX_NEW}
+    return FeatureCache(ident), FeatureCache(read_identity(rd, PREMISE))
 
 
 def extract(rd: Any, sets: str) -> None:

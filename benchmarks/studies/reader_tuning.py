@@ -119,7 +119,7 @@ def _threshold(work: Path, names: list[str], threads: int | None) -> dict[str, A
     adapter; each set's metrics at the Yes/No threshold (0) and at one fitted on validation."""
     import numpy as np
 
-    from scopeguard.detection.tune.loop import _metrics
+    from scopeguard.detection.tune.loop import margin_metrics
     from scopeguard.detection.tune.model import load_tunable
     from scopeguard.detection.tune.train import prepare_run
 
@@ -158,8 +158,8 @@ def _threshold(work: Path, names: list[str], threads: int | None) -> dict[str, A
         for kind in margins:
             for key, m in margins[kind].items():
                 row["sets"][f"{kind}:{key}"] = {
-                    "at_0": _metrics(m, labels[kind][key]),
-                    "at_fitted": _metrics(m - t, labels[kind][key]),
+                    "at_0": margin_metrics(m, labels[kind][key]),
+                    "at_fitted": margin_metrics(m - t, labels[kind][key]),
                 }
         out[name] = row
     return out

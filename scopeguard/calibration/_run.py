@@ -86,7 +86,7 @@ def _version() -> str:
 
 
 def _machine() -> str:
-    from scopeguard.llamacpp._system import cpu_name
+    from scopeguard.llamacpp import cpu_name
 
     return f"{cpu_name()}, {os.cpu_count() or 1} cores"
 

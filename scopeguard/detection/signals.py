@@ -37,6 +37,7 @@ __all__ = [
     "extract_signals",
     "fast_feature_cache",
     "fast_feature_key",
+    "read_identity",
     "sample_documents",
     "signal_matrix",
 ]
@@ -185,8 +186,8 @@ def extract_signals(
             raise TypeError(f"reader must be a Reader or a reading detector, not {type(reader).__name__}")
         layers = tuple(getattr(reader.scorer, "layers", ()) or ())
         templates = [reader.template, *[t for t in probes if t != reader.template]]
-        margins = {t: FeatureCache(_read_identity(reader, t)) for t in templates}
-        states = [FeatureCache(_read_identity(reader, templates[0], layer)) for layer in layers]
+        margins = {t: FeatureCache(read_identity(reader, t)) for t in templates}
+        states = [FeatureCache(read_identity(reader, templates[0], layer)) for layer in layers]
         for i, q in enumerate(progress_bar(questions, desc=f"verdicts {label}", enabled=progress)):
             doc = docs[q.doc_id]
             key = stable_hash(q.question, doc.content_hash)
@@ -227,7 +228,7 @@ def extract_signals(
     )
 
 
-def _read_identity(reader: Any, template: str, layer: int | None = None) -> dict[str, Any]:
+def read_identity(reader: Any, template: str, layer: int | None = None) -> dict[str, Any]:
     """What a cached read depends on: model, prompt wording, passage size and the KV cache's type;
     for a hidden state (one cache per layer, so a head reading any subset of the layers finds
     them), the layer."""

@@ -27,14 +27,17 @@ cap never silently turns a judgement into unknown and drops the question from th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scopeguard.judging import EVALUATION_DEFAULTS, UNSET, ConfiguredJudge, JudgeConfig, Unset
+from scopeguard.judging import EVALUATION_DEFAULTS, ConfiguredJudge, JudgeConfig, JudgeSettings
 from scopeguard.llm.base import ChatModel
 from scopeguard.prompts import render, render_documents
 from scopeguard.types import Document
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["DefusionJudge", "JudgeSample", "Judgement", "paper_evaluation_settings"]
 
@@ -127,25 +130,11 @@ class _VotingJudge(ConfiguredJudge):
         llm: str | ChatModel = "local",
         *,
         config: JudgeConfig | None = None,
-        votes: int | Unset = UNSET,
-        temperature: float | Unset = UNSET,
-        adaptive: bool | Unset = UNSET,
-        max_tokens: int | Unset | None = UNSET,
-        followup: bool | Unset = UNSET,
-        seed: int | Unset | None = UNSET,
+        **settings: Unpack[JudgeSettings],
     ) -> None:
         from scopeguard.llm.registry import from_spec
 
-        self.config = JudgeConfig.build(
-            config,
-            EVALUATION_DEFAULTS,
-            votes=votes,
-            temperature=temperature,
-            adaptive=adaptive,
-            max_tokens=max_tokens,
-            followup=followup,
-            seed=seed,
-        )
+        self.config = JudgeConfig.build(config, EVALUATION_DEFAULTS, **settings)
         self.llm: ChatModel = from_spec(llm)
 
     def _vote(self, prompt: str) -> Judgement:

@@ -8,7 +8,9 @@ response refuses or claims that the information is missing; ``True`` means refus
 A cheap lexical pre-check (:func:`lexical_refusal`) decides the obvious cases without an LLM:
 
 * a response of at most 60 words whose first sentence carries a refusal phrase ("cannot be
-  answered", "does not mention", "no information", ...) is a refusal;
+  answered", "does not mention", "no information", ...) is a refusal (sentences as
+  :func:`scopeguard.verification.split_sentences` cuts them: an abbreviation or an initial does
+  not end one, a line break does);
 * a response with no negation or missing-information cue at all (no "not", "n't", "no",
   "cannot", "unknown", "unclear", "unable", "missing", "none", "neither") is an answer.
 
@@ -18,10 +20,15 @@ Everything else goes to the LLM. Pass ``precheck=False`` to always ask the LLM.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
+from scopeguard._sentences import sentence_spans
 from scopeguard.evaluation.defusion import Judgement, _VotingJudge
-from scopeguard.judging import UNSET, JudgeConfig, Unset
+from scopeguard.judging import JudgeConfig, JudgeSettings
 from scopeguard.llm.base import ChatModel
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["RefusalJudge", "lexical_refusal"]
 
@@ -43,7 +50,6 @@ _NEGATION = re.compile(
     r"\b(?:not|no|none|neither|nor|cannot|unknown|unclear|unable|missing|unanswerable)\b|n't\b",
     re.IGNORECASE,
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _MAX_REFUSAL_WORDS = 60
 
 
@@ -52,7 +58,8 @@ def lexical_refusal(response: str) -> bool | None:
     text = response.strip()
     if not text:
         return None
-    first = _SENTENCE_END.split(text, maxsplit=1)[0]
+    start, end = sentence_spans(text)[0]
+    first = text[start:end]
     if len(text.split()) <= _MAX_REFUSAL_WORDS and _REFUSAL.search(first):
         return True
     if not _NEGATION.search(text):
@@ -74,24 +81,10 @@ class RefusalJudge(_VotingJudge):
         llm: str | ChatModel = "local",
         *,
         config: JudgeConfig | None = None,
-        votes: int | Unset = UNSET,
-        temperature: float | Unset = UNSET,
-        adaptive: bool | Unset = UNSET,
-        max_tokens: int | Unset | None = UNSET,
         precheck: bool = True,
-        followup: bool | Unset = UNSET,
-        seed: int | Unset | None = UNSET,
+        **settings: Unpack[JudgeSettings],
     ) -> None:
-        super().__init__(
-            llm,
-            config=config,
-            votes=votes,
-            temperature=temperature,
-            adaptive=adaptive,
-            max_tokens=max_tokens,
-            followup=followup,
-            seed=seed,
-        )
+        super().__init__(llm, config=config, **settings)
         self.precheck = precheck
 
     def build_prompt(self, question: str, response: str) -> str:

@@ -68,13 +68,18 @@ def _merge_prompts(saved: RunConfig, config: RunConfig) -> RunConfig:
     return config.model_copy(update={"prompts": tuple(dict.fromkeys(saved.prompts + config.prompts))})
 
 
-class ResponseRecord(_Record):
-    """A response of the system under test to one question with one prompt, and its judgements."""
+class _QuestionRecord(_Record):
+    """What every record says of the question it is about."""
 
     question_id: str
     doc_id: str
     topic: str
     label: GoldLabel
+
+
+class ResponseRecord(_QuestionRecord):
+    """A response of the system under test to one question with one prompt, and its judgements."""
+
     prompt: str
     question: str
     response: str | None = None
@@ -92,13 +97,9 @@ class ResponseRecord(_Record):
         return (self.question_id, self.prompt)
 
 
-class DetectionRecord(_Record):
+class DetectionRecord(_QuestionRecord):
     """A detector's verdict on one question (with its own document)."""
 
-    question_id: str
-    doc_id: str
-    topic: str
-    label: GoldLabel
     verdict: Verdict | None = None
     error: str | None = None
 

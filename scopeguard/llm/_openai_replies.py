@@ -133,6 +133,18 @@ def validate(reply: Any, url: str, *secrets: str | None) -> Any:
     return reply
 
 
+def _content(message: Any, url: str, secrets: tuple[str | None, ...]) -> Any:
+    """The ``content`` of a message or a streamed delta; a refusal it carries instead raises
+    LLMResponseError quoting it."""
+    content = getattr(message, "content", None)
+    if not isinstance(content, str):
+        refusal = getattr(message, "refusal", None)
+        if isinstance(refusal, str) and refusal:
+            said = redact(refusal[:_SNIPPET], *secrets)
+            raise LLMResponseError(f"the model behind {url} refused to answer: {said!r}", reply=said)
+    return content
+
+
 def delta_text(chunk: Any, url: str, *secrets: str | None) -> str:
     """The text piece of one streamed chunk (``""`` for a role-only, final or usage-only chunk)."""
     choices = getattr(chunk, "choices", None)
@@ -143,13 +155,9 @@ def delta_text(chunk: Any, url: str, *secrets: str | None) -> str:
             reply=body,
         )
     delta = getattr(choices[0], "delta", None) if choices else None
-    content = getattr(delta, "content", None)
+    content = _content(delta, url, secrets)
     if isinstance(content, str):
         return content
-    refusal = getattr(delta, "refusal", None)
-    if isinstance(refusal, str) and refusal:
-        said = redact(refusal[:_SNIPPET], *secrets)
-        raise LLMResponseError(f"the model behind {url} refused to answer: {said!r}", reply=said)
     if content is not None:
         body = snippet(chunk, *secrets)
         raise LLMResponseError(f"the LLM endpoint {url} streamed non-text content ({body})", reply=body)
@@ -173,13 +181,9 @@ def _position(choices: list[Any]) -> Any:
 
 def _text(choice: Any, url: str, secrets: tuple[str | None, ...]) -> str:
     message = choice.message
-    content = getattr(message, "content", None)
+    content = _content(message, url, secrets)
     if isinstance(content, str):
         return content
-    refusal = getattr(message, "refusal", None)
-    if isinstance(refusal, str) and refusal:
-        said = redact(refusal[:_SNIPPET], *secrets)
-        raise LLMResponseError(f"the model behind {url} refused to answer: {said!r}", reply=said)
     reason = getattr(choice, "finish_reason", None)
     raise LLMResponseError(
         f"the LLM endpoint {url} sent a choice without text content (finish_reason {reason!r})",

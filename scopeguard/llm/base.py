@@ -178,25 +178,14 @@ class ChatModel(Protocol):
     @property
     def name(self) -> str: ...
 
-    def complete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion: ...
+    def complete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        """``n`` replies to ``prompt``; the keywords are :class:`SamplingArgs` (``n`` 1,
+        ``temperature`` 0.0, ``max_tokens`` and ``seed`` ``None`` when left out)."""
+        ...
 
-    async def acomplete(
-        self,
-        prompt: Prompt,
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Completion: ...
+    async def acomplete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
+        """Async twin of :meth:`complete` (the same keywords)."""
+        ...
 
 
 class BaseChatModel:
@@ -252,23 +241,14 @@ class StreamingChatModel(ChatModel, Protocol):
     in the middle of the stream; closing the iterator early releases the request.
     """
 
-    def stream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> Iterator[str]: ...
+    def stream(self, prompt: Prompt, **sampling: Unpack[StreamArgs]) -> Iterator[str]:
+        """One reply to ``prompt`` as text pieces; the keywords are :class:`StreamArgs`
+        (``temperature`` 0.0, ``max_tokens`` and ``seed`` ``None`` when left out)."""
+        ...
 
-    def astream(
-        self,
-        prompt: Prompt,
-        *,
-        temperature: float = 0.0,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-    ) -> AsyncIterator[str]: ...
+    def astream(self, prompt: Prompt, **sampling: Unpack[StreamArgs]) -> AsyncIterator[str]:
+        """Async twin of :meth:`stream` (the same keywords)."""
+        ...
 
 
 async def stream_in_thread(pieces: Iterator[str]) -> AsyncIterator[str]:

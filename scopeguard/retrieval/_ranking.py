@@ -15,7 +15,21 @@ from scopeguard.errors import InputError
 from scopeguard.retrieval.base import Hit, check_k
 from scopeguard.types import Document
 
-__all__ = ["check_documents", "check_k", "hits_from_scores", "top_k", "validate_query"]
+__all__ = ["IndexedDocuments", "check_documents", "check_k", "hits_from_scores", "top_k", "validate_query"]
+
+
+class IndexedDocuments:
+    """Base of a retriever that keeps the documents it indexed (``self._documents``, in order):
+    ``len(retriever)`` and ``retriever.documents``."""
+
+    _documents: list[Document]
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    @property
+    def documents(self) -> tuple[Document, ...]:
+        return tuple(self._documents)
 
 
 def check_documents(documents: Sequence[Document], *, nonempty: bool = False) -> list[Document]:

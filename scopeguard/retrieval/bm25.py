@@ -25,8 +25,8 @@ import numpy.typing as npt
 
 from scopeguard._optional import require
 from scopeguard.errors import ConfigurationError, InputError
-from scopeguard.retrieval._ranking import check_documents, check_k, hits_from_scores, validate_query
-from scopeguard.retrieval.base import Hit
+from scopeguard.retrieval._ranking import IndexedDocuments, check_documents, hits_from_scores, validate_query
+from scopeguard.retrieval.base import Hit, check_k
 from scopeguard.types import Document
 
 __all__ = ["LUCENE_STOP_WORDS", "BM25Retriever", "BM25sRetriever", "tokenize"]
@@ -56,7 +56,7 @@ def _check_params(k1: float, b: float) -> None:
         raise ConfigurationError(f"b must be in [0, 1], got {b!r}")
 
 
-class _BM25Base:
+class _BM25Base(IndexedDocuments):
     """Shared plumbing: validation, tokenisation, ranking. Subclasses provide ``_scores``."""
 
     name = "bm25"
@@ -73,13 +73,7 @@ class _BM25Base:
         self.b = float(b)
         self.tokenizer = tokenizer
         self._documents: list[Document] = []
-
-    def __len__(self) -> int:
-        return len(self._documents)
-
-    @property
-    def documents(self) -> tuple[Document, ...]:
-        return tuple(self._documents)
+        self._model: Any = None
 
     def index(self, documents: Sequence[Document]) -> None:
         """Index ``documents`` (replacing any earlier index)."""
@@ -140,7 +134,6 @@ class BM25Retriever(_BM25Base):
         if variant not in ("lucene", "okapi"):
             raise ConfigurationError(f"unknown BM25 variant {variant!r}; valid: lucene, okapi")
         self.variant = variant
-        self._model: Any = None
 
     def _build(self, tokens: list[list[str]]) -> None:
         rank_bm25 = require("rank_bm25", extra="retrieval", feature="BM25 retrieval", package="rank-bm25")
@@ -165,16 +158,6 @@ class BM25sRetriever(_BM25Base):
     """The same Lucene BM25 scores computed by bm25s (sparse matrices; faster on large corpora)."""
 
     name = "bm25s"
-
-    def __init__(
-        self,
-        *,
-        k1: float = 0.9,
-        b: float = 0.4,
-        tokenizer: Callable[[str], list[str]] = tokenize,
-    ) -> None:
-        super().__init__(k1=k1, b=b, tokenizer=tokenizer)
-        self._model: Any = None
 
     def _build(self, tokens: list[list[str]]) -> None:
         bm25s = require("bm25s", extra="retrieval", feature="BM25 retrieval with bm25s")

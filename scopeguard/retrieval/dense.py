@@ -23,7 +23,7 @@ import numpy.typing as npt
 from scopeguard import _progress
 from scopeguard._optional import require
 from scopeguard.errors import ConfigurationError, InputError
-from scopeguard.retrieval._ranking import check_documents, check_k, validate_query
+from scopeguard.retrieval._ranking import IndexedDocuments, check_documents, check_k, validate_query
 from scopeguard.retrieval.base import Hit
 from scopeguard.retrieval.embedding_cache import EmbeddingCache, text_key
 from scopeguard.types import Document
@@ -172,7 +172,7 @@ class SentenceEncoder:
                 bar.update(len(idx))
 
 
-class DenseRetriever:
+class DenseRetriever(IndexedDocuments):
     """Embedding retriever over a FAISS inner-product index.
 
     Args:
@@ -206,13 +206,6 @@ class DenseRetriever:
         self.nprobe = nprobe
         self._documents: list[Document] = []
         self._index: Any = None
-
-    def __len__(self) -> int:
-        return len(self._documents)
-
-    @property
-    def documents(self) -> tuple[Document, ...]:
-        return tuple(self._documents)
 
     def index(self, documents: Sequence[Document]) -> None:
         """Embed and index ``documents`` (replacing any earlier index)."""

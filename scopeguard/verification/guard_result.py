@@ -79,17 +79,8 @@ def verify_guard_result(
     leaves the answer alone (``on_error="record"``), or raises (``"raise"``). Configuration errors
     (missing extra, bad retriever name) always raise.
     """
-    _check(on_contradiction, on_error)
-    if not _needs_check(result):
-        return result
-    src = source if source is not None else (verifier.retriever or result.documents)
-    try:
-        verification = verifier.verify(result.question, result.response, src)
-    except ScopeGuardError as exc:
-        if on_error == "raise" or isinstance(exc, ConfigurationError):
-            raise
-        verification = _failed(result, exc)
-    return _apply(result, verification, on_contradiction)
+    check = VerifyAnswers(verifier, on_contradiction=on_contradiction, source=source, on_error=on_error)
+    return check.check(result)
 
 
 async def averify_guard_result(
@@ -101,21 +92,13 @@ async def averify_guard_result(
     on_error: OnVerifyError = "record",
 ) -> GuardResult:
     """Async twin of :func:`verify_guard_result`."""
-    _check(on_contradiction, on_error)
-    if not _needs_check(result):
-        return result
-    src = source if source is not None else (verifier.retriever or result.documents)
-    try:
-        verification = await verifier.averify(result.question, result.response, src)
-    except ScopeGuardError as exc:
-        if on_error == "raise" or isinstance(exc, ConfigurationError):
-            raise
-        verification = _failed(result, exc)
-    return _apply(result, verification, on_contradiction)
+    check = VerifyAnswers(verifier, on_contradiction=on_contradiction, source=source, on_error=on_error)
+    return await check.acheck(result)
 
 
 class VerifyAnswers:
-    """An :class:`~scopeguard.guard.AnswerCheck` for ``Guard(answer_check=...)``.
+    """An :class:`~scopeguard.guard.AnswerCheck` for ``Guard(answer_check=...)``, with the settings
+    of :func:`verify_guard_result` (which runs one).
 
     >>> check = VerifyAnswers(verifier, on_contradiction="replace")
     >>> guard = Guard(detector="default", llm="local", answer_check=check)
@@ -135,20 +118,35 @@ class VerifyAnswers:
         self.source = source
         self.on_error: OnVerifyError = on_error
 
+    def _source(self, result: GuardResult) -> Source | None:
+        """What ``result``'s answer is verified against; ``None`` when it has no answer to verify."""
+        if not _needs_check(result):
+            return None
+        return self.source if self.source is not None else (self.verifier.retriever or result.documents)
+
+    def _recorded(self, result: GuardResult, exc: ScopeGuardError) -> VerificationResult:
+        """A failed verification as verdict ``unknown``; raised again with ``on_error="raise"`` or
+        for a configuration error."""
+        if self.on_error == "raise" or isinstance(exc, ConfigurationError):
+            raise exc
+        return _failed(result, exc)
+
     def check(self, result: GuardResult) -> GuardResult:
-        return verify_guard_result(
-            result,
-            self.verifier,
-            on_contradiction=self.on_contradiction,
-            source=self.source,
-            on_error=self.on_error,
-        )
+        src = self._source(result)
+        if src is None:
+            return result
+        try:
+            verification = self.verifier.verify(result.question, result.response, src)
+        except ScopeGuardError as exc:
+            verification = self._recorded(result, exc)
+        return _apply(result, verification, self.on_contradiction)
 
     async def acheck(self, result: GuardResult) -> GuardResult:
-        return await averify_guard_result(
-            result,
-            self.verifier,
-            on_contradiction=self.on_contradiction,
-            source=self.source,
-            on_error=self.on_error,
-        )
+        src = self._source(result)
+        if src is None:
+            return result
+        try:
+            verification = await self.verifier.averify(result.question, result.response, src)
+        except ScopeGuardError as exc:
+            verification = self._recorded(result, exc)
+        return _apply(result, verification, self.on_contradiction)

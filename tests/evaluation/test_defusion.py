@@ -140,6 +140,11 @@ def test_votes_must_be_positive() -> None:
         ("The crew did not lose; they won by two lengths.", None),
         ("The document does not say the exact margin " + "but it describes the race in detail " * 10, None),
         ("", None),
+        # the first sentence is the project's sentence rule's: an abbreviation does not end it ...
+        ("Dr. Smith's report does not mention who paid for the boat.", True),
+        ("The document does not mention who paid.\nIt covers the race in detail.", True),
+        # ... and a line break does
+        ("The crew won.\nThe document does not mention who paid for the boat.", None),
     ],
 )
 def test_lexical_refusal_precheck(response: str, expected: bool | None) -> None:

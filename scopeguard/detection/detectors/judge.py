@@ -27,17 +27,20 @@ vote drawn, no follow-up, no reply cap).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scopeguard.detection.detectors.base import BaseDetector
 from scopeguard.errors import ConfigurationError
-from scopeguard.judging import UNSET, ConfiguredJudge, JudgeConfig, Unset
+from scopeguard.judging import ConfiguredJudge, JudgeConfig, JudgeSettings
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.registry import from_spec
 from scopeguard.parsing import parse_final_answer, split_rationale
 from scopeguard.prompts import available_templates, render, render_documents
 from scopeguard.types import Document, Label, Verdict, Vote
 from scopeguard.voting import VoteResult, avote, followup_conversation, vote
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["JudgeDetector"]
 
@@ -75,24 +78,10 @@ class JudgeDetector(ConfiguredJudge, BaseDetector):
         llm: str | ChatModel = "local",
         *,
         config: JudgeConfig | None = None,
-        votes: int | Unset = UNSET,
-        temperature: float | Unset = UNSET,
-        adaptive: bool | Unset = UNSET,
         template: str = "oos_judgement",
-        max_tokens: int | Unset | None = UNSET,
-        seed: int | Unset | None = UNSET,
-        followup: bool | Unset = UNSET,
+        **settings: Unpack[JudgeSettings],
     ) -> None:
-        self.config = JudgeConfig.build(
-            config,
-            JudgeConfig(),
-            votes=votes,
-            temperature=temperature,
-            adaptive=adaptive,
-            max_tokens=max_tokens,
-            seed=seed,
-            followup=followup,
-        )
+        self.config = JudgeConfig.build(config, JudgeConfig(), **settings)
         if template not in available_templates():
             raise ConfigurationError(
                 f"unknown prompt template {template!r}; available: {', '.join(available_templates())}"

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -40,6 +40,7 @@ __all__ = [
     "grouped_oof",
     "grouped_split",
     "head_file",
+    "load_head_file",
     "operating_point",
     "platt",
     "read_head_file",
@@ -357,3 +358,22 @@ def read_head_file(path: str | Path, filename: str, what: str) -> dict[str, Any]
     if not isinstance(raw, dict):
         raise ModelError(f"{p}: not a valid {what} (not a JSON object)")
     return raw
+
+
+_Head = TypeVar("_Head")
+
+
+def load_head_file(
+    path: str | Path, filename: str, what: str, build: Callable[[dict[str, Any]], _Head]
+) -> _Head:
+    """``build`` applied to a head's JSON (:func:`read_head_file`). A :class:`ModelError` it raises
+    comes back with the file's path in front; a missing or malformed field is a ModelError naming
+    ``what`` and the file."""
+    raw = read_head_file(path, filename, what)
+    p = head_file(path, filename)
+    try:
+        return build(raw)
+    except ModelError as exc:
+        raise ModelError(f"{p}: {exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"{p}: not a valid {what} ({type(exc).__name__}: {exc})") from None

@@ -29,10 +29,9 @@ from scopeguard.detection.head.calibration import (
     dataset_oof,
     fit_logistic,
     grouped_oof,
-    head_file,
+    load_head_file,
     operating_point,
     platt,
-    read_head_file,
     rescale_probability,
     rescaled,
     write_head_file,
@@ -146,28 +145,25 @@ class DefaultHead:
 
     @classmethod
     def load(cls, path: str | Path) -> DefaultHead:
-        raw = read_head_file(path, HEAD_FILE, "default head")
-        p = head_file(path, HEAD_FILE)
+        return load_head_file(path, HEAD_FILE, "default head", cls._from_dict)
+
+    @classmethod
+    def _from_dict(cls, raw: dict[str, Any]) -> DefaultHead:
         if raw.get("kind") != "default_read":
             raise ModelError(
-                f"{p}: a {raw.get('kind', 'unknown')!r} head, not the reading head this version's "
+                f"a {raw.get('kind', 'unknown')!r} head, not the reading head this version's "
                 "default detector uses; refit it with `scopeguard train-detector --detector default`"
             )
-        try:
-            layer = raw.get("layer")
-            return cls(
-                verdict_model=str(raw["verdict_model"]),
-                signals=tuple(str(s) for s in raw["signals"]),
-                head=LogisticHead.from_dict(raw["head"]),
-                threshold=float(raw["threshold"]),
-                layer=None if layer is None else int(layer),
-                template=str(raw.get("template", "answerability_verdict")),
-                info=dict(raw.get("info", {})),
-            )
-        except ModelError as exc:
-            raise ModelError(f"{p}: {exc}") from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ModelError(f"{p}: not a valid default head ({type(exc).__name__}: {exc})") from None
+        layer = raw.get("layer")
+        return cls(
+            verdict_model=str(raw["verdict_model"]),
+            signals=tuple(str(s) for s in raw["signals"]),
+            head=LogisticHead.from_dict(raw["head"]),
+            threshold=float(raw["threshold"]),
+            layer=None if layer is None else int(layer),
+            template=str(raw.get("template", "answerability_verdict")),
+            info=dict(raw.get("info", {})),
+        )
 
 
 def balanced_weights(datasets: Sequence[str], labels: np.ndarray) -> np.ndarray:

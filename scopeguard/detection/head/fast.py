@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from scopeguard.detection.head.calibration import head_file, read_head_file, write_head_file
+from scopeguard.detection.head.calibration import load_head_file, write_head_file
 from scopeguard.detection.read.fast import FEATURES
 from scopeguard.errors import ModelError
 
@@ -60,23 +60,20 @@ class FastHead:
     @classmethod
     def load(cls, path: str | Path) -> FastHead:
         """Read a head from a JSON file, or from ``fast_head.json`` inside a folder."""
-        raw = read_head_file(path, HEAD_FILE, "fast head")
-        p = head_file(path, HEAD_FILE)
-        try:
-            return cls(
-                features=tuple(raw["features"]),
-                mean=tuple(float(v) for v in raw["mean"]),
-                scale=tuple(float(v) for v in raw["scale"]),
-                coef=tuple(float(v) for v in raw["coef"]),
-                intercept=float(raw["intercept"]),
-                threshold=float(raw.get("threshold", 0.5)),
-                encoder=str(raw.get("encoder", "minilm")),
-                info=dict(raw.get("info", {})),
-            )
-        except ModelError as exc:
-            raise ModelError(f"{p}: {exc}") from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ModelError(f"{p}: not a valid fast head ({type(exc).__name__}: {exc})") from None
+        return load_head_file(path, HEAD_FILE, "fast head", cls._from_dict)
+
+    @classmethod
+    def _from_dict(cls, raw: dict[str, Any]) -> FastHead:
+        return cls(
+            features=tuple(raw["features"]),
+            mean=tuple(float(v) for v in raw["mean"]),
+            scale=tuple(float(v) for v in raw["scale"]),
+            coef=tuple(float(v) for v in raw["coef"]),
+            intercept=float(raw["intercept"]),
+            threshold=float(raw.get("threshold", 0.5)),
+            encoder=str(raw.get("encoder", "minilm")),
+            info=dict(raw.get("info", {})),
+        )
 
     def save(self, path: str | Path) -> Path:
         body = {

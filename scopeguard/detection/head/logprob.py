@@ -12,9 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from scopeguard.detection.head.calibration import LogisticHead, head_file, read_head_file, write_head_file
+from scopeguard.detection.head.calibration import LogisticHead, load_head_file, write_head_file
 from scopeguard.detection.read.reader import TEMPLATE
-from scopeguard.errors import ModelError
 
 __all__ = ["HEAD_FILE", "LogProbHead", "default_head_path", "identity_head"]
 
@@ -54,20 +53,17 @@ class LogProbHead:
 
     @classmethod
     def load(cls, path: str | Path) -> LogProbHead:
-        raw = read_head_file(path, HEAD_FILE, "log-prob head")
-        p = head_file(path, HEAD_FILE)
-        try:
-            return cls(
-                model=str(raw["model"]),
-                calibration=LogisticHead.from_dict(raw["calibration"]),
-                threshold=float(raw.get("threshold", 0.5)),
-                template=str(raw.get("template", TEMPLATE)),
-                info=dict(raw.get("info", {})),
-            )
-        except ModelError as exc:
-            raise ModelError(f"{p}: {exc}") from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ModelError(f"{p}: not a valid log-prob head ({type(exc).__name__}: {exc})") from None
+        return load_head_file(path, HEAD_FILE, "log-prob head", cls._from_dict)
+
+    @classmethod
+    def _from_dict(cls, raw: dict[str, Any]) -> LogProbHead:
+        return cls(
+            model=str(raw["model"]),
+            calibration=LogisticHead.from_dict(raw["calibration"]),
+            threshold=float(raw.get("threshold", 0.5)),
+            template=str(raw.get("template", TEMPLATE)),
+            info=dict(raw.get("info", {})),
+        )
 
 
 def identity_head(model: str) -> LogProbHead:

@@ -235,6 +235,7 @@ def _evaluate(mlp: Any, x: Any, y: Any, loss_fn: Any) -> tuple[float, float]:
     return loss, acc
 
 
+@_one_thread()
 def train_head(
     x_train: np.ndarray,
     y_train: np.ndarray,
@@ -246,25 +247,12 @@ def train_head(
     settings: TrainSettings | None = None,
     progress: bool | None = None,
 ) -> TrainedHead:
-    """Fit the MLP on ``x_train`` (labels 1 = out of scope) and keep the best validation epoch.
+    """Fit the MLP on ``x_train`` (labels 1 = out of scope) and keep the best validation epoch
+    (on one thread, as :func:`_one_thread` says).
 
     Best = highest validation accuracy, ties broken by lower validation loss. Without a
     validation split the last epoch is kept.
     """
-    with _one_thread():
-        return _train_head(x_train, y_train, x_val, y_val, detector, features, settings, progress)
-
-
-def _train_head(
-    x_train: np.ndarray,
-    y_train: np.ndarray,
-    x_val: np.ndarray | None,
-    y_val: np.ndarray | None,
-    detector: str,
-    features: dict[str, Any],
-    settings: TrainSettings | None,
-    progress: bool | None,
-) -> TrainedHead:
     torch = _torch()
     from tqdm.auto import tqdm
 

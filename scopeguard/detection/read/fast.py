@@ -38,7 +38,7 @@ from scopeguard.detection.read.text import (
     content_stems,
     coverage,
     max_chars_option,
-    split_sentences,
+    sentence_windows,
     stem,
 )
 from scopeguard.detection.read.token_encoder import TokenEmbeddings, TokenEncoder
@@ -113,7 +113,7 @@ class FastFeaturizer:
                 return hit
         # every sentence (window of at most 60 words, 256 tokens) is one sequence, as the head
         # was trained; a repeated sentence has the same vectors, so it is embedded once
-        sentences = list(dict.fromkeys(split_sentences(doc.text))) or [doc.text]
+        sentences = list(dict.fromkeys(sentence_windows(doc.text))) or [doc.text]
         if len(doc.text) > 20_000:
             logger.info(
                 "fast: embedding %d sentences of a %d-character document", len(sentences), len(doc.text)

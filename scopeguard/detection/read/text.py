@@ -23,7 +23,7 @@ __all__ = [
     "coverage",
     "max_chars_option",
     "numbers",
-    "split_sentences",
+    "sentence_windows",
     "stem",
     "tokenize",
 ]
@@ -143,13 +143,14 @@ def capitalised_spans(text: str) -> list[str]:
     return out
 
 
-def split_sentences(text: str, *, min_chars: int = 3, max_words: int = 60) -> list[str]:
-    """The sentences of ``text`` by the fast features' rule
+def sentence_windows(text: str, *, min_chars: int = 3, max_words: int = 60) -> list[str]:
+    """The fast features' sentence windows of ``text``: its sentences by the features' rule
     (:func:`scopeguard._sentences.sentence_spans` with ``paragraphs``: punctuation + capital, blank
     lines, list items), whitespace collapsed, those under ``min_chars`` dropped.
 
     Very long sentences are cut into windows of ``max_words`` words so that an embedding of
-    each one stays specific.
+    each one stays specific. (The prose sentence splitter is
+    :func:`scopeguard.verification.split_sentences`.)
     """
     out: list[str] = []
     for a, b in sentence_spans(text, paragraphs=True):

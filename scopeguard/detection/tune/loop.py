@@ -23,7 +23,7 @@ from scopeguard.detection.tune.examples import Example, ExampleSet
 from scopeguard.detection.tune.model import TunableReader, _torch
 from scopeguard.errors import ModelError
 
-__all__ = ["CHECKPOINT", "DocumentStates", "TuneRun"]
+__all__ = ["CHECKPOINT", "DocumentStates", "TuneRun", "margin_metrics"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,9 @@ def _bce(margin: Any, label: Any) -> Any:
     return torch.nn.functional.softplus(torch.where(label > 0, -margin, margin))
 
 
-def _metrics(margins: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+def margin_metrics(margins: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Loss, AUROC, accuracy, false-refusal rate and out-of-scope recall of verdict margins
+    (``> 0`` predicts out of scope) against labels (1 = out of scope); ``n`` is the count."""
     pred = margins > 0
     loss = np.logaddexp(0.0, np.where(labels > 0, -margins, margins)).mean()
     inside = labels == 0
@@ -220,7 +222,7 @@ class TuneRun:
                     continue
                 margins = self.read(items)
                 labels = np.array([e.label for e in items])
-                row[f"{kind}:{name}"] = _metrics(margins, labels)
+                row[f"{kind}:{name}"] = margin_metrics(margins, labels)
         val = [v for k, v in row.items() if k.startswith("validation:")]
         if val:
             row["validation_loss"] = float(np.mean([v["loss"] for v in val]))

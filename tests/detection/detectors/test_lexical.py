@@ -9,7 +9,7 @@ import pytest
 from scopeguard.data import load_dataset
 from scopeguard.detection.detectors import get_detector
 from scopeguard.detection.detectors.lexical import LexicalDetector, coverage_to_score
-from scopeguard.detection.read.text import chunk_question, content_stems, coverage, split_sentences, stem
+from scopeguard.detection.read.text import chunk_question, content_stems, coverage, sentence_windows, stem
 from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.evaluation.detection import detection_metrics, run_detector
 
@@ -32,7 +32,7 @@ def test_text_helpers() -> None:
     assert content_stems("What did the Mayor say about the libraries?") == ["mayor", "say", "library"]
     assert coverage(["a", "b"], ["a", "c"]) == 0.5
     assert coverage([], ["a"]) == 1.0
-    sents = split_sentences("Mr. Smith arrived. He left at 5 p.m. on Monday.\n\nA new paragraph")
+    sents = sentence_windows("Mr. Smith arrived. He left at 5 p.m. on Monday.\n\nA new paragraph")
     assert sents == ["Mr. Smith arrived.", "He left at 5 p.m. on Monday.", "A new paragraph"]
     assert chunk_question("Which architecture firm designed the solar roof panels?") == [
         "architecture firm designed",

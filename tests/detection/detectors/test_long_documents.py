@@ -20,7 +20,7 @@ from scopeguard.detection.detectors.fast import FastDetector
 from scopeguard.detection.detectors.lexical import LexicalDetector
 from scopeguard.detection.read import fast as fast_module
 from scopeguard.detection.read.fast import FastFeaturizer
-from scopeguard.detection.read.text import content_stem_set, content_stems, split_sentences
+from scopeguard.detection.read.text import content_stem_set, content_stems, sentence_windows
 from scopeguard.detection.read.token_encoder import TokenEmbeddings
 from scopeguard.errors import ConfigurationError, DocumentTooLongError
 from scopeguard.types import Document
@@ -107,11 +107,11 @@ def fake_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_sentence_splitting_is_linear_on_runs_of_initials() -> None:
     text = "Names: " + "J. R. " * 20_000  # 120 KB that is one "sentence": took minutes before
     started = time.perf_counter()
-    sentences = split_sentences(text)
+    sentences = sentence_windows(text)
     assert time.perf_counter() - started < 3.0
     assert len(sentences) == 667 and sentences[0].startswith("Names: J. R. J. R.")
     # the joining rule itself is unchanged
-    assert split_sentences("Names: J. R. Tolkien wrote. Then Dr. Who left. See No. 5 in the list.") == [
+    assert sentence_windows("Names: J. R. Tolkien wrote. Then Dr. Who left. See No. 5 in the list.") == [
         "Names: J. R. Tolkien wrote.",
         "Then Dr. Who left.",
         "See No. 5 in the list.",

@@ -19,7 +19,7 @@ from scopeguard.detection.read.llama_states import (
     saved_states_summary,
     states_on_disk,
 )
-from scopeguard.detection.signals import _read_identity
+from scopeguard.detection.signals import read_identity
 from scopeguard.errors import ConfigurationError
 
 
@@ -93,7 +93,7 @@ def test_the_feature_cache_keys_a_quantised_read_apart_and_an_f16_one_as_before(
     def reader(**scorer: str) -> types.SimpleNamespace:
         return types.SimpleNamespace(scorer=types.SimpleNamespace(name="m", **scorer), chunk_tokens=512)
 
-    before = _read_identity(reader(), "answerability_verdict")
-    assert _read_identity(reader(kv_type="f16"), "answerability_verdict") == before
-    quantised = _read_identity(reader(kv_type="q8_0"), "answerability_verdict")
+    before = read_identity(reader(), "answerability_verdict")
+    assert read_identity(reader(kv_type="f16"), "answerability_verdict") == before
+    quantised = read_identity(reader(kv_type="q8_0"), "answerability_verdict")
     assert quantised == {**before, "kv_type": "q8_0"}
