@@ -17,7 +17,11 @@ or a refusal with ``failed_closed=True`` (``answer``); ``"raise"`` raises
 :class:`~scopeguard.errors.LLMConnectionError` instead. A request the server rejects (422) raises
 :class:`~scopeguard.errors.InputError`, a wrong API key (401)
 :class:`~scopeguard.errors.ConfigurationError`. ``answer(..., responder=fn)`` lets the server
-decide and ``fn(question, documents)`` answer in-scope questions locally.
+decide and ``fn(question, documents)`` answer in-scope questions locally; with
+``speculative=True`` (the client's, or ``answer``'s) ``fn`` starts beside the server's check and its
+answer is held until the verdict: used when the server leaves the answer to the caller, dropped
+otherwise (a refusal, a failed request), as :class:`~scopeguard.Guard` does
+(``result.metadata["speculation"]``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ from typing import Any, cast
 
 from scopeguard._optional import require
 from scopeguard._prereading import PrereadJob, preread_documents
+from scopeguard._speculation import (
+    AsyncHeldAnswer,
+    HeldAnswer,
+    asettled,
+    astart_answer,
+    settled,
+    start_answer,
+)
 from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, ScopeGuardError, error_kind
 from scopeguard.guard import Guard, OnError
 from scopeguard.policies import HedgePolicy, Policy, RefusePolicy, Responder, get_policy, with_caveat
@@ -57,6 +69,8 @@ class _Protocol:
         on_error: what a failed request leads to (see the module docstring).
         concurrency: the bound integrations use for per-document checks.
         transport: an ``httpx`` transport (tests).
+        speculative: start ``answer``'s ``responder`` beside the server's check (see the module
+            docstring); ``answer(..., speculative=)`` overrides it.
     """
 
     _HTTPX_CLIENT = "Client"
@@ -70,6 +84,7 @@ class _Protocol:
         on_error: OnError = "fail_closed",
         concurrency: int = 4,
         transport: Any = None,
+        speculative: bool = False,
     ) -> None:
         if on_error not in ("fail_closed", "fail_open", "raise"):
             raise ConfigurationError(
@@ -79,6 +94,7 @@ class _Protocol:
         self.base_url = base_url.rstrip("/")
         self.on_error: OnError = on_error
         self.concurrency = concurrency
+        self.speculative = speculative
         self.llm = None  # the server's LLM answers (``answer``); none on this side
         self.answer_template = "rag_basic"
         self._api_key, self._timeout = api_key, timeout
@@ -133,6 +149,10 @@ class _Protocol:
         return Verdict(
             label="unknown", detector=self.detector.name, error=str(exc), error_kind=error_kind(exc)
         )
+
+    def _speculating(self, speculative: bool | None, responder: Responder | None) -> bool:
+        """Whether to start ``responder`` beside the server's check."""
+        return responder is not None and (self.speculative if speculative is None else speculative)
 
     def _failed_answer(self, exc: ScopeGuardError, question: str, documents: Docs) -> GuardResult:
         verdict = self._failed_check(exc)
@@ -222,14 +242,35 @@ class GuardClient(_Protocol):
         except ScopeGuardError as exc:
             return self._failed_check(exc)
 
-    def answer(self, question: str, documents: Docs, *, responder: Responder | None = None) -> GuardResult:
+    def answer(
+        self,
+        question: str,
+        documents: Docs,
+        *,
+        responder: Responder | None = None,
+        speculative: bool | None = None,
+    ) -> GuardResult:
         body = {**self._body(question, documents), "generate": responder is None}
+        held = None
+        if responder is not None and self._speculating(speculative, responder):
+            held = start_answer(None, "", body["question"], as_documents(documents), responder)
+        return settled(held, lambda: self._answer(body, question, documents, responder, held))
+
+    def _answer(
+        self,
+        body: dict[str, Any],
+        question: str,
+        documents: Docs,
+        responder: Responder | None,
+        held: HeldAnswer[str] | None,
+    ) -> GuardResult:
         try:
             result = self._result(self._post("/v1/answer", body), question, documents)
         except ScopeGuardError as exc:
             return self._failed_answer(exc, question, documents)
         if responder is not None and _caller_answers(result):
-            return _callers_answer(result, responder(result.question, result.documents))
+            text = held.result() if held is not None else responder(result.question, result.documents)
+            return _callers_answer(result, text)
         return result
 
     def _aclient(self) -> AsyncGuardClient:
@@ -244,6 +285,7 @@ class GuardClient(_Protocol):
                 timeout=self._timeout,
                 on_error=self.on_error,
                 concurrency=self.concurrency,
+                speculative=self.speculative,
             )
             client._info = self._info
             self._async_clients[loop] = client
@@ -265,9 +307,14 @@ class GuardClient(_Protocol):
         return PrereadJob(lambda doc: self.preread([doc]), preread_documents(documents))
 
     async def aanswer(
-        self, question: str, documents: Docs, *, responder: Responder | None = None
+        self,
+        question: str,
+        documents: Docs,
+        *,
+        responder: Responder | None = None,
+        speculative: bool | None = None,
     ) -> GuardResult:
-        return await self._aclient().answer(question, documents, responder=responder)
+        return await self._aclient().answer(question, documents, responder=responder, speculative=speculative)
 
     def close(self) -> None:
         self._client.close()
@@ -311,14 +358,34 @@ class AsyncGuardClient(_Protocol):
             return self._failed_check(exc)
 
     async def answer(
-        self, question: str, documents: Docs, *, responder: Responder | None = None
+        self,
+        question: str,
+        documents: Docs,
+        *,
+        responder: Responder | None = None,
+        speculative: bool | None = None,
     ) -> GuardResult:
         body = {**self._body(question, documents), "generate": responder is None}
+        held = None
+        if responder is not None and self._speculating(speculative, responder):
+            held = astart_answer(None, "", body["question"], as_documents(documents), responder)
+        return await asettled(held, self._answer(body, question, documents, responder, held))
+
+    async def _answer(
+        self,
+        body: dict[str, Any],
+        question: str,
+        documents: Docs,
+        responder: Responder | None,
+        held: AsyncHeldAnswer[str] | None,
+    ) -> GuardResult:
         try:
             result = self._result(await self._post("/v1/answer", body), question, documents)
         except ScopeGuardError as exc:
             return self._failed_answer(exc, question, documents)
         if responder is not None and _caller_answers(result):
+            if held is not None:
+                return _callers_answer(result, await held.result())
             text = await asyncio.to_thread(responder, result.question, result.documents)
             return _callers_answer(result, text)
         return result

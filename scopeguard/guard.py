@@ -20,6 +20,13 @@ with ``failed_closed=True`` and the error in ``result.metadata["error"]`` (the s
 ``metadata["error_stage"]``: ``answer``, ``hedge``, ``policy``, ``answer_check``), unless
 ``on_error="raise"``. A batch never loses its other results to one failing item.
 
+``Guard(speculative=True)`` (or ``answer(..., speculative=True)``) starts the answer (the
+``responder``, or the guard's LLM) beside the check, on a thread (``answer``) or a task
+(``aanswer``), and holds it until the verdict: the answer is released where the verdict leads to
+it (in scope; the ``flag`` and ``hedge`` policies with a ``responder`` use it too), and dropped
+otherwise (out of scope, a failed check: the policy's result, exactly as without speculation).
+``result.metadata["speculation"]`` says which, with a dropped answer's cost (seconds, tokens).
+
 ``guard.preread(documents)`` reads a corpus ahead of the questions (``preread_in_background``:
 on a daemon thread, between checks), so that a later check costs only the question.
 
@@ -37,7 +44,17 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from scopeguard._batching import Batching, failed_verdict
 from scopeguard._prereading import CheckGate, Prereading
+from scopeguard._speculation import (
+    AsyncHeldAnswer,
+    HeldAnswer,
+    asettled,
+    astart_answer,
+    held_responder,
+    settled,
+    start_answer,
+)
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.detectors.registry import detector_takes, get_detector
 from scopeguard.detection.profile import CalibrationProfile, calibrated
@@ -82,7 +99,7 @@ class AnswerCheck(Protocol):
     async def acheck(self, result: GuardResult) -> GuardResult: ...
 
 
-class Guard(Prereading):
+class Guard(Batching, Prereading):
     """Guards a RAG step: decide in/out of scope, then answer or apply the policy.
 
     Args:
@@ -123,6 +140,10 @@ class Guard(Prereading):
             with a caveat that the documents may not fully cover the question; with a
             ``responder``, its answer followed by :data:`~scopeguard.policies.HEDGE_CAVEAT`),
             another policy name, a Policy or a callable; ``None`` answers them plainly.
+        speculative: start the answer beside the check and hold it until the verdict (see the
+            module docstring): the answer's latency loses the check's, and a dropped answer's
+            tokens are paid for. Worth it with an API LLM; not with a local LLM on the CPU the
+            check reads on (they compete for its cores). ``answer(..., speculative=)`` overrides it.
     """
 
     def __init__(
@@ -139,6 +160,7 @@ class Guard(Prereading):
         deadline: float | Literal["default"] | None = "default",
         calibration: str | os.PathLike[str] | CalibrationProfile | None = None,
         hedge: str | Policy | Callable[[str, Sequence[Document], Verdict], str] | None = "hedge",
+        speculative: bool = False,
     ) -> None:
         if on_error not in ("fail_closed", "fail_open", "raise"):
             raise ConfigurationError(
@@ -158,6 +180,8 @@ class Guard(Prereading):
         self.on_error: OnError = on_error
         self.concurrency = concurrency
         self.answer_check = answer_check
+        #: whether :meth:`answer` starts the answer beside the check (see the module docstring)
+        self.speculative = speculative
         #: the checks running now: a background pre-read reads its next document only when none is
         self.gate = CheckGate()
 
@@ -174,7 +198,7 @@ class Guard(Prereading):
         if self.on_error == "raise":
             raise exc
         logger.warning("detector %s failed: %s", getattr(self.detector, "name", "?"), exc)
-        return _failed_verdict(self.detector, exc)
+        return failed_verdict(self.detector, exc)
 
     def check(self, question: str, documents: Docs) -> Verdict:
         """The detector's verdict; failures follow ``on_error`` (an ``unknown`` verdict with ``error``)."""
@@ -249,133 +273,135 @@ class Guard(Prereading):
         )
 
     def _respond(
-        self, q: str, docs: Sequence[Document], verdict: Verdict, oos: bool, responder: Responder | None
+        self,
+        q: str,
+        docs: Sequence[Document],
+        verdict: Verdict,
+        oos: bool,
+        responder: Responder | None,
+        held: HeldAnswer[str] | None = None,
     ) -> PolicyOutcome:
+        if held is not None and responder is not None:
+            responder = held_responder(held)  # the policies that call it get the held answer
         if oos:
             return self.policy.apply(PolicyContext(q, docs, verdict, self.llm, responder))
         hedge = self.hedging(verdict)
         if hedge is not None:
             return hedge.apply(PolicyContext(q, docs, verdict, self.llm, responder))
+        if held is not None:
+            return PolicyOutcome(Action.ANSWERED, held.result())
         text = responder(q, docs) if responder else llm_answer(self.llm, q, docs, self.answer_template)
         return PolicyOutcome(Action.ANSWERED, text)
 
     async def _arespond(
-        self, q: str, docs: Sequence[Document], verdict: Verdict, oos: bool, responder: Responder | None
+        self,
+        q: str,
+        docs: Sequence[Document],
+        verdict: Verdict,
+        oos: bool,
+        responder: Responder | None,
+        held: AsyncHeldAnswer[str] | None = None,
     ) -> PolicyOutcome:
+        if held is not None and responder is not None:
+            responder = held_responder(held)
         if oos:
             return await self.policy.aapply(PolicyContext(q, docs, verdict, self.llm, responder))
         hedge = self.hedging(verdict)
         if hedge is not None:
             return await hedge.aapply(PolicyContext(q, docs, verdict, self.llm, responder))
+        if held is not None:
+            return PolicyOutcome(Action.ANSWERED, await held.result())
         if responder is not None:
             return PolicyOutcome(Action.ANSWERED, await asyncio.to_thread(responder, q, docs))
         return PolicyOutcome(Action.ANSWERED, await allm_answer(self.llm, q, docs, self.answer_template))
 
-    def answer(self, question: str, documents: Docs, *, responder: Responder | None = None) -> GuardResult:
+    def _speculating(self, speculative: bool | None, responder: Responder | None) -> bool:
+        """Whether to start the answer beside the check (there is something to answer with)."""
+        wanted = self.speculative if speculative is None else speculative
+        return wanted and (responder is not None or self.llm is not None)
+
+    def answer(
+        self,
+        question: str,
+        documents: Docs,
+        *,
+        responder: Responder | None = None,
+        speculative: bool | None = None,
+    ) -> GuardResult:
         """Check, then answer (in scope), answer with a caveat (the hedge policy, for an in-scope
         verdict in the hedge band) or apply the policy (out of scope).
 
         ``responder(question, documents) -> str`` replaces the guard's own LLM for in-scope
         answers (for example a user's RAG chain); a hedged answer is then its text followed by
-        the caveat line.
+        the caveat line. ``speculative``: start the answer beside the check (``None``: the
+        guard's ``speculative``; see the module docstring).
         """
         q, docs = validate_question(question), as_documents(documents)
         with deadline_block(self.deadline):
-            verdict = self._check(q, docs)
-            oos, closed = self.decide(verdict)
-            result = GuardResult(
-                question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
-            )
-            try:
-                outcome = self._respond(q, docs, verdict, oos, responder)
-                result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
-            except ScopeGuardError as exc:
-                return self._failed_step(exc, self._stage(verdict, oos), result)
-            if self.answer_check is None:
-                return result
-            try:
-                return self.answer_check.check(result)
-            except ScopeGuardError as exc:
-                return self._failed_step(exc, "answer_check", result)
+            held = None
+            if self._speculating(speculative, responder):
+                held = start_answer(self.llm, self.answer_template, q, docs, responder)
+            return settled(held, lambda: self._answer(q, docs, responder, held))
+
+    def _answer(
+        self, q: str, docs: tuple[Document, ...], responder: Responder | None, held: HeldAnswer[str] | None
+    ) -> GuardResult:
+        verdict = self._check(q, docs)
+        oos, closed = self.decide(verdict)
+        result = GuardResult(
+            question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
+        )
+        try:
+            outcome = self._respond(q, docs, verdict, oos, responder, held)
+            result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
+        except ScopeGuardError as exc:
+            return self._failed_step(exc, self._stage(verdict, oos), result)
+        if self.answer_check is None:
+            return result
+        try:
+            return self.answer_check.check(result)
+        except ScopeGuardError as exc:
+            return self._failed_step(exc, "answer_check", result)
 
     async def aanswer(
-        self, question: str, documents: Docs, *, responder: Responder | None = None
+        self,
+        question: str,
+        documents: Docs,
+        *,
+        responder: Responder | None = None,
+        speculative: bool | None = None,
     ) -> GuardResult:
         q, docs = validate_question(question), as_documents(documents)
         with deadline_block(self.deadline):
-            verdict = await self._acheck(q, docs)
-            oos, closed = self.decide(verdict)
-            result = GuardResult(
-                question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
-            )
-            try:
-                outcome = await _bounded(self._arespond(q, docs, verdict, oos, responder), "the answer")
-                result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
-            except ScopeGuardError as exc:
-                return self._failed_step(exc, self._stage(verdict, oos), result)
-            if self.answer_check is None:
-                return result
-            try:
-                return await _bounded(self.answer_check.acheck(result), "the answer check")
-            except ScopeGuardError as exc:
-                return self._failed_step(exc, "answer_check", result)
+            held = None
+            if self._speculating(speculative, responder):
+                held = astart_answer(self.llm, self.answer_template, q, docs, responder)
+            return await asettled(held, self._aanswer(q, docs, responder, held))
 
-    # -- batches ---------------------------------------------------------------------------
-    def _failed_item(
-        self, question: object, documents: Docs, exc: ScopeGuardError, answer: bool
-    ) -> GuardResult | Verdict:
-        """The record of a batch item that raised before a verdict (for example an empty question)."""
-        logger.warning("batch item %r failed: %s", question, exc)
-        verdict = _failed_verdict(self.detector, exc)
-        if not answer:
-            return verdict
+    async def _aanswer(
+        self,
+        q: str,
+        docs: tuple[Document, ...],
+        responder: Responder | None,
+        held: AsyncHeldAnswer[str] | None,
+    ) -> GuardResult:
+        verdict = await self._acheck(q, docs)
+        oos, closed = self.decide(verdict)
+        result = GuardResult(
+            question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
+        )
         try:
-            docs: tuple[Document, ...] = as_documents(documents)
-        except ScopeGuardError:
-            docs = ()
-        result = GuardResult(question=str(question), verdict=verdict, action=Action.REFUSED, documents=docs)
-        return self._failed_step(exc, "input", result)
-
-    async def abatch(
-        self, items: Iterable[tuple[str, Docs]], *, answer: bool = True, concurrency: int | None = None
-    ) -> list[GuardResult | Verdict]:
-        """Run many (question, documents) pairs concurrently, at most ``concurrency`` at once.
-
-        One failing item never costs the others their results: an item that raises a
-        ScopeGuardError (an empty question, ...) gets a failed-closed record with the error.
-        With ``on_error="raise"`` (or on a ConfigurationError) the first error is raised once
-        every item has finished.
-        """
-        sem = asyncio.Semaphore(concurrency or self.concurrency)
-
-        async def one(q: str, d: Docs) -> GuardResult | Verdict:
-            async with sem:
-                try:
-                    return await (self.aanswer(q, d) if answer else self.acheck(q, d))
-                except ScopeGuardError as exc:
-                    if self.on_error == "raise" or isinstance(exc, ConfigurationError):
-                        raise
-                    return self._failed_item(q, d, exc, answer)
-
-        results: list[GuardResult | Verdict] = []
-        for outcome in await asyncio.gather(*(one(q, d) for q, d in items), return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                raise outcome
-            results.append(outcome)
-        return results
-
-    def batch(
-        self, items: Iterable[tuple[str, Docs]], *, answer: bool = True, concurrency: int | None = None
-    ) -> list[GuardResult | Verdict]:
-        """Sync wrapper of :meth:`abatch` (must not be called from a running event loop)."""
-        return asyncio.run(self.abatch(items, answer=answer, concurrency=concurrency))
-
-
-def _failed_verdict(detector: Any, exc: BaseException) -> Verdict:
-    """The ``unknown`` verdict of a failed check, naming the error and its kind."""
-    return Verdict(
-        label="unknown", detector=getattr(detector, "name", ""), error=str(exc), error_kind=error_kind(exc)
-    )
+            answering = self._arespond(q, docs, verdict, oos, responder, held)
+            outcome = await _bounded(answering, "the answer")
+            result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
+        except ScopeGuardError as exc:
+            return self._failed_step(exc, self._stage(verdict, oos), result)
+        if self.answer_check is None:
+            return result
+        try:
+            return await _bounded(self.answer_check.acheck(result), "the answer check")
+        except ScopeGuardError as exc:
+            return self._failed_step(exc, "answer_check", result)
 
 
 async def _bounded(step: Awaitable[T], what: str) -> T:

@@ -55,6 +55,13 @@ def serve(
         help="Pre-read this corpus (dataset folder, JSONL, folder of .txt/.md) in the background at "
         "start, between checks; /readyz and /metrics report its progress.",
     ),
+    speculative: bool | None = typer.Option(
+        None,
+        "--speculative/--no-speculative",
+        help="Start the upstream answer beside the check and hold it until the verdict (dropped when "
+        f"out of scope; /metrics counts what dropped answers cost) {_default('speculative')}.",
+        show_default=False,
+    ),
 ) -> None:
     """Serve the guard over HTTP: /v1/check, /v1/answer, /v1/chat/completions (guarded proxy), /metrics.
 
@@ -76,6 +83,7 @@ def serve(
         "api_key": api_key,
         "deadline": deadline_s,
         "preread": preread,
+        "speculative": speculative,
     }
     config = load_config(config_file, overrides)
     configure_json_logs(logging.INFO)

@@ -89,6 +89,13 @@ class ServeConfig(BaseModel):
     max_document_chars: int = Field(default=100_000, ge=1, description="Longest document, in characters.")
     max_batch: int = Field(default=64, ge=1, description="Most items in one /v1/check/batch request.")
     preload: bool = Field(default=True, description="Load the detector's models at start (/readyz waits).")
+    speculative: bool = Field(
+        default=False,
+        description="Start the upstream LLM's answer (the proxy; /v1/answer's own LLM) beside the check and "
+        "hold it until the verdict: released in scope, cancelled out of scope or on a failed check. Saves "
+        "the check's time on answered requests; dropped answers' tokens are paid for "
+        "(scopeguard_speculative_discarded_*).",
+    )
     preread: Path | None = Field(
         default=None,
         description="A corpus to pre-read at start (a dataset folder, a JSONL file or a folder of .txt/.md "

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from scopeguard._optional import require
+from scopeguard._speculation import DiscardedCost
 from scopeguard.errors import ScopeGuardError
 from scopeguard.types import Verdict
 
@@ -98,6 +99,29 @@ class Metrics:
             "scopeguard_upstream_seconds", "Upstream LLM latency (to the first byte when streaming).",
             buckets=_LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
+
+        self.speculative = prom.Counter(
+            "scopeguard_speculative_answers",
+            "Answers started beside the check (--speculative), by route and outcome (released, discarded).",
+            ["route", "outcome"], registry=r,
+        )  # fmt: skip
+        self.discarded_tokens = prom.Counter(
+            "scopeguard_speculative_discarded_tokens",
+            "Tokens of speculative answers dropped by their verdict (counted: the LLM's own count, tokens; "
+            "else the chunks received, chunks).", ["counted"], registry=r,
+        )  # fmt: skip
+        self.discarded_seconds = prom.Counter(
+            "scopeguard_speculative_discarded_seconds",
+            "Seconds speculative answers dropped by their verdict ran (until dropped, or their end).",
+            registry=r,
+        )
+
+    def speculation(self, route: str, cost: DiscardedCost | None) -> None:
+        """Count one speculative answer of ``route``: released (``cost`` ``None``) or discarded."""
+        self.speculative.labels(route, "released" if cost is None else "discarded").inc()
+        if cost is not None:
+            self.discarded_tokens.labels(cost.counted).inc(cost.tokens)
+            self.discarded_seconds.inc(cost.seconds)
 
     def watch_states(self, stats: Callable[[], Any]) -> None:
         """Report the reader's kept states at each scrape: ``stats()`` gives its

@@ -16,6 +16,12 @@ The deadline covers the check and the upstream reply (its first chunk when strea
 after that is bounded by ``stream_idle_timeout`` (between chunks) and ``stream_deadline`` (in all,
 from the request's arrival): either ends it with an error event (``stream_idle_timeout`` or
 ``stream_deadline_exceeded``, kind ``timeout``), counted in ``scopeguard_streams_cut_total``.
+
+With ``speculative`` the upstream request starts beside the check and its reply (a stream's
+chunks) is held until the verdict: forwarded as above when the verdict forwards, cancelled
+otherwise (out of scope, no verdict in time: nothing of it is sent). What a dropped answer cost is
+counted in ``scopeguard_speculative_discarded_tokens_total`` / ``..._seconds_total`` and traced
+(a ``scopeguard.speculative`` span).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scopeguard._speculation import AsyncHeldAnswer, Tally
 from scopeguard.errors import (
     ErrorKind,
     InputError,
@@ -109,6 +116,20 @@ def _sse(data: dict[str, Any] | str) -> bytes:
     return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
 
 
+def _count_usage(tally: Tally, event: Any) -> None:
+    """Add the completion tokens an upstream reply or stream event reports (``usage``) to ``tally``."""
+    usage = event.get("usage") if isinstance(event, dict) else None
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if isinstance(tokens, int) and tokens > 0:
+        tally.add_tokens(tokens)
+
+
+async def _close(events: Any) -> None:
+    """Close an upstream stream (the SDK's ``close``) or a held one (an async generator's ``aclose``)."""
+    close = getattr(events, "aclose", None) or events.close
+    await close()
+
+
 def add_proxy_routes(app: Any, runtime: Runtime) -> None:
     from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -173,7 +194,31 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
             kind = kind or ("bad_reply" if isinstance(exc, ValueError) else "upstream")
             yield _sse(json.loads(error_body(message, "upstream_error", kind=kind)))
         finally:
-            await events.close()
+            await _close(events)
+
+    def speculate(req: GuardedChatRequest) -> AsyncHeldAnswer[Any]:
+        """The upstream request started now, its reply (or a stream's events) held until the verdict;
+        the completion tokens it reports are counted."""
+        body = upstream_body(req)
+
+        async def produce(tally: Tally) -> AsyncIterator[Any]:
+            if not req.stream:
+                reply = await runtime.upstream.achat_completion(body)
+                _count_usage(tally, reply.model_dump(mode="json"))
+                yield reply
+                return
+            events, first = await open_stream(body)
+            try:
+                if first is not None:
+                    _count_usage(tally, first)
+                    yield first
+                async for event in events:
+                    _count_usage(tally, event)
+                    yield event
+            finally:
+                await events.close()
+
+        return AsyncHeldAnswer(produce, name="scopeguard-speculative-upstream")
 
     def policy_reply(
         req: GuardedChatRequest, text: str, extra: dict[str, Any], headers: dict[str, str]
@@ -207,30 +252,44 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
         arrived = time.monotonic()
         question, docs = last_user_text(req.messages), checked_documents(config, req.documents)
         with runtime.admit(docs), deadline_block(config.deadline):
-            done = await runtime.check(question, docs)
-            verdict: Verdict = done.value
-            if done.timed_out:
-                return failed(
-                    504,
-                    f"no verdict within the deadline of {config.deadline:g}s",
-                    "deadline_exceeded",
-                    verdict,
-                    "timeout",
-                )
-            oos, closed = guard.decide(verdict)
-            forward = not oos or isinstance(guard.policy, FlagOnlyPolicy)
-            if not forward:
-                with span("scopeguard.policy", policy=guard.policy.name):
-                    outcome = await guard.policy.aapply(PolicyContext(question, docs, verdict, guard.llm))
-                extra = guard_field(verdict, outcome.action, closed)
-                return policy_reply(req, outcome.response, extra, guard_headers(verdict, outcome.action))
-            if config.upstream is None:
-                return failed(
-                    502, "no upstream LLM is configured (--upstream)", "no_upstream", verdict, "config"
-                )
-            action = Action.FLAGGED if oos else Action.ANSWERED
-            extra, headers = guard_field(verdict, action, closed), guard_headers(verdict, action)
-            return await forward_upstream(req, verdict, extra, headers, arrived)
+            held = speculate(req) if config.speculative and runtime.upstream is not None else None
+            try:
+                return await guarded(req, question, docs, arrived, held)
+            finally:  # an answer the verdict did not forward is dropped here
+                if held is not None:
+                    runtime.speculated("proxy", None if held.released else held.discard())
+
+    async def guarded(
+        req: GuardedChatRequest,
+        question: str,
+        docs: Any,
+        arrived: float,
+        held: AsyncHeldAnswer[Any] | None,
+    ) -> Any:
+        """The verdict on ``question``, then the policy's reply or the upstream's (``held``: the
+        upstream's speculative reply, used when the verdict forwards)."""
+        done = await runtime.check(question, docs)
+        verdict: Verdict = done.value
+        if done.timed_out:
+            return failed(
+                504,
+                f"no verdict within the deadline of {config.deadline:g}s",
+                "deadline_exceeded",
+                verdict,
+                "timeout",
+            )
+        oos, closed = guard.decide(verdict)
+        forward = not oos or isinstance(guard.policy, FlagOnlyPolicy)
+        if not forward:
+            with span("scopeguard.policy", policy=guard.policy.name):
+                outcome = await guard.policy.aapply(PolicyContext(question, docs, verdict, guard.llm))
+            extra = guard_field(verdict, outcome.action, closed)
+            return policy_reply(req, outcome.response, extra, guard_headers(verdict, outcome.action))
+        if config.upstream is None:
+            return failed(502, "no upstream LLM is configured (--upstream)", "no_upstream", verdict, "config")
+        action = Action.FLAGGED if oos else Action.ANSWERED
+        extra, headers = guard_field(verdict, action, closed), guard_headers(verdict, action)
+        return await forward_upstream(req, verdict, extra, headers, arrived, held)
 
     async def forward_upstream(
         req: GuardedChatRequest,
@@ -238,14 +297,21 @@ def add_proxy_routes(app: Any, runtime: Runtime) -> None:
         extra: dict[str, Any],
         headers: dict[str, str],
         arrived: float,
+        held: AsyncHeldAnswer[Any] | None = None,
     ) -> Any:
         body = upstream_body(req)
         started = time.perf_counter()
         try:
-            with span("scopeguard.upstream", stream=req.stream):
+            with span("scopeguard.upstream", stream=req.stream, speculative=held is not None):
                 if req.stream:
                     left = max(remaining() or config.deadline, 0.0)
-                    events, first = await asyncio.wait_for(open_stream(body), left)
+                    if held is not None:
+                        events = held.release()
+                        first = await asyncio.wait_for(anext(events, None), left)
+                    else:
+                        events, first = await asyncio.wait_for(open_stream(body), left)
+                elif held is not None:
+                    reply = await held.result()
                 else:
                     reply = await runtime.upstream.achat_completion(body)
         except (asyncio.TimeoutError, LLMTimeoutError):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from scopeguard._prereading import kept_state_stats, saved_state_bytes
+from scopeguard._speculation import DiscardedCost
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.detectors.registry import detector_reads, get_detector
 from scopeguard.errors import ConfigurationError, LLMTimeoutError
@@ -37,7 +38,7 @@ from scopeguard.serve._backlog import Backlog
 from scopeguard.serve._config import ServeConfig
 from scopeguard.serve._metrics import Metrics
 from scopeguard.serve._preread import StartupPreread
-from scopeguard.serve._telemetry import set_attributes, span
+from scopeguard.serve._telemetry import set_attributes, span, trace_discarded
 from scopeguard.types import Document, GuardResult, Verdict
 
 logger = logging.getLogger(__name__)
@@ -349,9 +350,14 @@ class Runtime:
         own = generate and self.guard.llm is not None
         with deadline_block(self.config.deadline), span("scopeguard.answer") as s:
             result: GuardResult = await self.guard.aanswer(
-                question, documents, responder=None if own else _caller_answers
+                question,
+                documents,
+                responder=None if own else _caller_answers,
+                speculative=own and self.config.speculative,
             )
             set_attributes(s, label=result.verdict.label, action=result.action.value)
+            if "speculation" in result.metadata:
+                self.speculated("answer", DiscardedCost.from_metadata(result.metadata["speculation"]))
         if not own and result.response == "":
             result = result.model_copy(update={"response": None})
         self.metrics.verdict(result.verdict)
@@ -360,6 +366,13 @@ class Runtime:
         if result.failed_closed:
             self.metrics.fail_closed.labels("deadline" if timed_out else "error").inc()
         return Timed(result, timed_out)
+
+    def speculated(self, route: str, cost: DiscardedCost | None) -> None:
+        """Count a speculative answer of ``route`` in the metrics: released (``cost`` ``None``) or
+        discarded (also traced, with what it cost)."""
+        self.metrics.speculation(route, cost)
+        if cost is not None:
+            trace_discarded(cost)
 
     def preread(self, documents: Sequence[Document]) -> tuple[int, int, int]:
         """``(documents read now, documents already kept, passages read)``; documents the server

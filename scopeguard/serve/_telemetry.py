@@ -54,6 +54,20 @@ def set_attributes(current: Any, **attributes: Any) -> None:
                 current.set_attribute(f"scopeguard.{key}", value)
 
 
+def trace_discarded(cost: Any) -> None:
+    """A ``scopeguard.speculative`` span recording what a speculative answer dropped by its verdict
+    cost (a :class:`~scopeguard._speculation.DiscardedCost`): seconds, tokens and how counted."""
+    with span(
+        "scopeguard.speculative",
+        outcome="discarded",
+        discarded_seconds=round(cost.seconds, 4),
+        discarded_tokens=cost.tokens,
+        counted=cost.counted,
+        finished=cost.finished,
+    ):
+        pass
+
+
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 

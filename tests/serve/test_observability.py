@@ -85,3 +85,19 @@ def test_the_reading_stage_has_its_own_span(provider: _Provider) -> None:
     lane.close()
     (read,) = [s for s in provider.spans if s.name == "scopeguard.read"]
     assert read.attributes["scopeguard.queued_ms"] >= 0
+
+
+def test_a_discarded_speculative_answer_is_traced_with_its_cost(
+    provider: _Provider, upstream: FakeOpenAIServer
+) -> None:
+    from scopeguard.testing import ScriptedDetector
+
+    config = ServeConfig(port=0, upstream=upstream.base_url, speculative=True, preload=False)
+    with running_guard_server(config, detector=ScriptedDetector(lambda _q: "out_of_scope")) as url:
+        body = {"model": "m", "messages": [{"role": "user", "content": OUT_OF_SCOPE}], "documents": [PARIS]}
+        assert httpx.post(f"{url}/v1/chat/completions", json=body).status_code == 200
+    (dropped,) = [s.attributes for s in provider.spans if s.name == "scopeguard.speculative"]
+    assert dropped["scopeguard.outcome"] == "discarded"
+    assert dropped["scopeguard.discarded_seconds"] >= 0
+    assert dropped["scopeguard.counted"] in ("tokens", "chunks")
+    assert isinstance(dropped["scopeguard.discarded_tokens"], int)

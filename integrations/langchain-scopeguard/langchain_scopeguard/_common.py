@@ -23,6 +23,7 @@ __all__ = [
     "atrace_verdicts",
     "to_scopeguard",
     "trace_verdicts",
+    "traced",
     "verdict_config",
     "verdict_metadata",
     "with_verdict",
@@ -118,7 +119,8 @@ def _verdict_run(metadata: dict[str, Any]) -> RunnableLambda[Any, Any]:
     return RunnableLambda(lambda _: metadata, name=VERDICT_RUN_NAME)
 
 
-def _traced(callbacks: Callbacks) -> bool:
+def traced(callbacks: Callbacks) -> bool:
+    """Whether ``callbacks`` has a handler to trace to."""
     if isinstance(callbacks, BaseCallbackManager):
         return bool(callbacks.handlers)
     return bool(callbacks)
@@ -127,7 +129,7 @@ def _traced(callbacks: Callbacks) -> bool:
 def trace_verdicts(callbacks: Callbacks, verdicts: Sequence[dict[str, Any]]) -> None:
     """Record each verdict as a ``ScopeGuardVerdict`` child run of ``callbacks``' parent run,
     with the verdict in the run's metadata and tags (:func:`verdict_config`) and as its output."""
-    if not _traced(callbacks):
+    if not traced(callbacks):
         return
     for meta in verdicts:
         _verdict_run(meta).invoke(meta, {**verdict_config(meta), "callbacks": callbacks})
@@ -135,7 +137,7 @@ def trace_verdicts(callbacks: Callbacks, verdicts: Sequence[dict[str, Any]]) -> 
 
 async def atrace_verdicts(callbacks: Callbacks, verdicts: Sequence[dict[str, Any]]) -> None:
     """The async twin of :func:`trace_verdicts`."""
-    if not _traced(callbacks):
+    if not traced(callbacks):
         return
     for meta in verdicts:
         await _verdict_run(meta).ainvoke(meta, {**verdict_config(meta), "callbacks": callbacks})

@@ -9,7 +9,6 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
 from langchain_core.documents import Document as LCDocument
-from langchain_core.messages import BaseMessage
 from langchain_core.prompts import PromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnableSerializable
 from langchain_core.runnables.config import merge_configs
@@ -17,6 +16,7 @@ from langchain_core.runnables.utils import AddableDict
 from pydantic import ConfigDict, model_validator
 from typing_extensions import TypedDict
 
+from langchain_scopeguard._answering import Answering
 from langchain_scopeguard._common import (
     AnyGuard,
     Prereading,
@@ -27,15 +27,24 @@ from langchain_scopeguard._common import (
     verdict_config,
     verdict_metadata,
 )
-from scopeguard import Action, ConfigurationError, InputError, Verdict
+from langchain_scopeguard._speculative import (
+    atrace_speculation,
+    settle,
+    trace_speculation,
+)
+from scopeguard import Action, InputError, Verdict
+from scopeguard._speculation import (
+    AsyncHeldAnswer,
+    Held,
+    HeldAnswer,
+    held_responder,
+)
 from scopeguard.policies import (
     FlagOnlyPolicy,
     HedgePolicy,
     Policy,
     PolicyContext,
     PolicyOutcome,
-    allm_answer,
-    llm_answer,
 )
 from scopeguard.prompts import fenced, render
 from scopeguard.types import StrictOptions, validate_question
@@ -89,18 +98,7 @@ def rag_prompt(template: str = "rag_basic") -> PromptTemplate:
     return _FencedPromptTemplate.from_template(text)
 
 
-def _text(output: Any) -> str:
-    if isinstance(output, str):
-        return output
-    if isinstance(output, BaseMessage):
-        return str(output.text)
-    raise ConfigurationError(
-        f"the answer chain must return a string or a message, got {type(output).__name__}; "
-        "end it with StrOutputParser()"
-    )
-
-
-class GuardedRAG(StrictOptions, Prereading, RunnableSerializable[GuardedInput, AddableDict]):
+class GuardedRAG(StrictOptions, Prereading, Answering, RunnableSerializable[GuardedInput, AddableDict]):
     """A guarded RAG chain: answers in-scope questions, responds with the policy otherwise.
 
     An in-scope question in the calibration profile's hedge band (``Guard(calibration=DIR)``,
@@ -126,6 +124,16 @@ class GuardedRAG(StrictOptions, Prereading, RunnableSerializable[GuardedInput, A
     them) ahead of the questions, ``preread_in_background(chunks)`` on a daemon thread between
     checks (:meth:`scopeguard.Guard.preread`, :meth:`scopeguard.Guard.preread_in_background`).
 
+    ``speculative=True`` starts the answer (the chain, or the guard's LLM) beside the check, on a
+    thread (``invoke``/``stream``) or a task (``ainvoke``/``astream``), and holds it (a stream's
+    chunks) until the verdict: released where the verdict leads to it (in scope; ``flag`` and the
+    ``hedge`` policy use it too), dropped otherwise, a failed check included: the output is then
+    exactly the policy's. The speculative chain runs without the caller's callbacks (a dropped
+    answer must not show in a trace or ``astream_events``); a ``ScopeGuardSpeculation`` child run
+    records its outcome and a dropped one's cost (``scopeguard_discarded_tokens``,
+    ``scopeguard_discarded_seconds``). It saves the check's time on answered questions and pays for
+    dropped answers' tokens: worth it with an API LLM, not with a local LLM on the guard's CPU.
+
     Tracing: the retriever, the detection step (``ScopeGuardCheck``) and the chain run as child
     runs. The verdict is also put where tracers filter runs: a ``ScopeGuardVerdict`` child run,
     and the answer chain's (or the policy's ``ScopeGuardPolicy``, or the hedge policy's
@@ -142,6 +150,7 @@ class GuardedRAG(StrictOptions, Prereading, RunnableSerializable[GuardedInput, A
     chain: Runnable[dict[str, Any], Any] | None = None
     input_key: str = "question"
     format_documents: Callable[[Sequence[LCDocument]], str] = _join_documents
+    speculative: bool = False
 
     @model_validator(mode="after")
     def _has_answerer(self) -> GuardedRAG:
@@ -178,53 +187,64 @@ class GuardedRAG(StrictOptions, Prereading, RunnableSerializable[GuardedInput, A
     def _detector_step(self) -> Runnable[Mapping[str, Any], Verdict]:
         return RunnableLambda(self._check, afunc=self._acheck, name="ScopeGuardCheck")
 
-    def _chain_input(self, question: str, documents: list[LCDocument]) -> dict[str, Any]:
-        return {"question": question, "context": self.format_documents(documents), "documents": documents}
-
-    def _answer(self, question: str, documents: list[LCDocument], config: RunnableConfig) -> str:
-        if self.chain is not None:
-            return _text(self.chain.invoke(self._chain_input(question, documents), config))
-        return llm_answer(self.guard.llm, question, to_scopeguard(documents), self.guard.answer_template)
-
-    async def _aanswer(self, question: str, documents: list[LCDocument], config: RunnableConfig) -> str:
-        if self.chain is not None:
-            return _text(await self.chain.ainvoke(self._chain_input(question, documents), config))
-        return await allm_answer(
-            self.guard.llm, question, to_scopeguard(documents), self.guard.answer_template
-        )
-
     def _context(
-        self, question: str, documents: list[LCDocument], verdict: Verdict, config: RunnableConfig
+        self,
+        question: str,
+        documents: list[LCDocument],
+        verdict: Verdict,
+        config: RunnableConfig,
+        held: Held | None = None,
     ) -> PolicyContext:
+        responder = held_responder(held) if held is not None else None
         return PolicyContext(
             question=question,
             documents=tuple(to_scopeguard(documents)),
             verdict=verdict,
             llm=self.guard.llm,
-            responder=lambda q, _docs: self._answer(q, documents, config),
+            responder=responder or (lambda q, _docs: self._answer(q, documents, config)),
         )
 
-    def _prepare(self, value: Any, config: RunnableConfig) -> tuple[AddableDict, bool, RunnableConfig]:
-        """Retrieve and detect: the output's head, whether out of scope, and the config (verdict
-        metadata and tags added) for the steps after detection."""
+    def _head(
+        self, question: str, documents: list[LCDocument], verdict: Verdict
+    ) -> tuple[AddableDict, bool, dict[str, Any]]:
+        """The output's head, whether out of scope, and the verdict's trace metadata."""
+        oos, closed = self.guard.decide(verdict)
+        head = AddableDict(question=question, documents=documents, verdict=verdict, failed_closed=closed)
+        return head, oos, verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed)
+
+    def _prepare(
+        self, value: Any, config: RunnableConfig, *, stream: bool = False
+    ) -> tuple[AddableDict, bool, RunnableConfig, HeldAnswer[str] | None]:
+        """Retrieve and detect (the answer started beside the check when ``speculative``): the
+        output's head, whether out of scope, the config (verdict metadata and tags added) for the
+        steps after detection, and the held answer."""
         question = self._question(value)
         documents = list(self.retriever.invoke(question, config))
-        verdict = self._detector_step().invoke({"question": question, "documents": documents}, config)
-        oos, closed = self.guard.decide(verdict)
-        head = AddableDict(question=question, documents=documents, verdict=verdict, failed_closed=closed)
-        meta = verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed)
+        held = self._speculate(question, documents, config, stream)
+        try:
+            verdict = self._detector_step().invoke({"question": question, "documents": documents}, config)
+            head, oos, meta = self._head(question, documents, verdict)
+        except BaseException:
+            trace_speculation(config.get("callbacks"), settle(held))
+            raise
         trace_verdicts(config.get("callbacks"), [meta])
-        return head, oos, merge_configs(config, verdict_config(meta))
+        return head, oos, merge_configs(config, verdict_config(meta)), held
 
-    async def _aprepare(self, value: Any, config: RunnableConfig) -> tuple[AddableDict, bool, RunnableConfig]:
+    async def _aprepare(
+        self, value: Any, config: RunnableConfig, *, stream: bool = False
+    ) -> tuple[AddableDict, bool, RunnableConfig, AsyncHeldAnswer[str] | None]:
         question = self._question(value)
         documents = list(await self.retriever.ainvoke(question, config))
-        verdict = await self._detector_step().ainvoke({"question": question, "documents": documents}, config)
-        oos, closed = self.guard.decide(verdict)
-        head = AddableDict(question=question, documents=documents, verdict=verdict, failed_closed=closed)
-        meta = verdict_metadata(verdict, out_of_scope=oos, failed_closed=closed)
+        held = self._aspeculate(question, documents, config, stream)
+        try:
+            step = self._detector_step()
+            verdict = await step.ainvoke({"question": question, "documents": documents}, config)
+            head, oos, meta = self._head(question, documents, verdict)
+        except BaseException:
+            await atrace_speculation(config.get("callbacks"), settle(held))
+            raise
         await atrace_verdicts(config.get("callbacks"), [meta])
-        return head, oos, merge_configs(config, verdict_config(meta))
+        return head, oos, merge_configs(config, verdict_config(meta)), held
 
     def _hedge(self, head: AddableDict, oos: bool) -> Policy | None:
         """The guard's hedge policy for an in-scope verdict in the hedge band, else ``None``."""
@@ -237,31 +257,35 @@ class GuardedRAG(StrictOptions, Prereading, RunnableSerializable[GuardedInput, A
             return isinstance(hedge, HedgePolicy)
         return not oos or isinstance(self.guard.policy, FlagOnlyPolicy)
 
-    def _policy_step(self, head: AddableDict, hedge: Policy | None = None) -> Runnable[Any, PolicyOutcome]:
+    def _policy_step(
+        self, head: AddableDict, hedge: Policy | None = None, held: Held | None = None
+    ) -> Runnable[Any, PolicyOutcome]:
         """The policy (or the ``hedge`` policy) as a traced step; a chain it calls (``flag``,
-        ``hedge``) runs as its child."""
+        ``hedge``) runs as its child (or hands over the ``held`` speculative answer)."""
         policy = self.guard.policy if hedge is None else hedge
 
         def apply(_: Any, config: RunnableConfig) -> PolicyOutcome:
-            ctx = self._context(head["question"], head["documents"], head["verdict"], config)
+            ctx = self._context(head["question"], head["documents"], head["verdict"], config, held)
             return policy.apply(ctx)
 
         async def aapply(_: Any, config: RunnableConfig) -> PolicyOutcome:
-            ctx = self._context(head["question"], head["documents"], head["verdict"], config)
+            ctx = self._context(head["question"], head["documents"], head["verdict"], config, held)
             return await policy.aapply(ctx)
 
         return RunnableLambda(
             apply, afunc=aapply, name="ScopeGuardPolicy" if hedge is None else "ScopeGuardHedge"
         )
 
-    def _respond(self, head: AddableDict, config: RunnableConfig, hedge: Policy | None = None) -> AddableDict:
-        outcome = self._policy_step(head, hedge).invoke(head["question"], config)
+    def _respond(
+        self, head: AddableDict, config: RunnableConfig, hedge: Policy | None = None, held: Held | None = None
+    ) -> AddableDict:
+        outcome = self._policy_step(head, hedge, held).invoke(head["question"], config)
         return AddableDict(action=outcome.action, answer=outcome.response)
 
     async def _arespond(
-        self, head: AddableDict, config: RunnableConfig, hedge: Policy | None = None
+        self, head: AddableDict, config: RunnableConfig, hedge: Policy | None = None, held: Held | None = None
     ) -> AddableDict:
-        outcome = await self._policy_step(head, hedge).ainvoke(head["question"], config)
+        outcome = await self._policy_step(head, hedge, held).ainvoke(head["question"], config)
         return AddableDict(action=outcome.action, answer=outcome.response)
 
     @staticmethod
@@ -272,22 +296,32 @@ class GuardedRAG(StrictOptions, Prereading, RunnableSerializable[GuardedInput, A
     def _invoke(
         self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> AddableDict:
-        head, oos, config = self._prepare(value, config)
-        hedge = self._hedge(head, oos)
-        if oos or hedge is not None:
-            return head + self._respond(head, config, hedge)
-        answer = self._answer(head["question"], head["documents"], config)
-        return head + AddableDict(action=Action.ANSWERED, answer=answer)
+        head, oos, config, held = self._prepare(value, config)
+        try:
+            hedge = self._hedge(head, oos)
+            if oos or hedge is not None:
+                return head + self._respond(head, config, hedge, held)
+            if held is not None:
+                return head + AddableDict(action=Action.ANSWERED, answer=held.result())
+            answer = self._answer(head["question"], head["documents"], config)
+            return head + AddableDict(action=Action.ANSWERED, answer=answer)
+        finally:
+            trace_speculation(config.get("callbacks"), settle(held))
 
     async def _ainvoke(
         self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> AddableDict:
-        head, oos, config = await self._aprepare(value, config)
-        hedge = self._hedge(head, oos)
-        if oos or hedge is not None:
-            return head + await self._arespond(head, config, hedge)
-        answer = await self._aanswer(head["question"], head["documents"], config)
-        return head + AddableDict(action=Action.ANSWERED, answer=answer)
+        head, oos, config, held = await self._aprepare(value, config)
+        try:
+            hedge = self._hedge(head, oos)
+            if oos or hedge is not None:
+                return head + await self._arespond(head, config, hedge, held)
+            if held is not None:
+                return head + AddableDict(action=Action.ANSWERED, answer=await held.result())
+            answer = await self._aanswer(head["question"], head["documents"], config)
+            return head + AddableDict(action=Action.ANSWERED, answer=answer)
+        finally:
+            await atrace_speculation(config.get("callbacks"), settle(held))
 
     def invoke(self, input: GuardedInput, config: RunnableConfig | None = None, **kwargs: Any) -> AddableDict:
         return self._call_with_config(self._invoke, input, config, run_type="chain")
@@ -301,51 +335,43 @@ class GuardedRAG(StrictOptions, Prereading, RunnableSerializable[GuardedInput, A
     def _transform(
         self, inputs: Iterator[Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig
     ) -> Iterator[AddableDict]:
-        head, oos, config = self._prepare(_combine(list(inputs)), config)
-        yield head
-        hedge = self._hedge(head, oos)
-        if not self._streams_answer(oos, hedge):
-            yield self._respond(head, config, hedge)
-            return
-        yield AddableDict(action=self._streamed_action(oos, hedge))
-        texts = self._stream_texts(head, config)
-        if isinstance(hedge, HedgePolicy):
-            texts = hedge.caveat_stream(texts)
-        for text in texts:
-            yield AddableDict(answer=text)
-
-    def _stream_texts(self, head: AddableDict, config: RunnableConfig) -> Iterator[str]:
-        """The answer's text chunks: the chain's, or the guard's LLM answer in one."""
-        if self.chain is None:
-            yield self._answer(head["question"], head["documents"], config)
-            return
-        for chunk in self.chain.stream(self._chain_input(head["question"], head["documents"]), config):
-            if text := _text(chunk):
-                yield text
+        head, oos, config, held = self._prepare(_combine(list(inputs)), config, stream=True)
+        try:
+            yield head
+            hedge = self._hedge(head, oos)
+            if not self._streams_answer(oos, hedge):
+                yield self._respond(head, config, hedge)
+                return
+            yield AddableDict(action=self._streamed_action(oos, hedge))
+            question, documents = head["question"], head["documents"]
+            texts = held.release() if held is not None else self._stream_texts(question, documents, config)
+            if isinstance(hedge, HedgePolicy):
+                texts = hedge.caveat_stream(texts)
+            for text in texts:
+                yield AddableDict(answer=text)
+        finally:
+            trace_speculation(config.get("callbacks"), settle(held))
 
     async def _atransform(
         self, inputs: AsyncIterator[Any], run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
     ) -> AsyncIterator[AddableDict]:
-        head, oos, config = await self._aprepare(_combine([x async for x in inputs]), config)
-        yield head
-        hedge = self._hedge(head, oos)
-        if not self._streams_answer(oos, hedge):
-            yield await self._arespond(head, config, hedge)
-            return
-        yield AddableDict(action=self._streamed_action(oos, hedge))
-        texts = self._astream_texts(head, config)
-        if isinstance(hedge, HedgePolicy):
-            texts = hedge.acaveat_stream(texts)
-        async for text in texts:
-            yield AddableDict(answer=text)
-
-    async def _astream_texts(self, head: AddableDict, config: RunnableConfig) -> AsyncIterator[str]:
-        if self.chain is None:
-            yield await self._aanswer(head["question"], head["documents"], config)
-            return
-        async for chunk in self.chain.astream(self._chain_input(head["question"], head["documents"]), config):
-            if text := _text(chunk):
-                yield text
+        value = _combine([x async for x in inputs])
+        head, oos, config, held = await self._aprepare(value, config, stream=True)
+        try:
+            yield head
+            hedge = self._hedge(head, oos)
+            if not self._streams_answer(oos, hedge):
+                yield await self._arespond(head, config, hedge)
+                return
+            yield AddableDict(action=self._streamed_action(oos, hedge))
+            question, documents = head["question"], head["documents"]
+            texts = held.release() if held is not None else self._astream_texts(question, documents, config)
+            if isinstance(hedge, HedgePolicy):
+                texts = hedge.acaveat_stream(texts)
+            async for text in texts:
+                yield AddableDict(answer=text)
+        finally:
+            await atrace_speculation(config.get("callbacks"), settle(held))
 
     def stream(
         self, input: GuardedInput, config: RunnableConfig | None = None, **kwargs: Any

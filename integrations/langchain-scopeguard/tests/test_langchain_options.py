@@ -78,8 +78,8 @@ def test_a_mistyped_option_names_itself_the_closest_and_the_valid_ones(
 
 def test_an_option_with_nothing_close_still_lists_the_valid_ones(faiss_retriever, coverage_detector):
     cls, kwargs = _builders(faiss_retriever, coverage_detector)["GuardedRAG"]
-    with pytest.raises(ConfigurationError, match=r"^GuardedRAG got an unknown option 'speculatve'; valid"):
-        cls(**kwargs, speculatve=True)
+    with pytest.raises(ConfigurationError, match=r"^GuardedRAG got an unknown option 'timeout_s'; valid"):
+        cls(**kwargs, timeout_s=True)
 
 
 def test_several_unknown_options_are_all_named(faiss_retriever, coverage_detector):

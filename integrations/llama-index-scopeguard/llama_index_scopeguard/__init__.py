@@ -7,7 +7,7 @@ and an ingestion step that pre-reads the nodes as they are indexed.
 >>> engine.query("Who won?").metadata["scopeguard"]["verdict"]
 """
 
-from llama_index_scopeguard._common import METADATA_KEY, ScopeGuardVerdictEvent
+from llama_index_scopeguard._common import METADATA_KEY, ScopeGuardSpeculationEvent, ScopeGuardVerdictEvent
 from llama_index_scopeguard.llm import ScopeGuardLLM
 from llama_index_scopeguard.llm_adapter import LlamaIndexLLM, from_llama_index
 from llama_index_scopeguard.postprocessor import ScopeGuardPostprocessor
@@ -23,6 +23,7 @@ __all__ = [
     "ScopeGuardLLM",
     "ScopeGuardPostprocessor",
     "ScopeGuardPrereader",
+    "ScopeGuardSpeculationEvent",
     "ScopeGuardVerdictEvent",
     "__version__",
     "from_llama_index",

@@ -20,7 +20,9 @@ __all__ = [
     "METADATA_KEY",
     "Granularity",
     "Prereading",
+    "ScopeGuardSpeculationEvent",
     "ScopeGuardVerdictEvent",
+    "dispatch_speculation",
     "dispatch_verdict",
     "no_documents_verdict",
     "to_scopeguard",
@@ -128,6 +130,39 @@ class ScopeGuardVerdictEvent(StrictOptions, BaseEvent):
 
 
 _dispatcher = get_dispatcher(__name__)
+
+
+class ScopeGuardSpeculationEvent(StrictOptions, BaseEvent):
+    """A LlamaIndex instrumentation event for each speculative answer (``speculative=True``): its
+    ``outcome`` (``released`` or ``discarded``) and, for a dropped one, what it cost: the seconds it
+    ran and its tokens (the LLM's count, ``counted="tokens"``, else the chunks, ``"chunks"``)."""
+
+    query: str
+    component: str
+    outcome: str
+    discarded_seconds: float = 0.0
+    discarded_tokens: int = 0
+    counted: str = ""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ScopeGuardSpeculationEvent"
+
+
+def dispatch_speculation(query: str, component: str, record: dict[str, Any] | None) -> None:
+    """Send a :class:`ScopeGuardSpeculationEvent` for a result's speculation record (none: nothing)."""
+    if record is None:
+        return
+    _dispatcher.event(
+        ScopeGuardSpeculationEvent(
+            query=query,
+            component=component,
+            outcome=record["outcome"],
+            discarded_seconds=record.get("seconds", 0.0),
+            discarded_tokens=record.get("tokens", 0),
+            counted=record.get("counted", ""),
+        )
+    )
 
 
 def dispatch_verdict(query: str, component: str, metadata: dict[str, Any], action: str | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -23,6 +23,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_scopeguard._common import (
     AnyGuard,
     Prereading,
+    dispatch_speculation,
     dispatch_verdict,
     no_documents_verdict,
     to_scopeguard,
@@ -31,6 +32,14 @@ from llama_index_scopeguard._common import (
 from llama_index_scopeguard._options import StrictOptions
 from llama_index_scopeguard.llm import ScopeGuardLLM
 from scopeguard import Action, ConfigurationError, Verdict
+from scopeguard._speculation import (
+    AsyncHeldAnswer,
+    Held,
+    HeldAnswer,
+    Tally,
+    held_responder,
+    speculation_metadata,
+)
 from scopeguard.policies import HedgePolicy, Policy, PolicyContext, PolicyOutcome, with_caveat
 from scopeguard.prompts import fenced, render
 from scopeguard.types import validate_question
@@ -77,6 +86,16 @@ class GuardedQueryEngine(StrictOptions, Prereading, CustomQueryEngine):
     (a streamed answer yields it as a final token) and the action is ``Action.HEDGED``; another
     hedge policy responds like an out-of-scope policy; ``Guard(hedge=None)`` answers plainly.
 
+    ``speculative=True`` starts the synthesis beside the check (a thread for ``query``, a task for
+    ``aquery``) and holds it (a streamed one's tokens) until the verdict: released where the verdict
+    leads to it (in scope, hedged, and a ``flag`` policy's answer when not streaming), dropped
+    otherwise, a failed check included: the response is then exactly the policy's. The outcome is
+    in ``metadata["scopeguard"]["speculation"]`` (a dropped answer's seconds and tokens) and a
+    ``ScopeGuardSpeculationEvent`` (``llama_index_scopeguard._common``). It saves the check's time on
+    answered questions and pays for dropped answers' tokens: worth it with an API LLM, not with a
+    local LLM on the guard's CPU. LlamaIndex's own instrumentation, which has no per-call switch,
+    still sees a dropped synthesis's events.
+
     ``preread(nodes)`` / ``preread_in_background(nodes)`` read the index's nodes ahead of the
     questions (``index.docstore.docs.values()``; :meth:`scopeguard.Guard.preread`).
 
@@ -93,6 +112,7 @@ class GuardedQueryEngine(StrictOptions, Prereading, CustomQueryEngine):
     guard: AnyGuard
     response_synthesizer: BaseSynthesizer | None = None
     llm: LLM | None = None
+    speculative: bool = False
 
     @model_validator(mode="after")
     def _default_synthesizer(self) -> GuardedQueryEngine:
@@ -116,14 +136,61 @@ class GuardedQueryEngine(StrictOptions, Prereading, CustomQueryEngine):
     def _verdict_metadata(self, verdict: Verdict, action: Action, closed: bool) -> dict[str, Any]:
         return {METADATA_KEY: {"verdict": verdict, "action": action, "failed_closed": closed}}
 
-    def _context(self, question: str, nodes: list[NodeWithScore], verdict: Verdict) -> PolicyContext:
+    def _context(
+        self, question: str, nodes: list[NodeWithScore], verdict: Verdict, held: Held | None = None
+    ) -> PolicyContext:
+        def responder(q: str, docs: Any) -> str:
+            if held is not None and not self._streaming:  # the held synthesis, once
+                return str(held_responder(held)(q, docs))
+            return str(self._synthesizer.synthesize(q, nodes))
+
         return PolicyContext(
             question=question,
             documents=tuple(to_scopeguard(nodes)),
             verdict=verdict,
             llm=self.guard.llm,
-            responder=lambda q, _docs: str(self._synthesizer.synthesize(q, nodes)),
+            responder=responder,
         )
+
+    # -- speculation --------------------------------------------------------------------------
+    def _speculate(self, question: str, nodes: list[NodeWithScore]) -> HeldAnswer[Any] | None:
+        """The synthesis started on a thread when ``speculative``: its response, then (streaming)
+        its tokens, held until the verdict."""
+        if not (self.speculative and nodes):
+            return None
+
+        def produce(tally: Tally) -> Iterator[Any]:
+            response = self._synthesizer.synthesize(question, nodes)
+            yield response
+            if isinstance(response, StreamingResponse) and response.response_gen is not None:
+                yield from response.response_gen
+
+        return HeldAnswer(produce)
+
+    def _aspeculate(self, question: str, nodes: list[NodeWithScore]) -> AsyncHeldAnswer[Any] | None:
+        """:meth:`_speculate` as a task."""
+        if not (self.speculative and nodes):
+            return None
+
+        async def produce(tally: Tally) -> AsyncIterator[Any]:
+            response = await self._synthesizer.asynthesize(question, nodes)
+            yield response
+            if isinstance(response, AsyncStreamingResponse):
+                async for token in response.response_gen:
+                    yield token
+
+        return AsyncHeldAnswer(produce)
+
+    def _settled(self, question: str, response: RESPONSE_TYPE, held: Held | None) -> RESPONSE_TYPE:
+        """``response`` with the speculative answer's outcome in its metadata (a held answer not
+        released is dropped now), and the outcome sent as an event."""
+        record = speculation_metadata(held).get("speculation")
+        dispatch_speculation(question, "GuardedQueryEngine", record)
+        if record is not None:
+            meta = dict(response.metadata or {})
+            meta[METADATA_KEY] = {**meta.get(METADATA_KEY, {}), "speculation": record}
+            response.metadata = meta
+        return response
 
     @staticmethod
     def _tag(response: RESPONSE_TYPE, metadata: dict[str, Any]) -> RESPONSE_TYPE:
@@ -176,29 +243,64 @@ class GuardedQueryEngine(StrictOptions, Prereading, CustomQueryEngine):
     def custom_query(self, query_str: str) -> RESPONSE_TYPE:
         question = validate_question(query_str)
         nodes = self.retriever.retrieve(question)
+        held = self._speculate(question, nodes)
+        try:
+            response = self._guarded_query(question, nodes, held)
+        except BaseException:
+            speculation_metadata(held)  # dropped
+            raise
+        return self._settled(question, response, held)
+
+    def _guarded_query(
+        self, question: str, nodes: list[NodeWithScore], held: HeldAnswer[Any] | None
+    ) -> RESPONSE_TYPE:
         docs = to_scopeguard(nodes)
         verdict = self.guard.check(question, docs) if docs else no_documents_verdict(self.guard)
         oos, closed = self.guard.decide(verdict)
         hedge = None if oos else self.guard.hedging(verdict)
         if oos or (hedge is not None and not isinstance(hedge, HedgePolicy)):
-            outcome = (hedge or self.guard.policy).apply(self._context(question, nodes, verdict))
+            outcome = (hedge or self.guard.policy).apply(self._context(question, nodes, verdict, held))
             return self._policy_result(outcome, question, nodes, verdict, oos, closed, is_async=False)
         self._trace(question, verdict, oos, closed, _answer_action(hedge))
-        response = self._synthesizer.synthesize(question, nodes)
+        if held is None:
+            response = self._synthesizer.synthesize(question, nodes)
+        else:
+            chunks = held.release()
+            response = next(chunks)
+            if isinstance(response, StreamingResponse):
+                response.response_gen = chunks  # type: ignore[assignment]  # the held tokens, then the rest
         return self._answered(response, hedge, verdict, closed)
 
     async def acustom_query(self, query_str: str) -> RESPONSE_TYPE:
         question = validate_question(query_str)
         nodes = await self.retriever.aretrieve(question)
+        held = self._aspeculate(question, nodes)
+        try:
+            response = await self._aguarded_query(question, nodes, held)
+        except BaseException:
+            speculation_metadata(held)
+            raise
+        return self._settled(question, response, held)
+
+    async def _aguarded_query(
+        self, question: str, nodes: list[NodeWithScore], held: AsyncHeldAnswer[Any] | None
+    ) -> RESPONSE_TYPE:
         docs = to_scopeguard(nodes)
         verdict = await self.guard.acheck(question, docs) if docs else no_documents_verdict(self.guard)
         oos, closed = self.guard.decide(verdict)
         hedge = None if oos else self.guard.hedging(verdict)
         if oos or (hedge is not None and not isinstance(hedge, HedgePolicy)):
-            outcome = await (hedge or self.guard.policy).aapply(self._context(question, nodes, verdict))
+            ctx = self._context(question, nodes, verdict, held)
+            outcome = await (hedge or self.guard.policy).aapply(ctx)
             return self._policy_result(outcome, question, nodes, verdict, oos, closed, is_async=True)
         self._trace(question, verdict, oos, closed, _answer_action(hedge))
-        response = await self._synthesizer.asynthesize(question, nodes)
+        if held is None:
+            response = await self._synthesizer.asynthesize(question, nodes)
+        else:
+            chunks = held.release()
+            response = await anext(chunks)
+            if isinstance(response, AsyncStreamingResponse):
+                response.response_gen = chunks  # type: ignore[assignment]  # the held tokens, then the rest
         return self._answered(response, hedge, verdict, closed)
 
 

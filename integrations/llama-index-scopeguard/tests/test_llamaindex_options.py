@@ -84,9 +84,9 @@ def test_a_mistyped_option_names_itself_the_closest_and_the_valid_ones(
 def test_an_option_with_nothing_close_still_lists_the_valid_ones(retriever, coverage_detector):
     cls, kwargs = _builders(retriever, coverage_detector)["GuardedQueryEngine"]
     with pytest.raises(
-        ConfigurationError, match=r"^GuardedQueryEngine got an unknown option 'speculatve'; valid"
+        ConfigurationError, match=r"^GuardedQueryEngine got an unknown option 'timeout_s'; valid"
     ):
-        cls(**kwargs, speculatve=True)
+        cls(**kwargs, timeout_s=True)
 
 
 def test_several_unknown_options_are_all_named(retriever, coverage_detector):
