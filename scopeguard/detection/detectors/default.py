@@ -24,7 +24,9 @@ plain stems, only when the label is out of scope.
 
 Each retrieved document (or passage of a long one) is read on its own; the question counts as
 answered when any passage answers it (the lowest P(out of scope) wins), and reading stops at a
-passage that answers it clearly.
+passage that answers it clearly. A document shorter than the head's short-passage limit (a
+snippet, a sentence) gives the reader little to go on: its P(out of scope) is lowered by the head's
+shift first (:class:`~scopeguard.detection.head.default.ShortPassages`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from scopeguard.detection.head.default import DefaultHead, default_head_path
 from scopeguard.detection.read.reader import Reader
 from scopeguard.detection.read.text import STOPWORDS, content_stem_set, stem, tokenize
 from scopeguard.errors import ConfigurationError
-from scopeguard.types import Document, Label, Verdict
+from scopeguard.types import Document, Label, Verdict, as_documents
 
 __all__ = ["STOP_BELOW_P", "DefaultDetector", "DefaultReading"]
 
@@ -146,9 +148,12 @@ class DefaultDetector(BaseDetector):
         the head's lowest P(out of scope) and that passage's margins (no threshold applied)."""
         best: tuple[float, float, float | None] | None = None
         n = 0
+        short = self._short_passages(documents)
         for scores in self.reader.read_passages(question, documents, self.head.probes):
             main, inference = scores[0], (scores[1].margin if len(scores) > 1 else None)
             p = float(self.head.head.predict(self.head.row(main.margin, inference, main.hidden))[0])
+            if short and short[n] and self.head.short_passages is not None:
+                p = self.head.short_passages.lowered(p)
             n += 1
             if best is None or p < best[0]:
                 best = (p, main.margin, inference)
@@ -156,6 +161,15 @@ class DefaultDetector(BaseDetector):
                 break
         assert best is not None  # as_documents guarantees at least one document
         return DefaultReading(p_out_of_scope=best[0], margin=best[1], inference_margin=best[2], passages=n)
+
+    def _short_passages(self, documents: Sequence[Document | str]) -> list[bool] | None:
+        """For each passage the reader will read, in order, whether its document is a short one
+        (None when none is)."""
+        docs = as_documents(list(documents))
+        rule = self.head.short_passages
+        if rule is None or not any(rule.applies(d.text) for d in docs):
+            return None
+        return [rule.applies(d.text) for d in docs for _ in self.reader.passages([d])]
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
         reader = self.reader

@@ -7,10 +7,16 @@ margin, the hidden state of one layer at the verdict position), the fitted
 :func:`fit_default_head` fits one on :class:`~scopeguard.detection.signals.Signals` with
 document-grouped CV and leave-one-dataset-out, each dataset and class weighing the same;
 :func:`model_card` writes the card saved beside it (``scopeguard/_assets/default_head.md``).
+
+A head may also carry a :class:`ShortPassages` shift: a document of fewer than ``words`` words gives
+the reader little to go on, and the head's P(out of scope) of its passage is lowered by ``shift``
+on the logit scale before the threshold (chosen by ``benchmarks/studies/short_passages.py
+--ship``). Like the threshold it is part of the operating point, not of what the head computes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -43,6 +49,7 @@ __all__ = [
     "HEAD_FILE",
     "SCALAR_PENALTY",
     "DefaultHead",
+    "ShortPassages",
     "balanced_weights",
     "default_head_path",
     "fit_default_head",
@@ -61,6 +68,27 @@ def default_head_path() -> Path:
 
 
 @dataclass(frozen=True)
+class ShortPassages:
+    """A document of fewer than ``words`` words: its passage's P(out of scope) is lowered by
+    ``shift`` on the logit scale (``logit(p) - shift``)."""
+
+    words: int
+    shift: float
+
+    def __post_init__(self) -> None:
+        if self.words < 1 or not (math.isfinite(self.shift) and self.shift >= 0.0):
+            raise ModelError(f"default head: short passages need words >= 1 and shift >= 0, got {self}")
+
+    def applies(self, text: str) -> bool:
+        return len(text.split()) < self.words
+
+    def lowered(self, p: float) -> float:
+        """``p`` with the shift applied."""
+        p = min(max(p, 1e-12), 1.0 - 1e-12)
+        return 1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) - self.shift)))
+
+
+@dataclass(frozen=True)
 class DefaultHead:
     """Which signals to read, and the fitted logistic head over them (with its threshold)."""
 
@@ -71,6 +99,7 @@ class DefaultHead:
     layer: int | None = None  # the hidden state's layer (transformers numbering), if "hidden"
     template: str = "answerability_verdict"
     info: dict[str, Any] = field(default_factory=dict)
+    short_passages: ShortPassages | None = None
 
     def __post_init__(self) -> None:
         bad = [s for s in self.signals if s not in READ_FEATURES]
@@ -129,12 +158,13 @@ class DefaultHead:
             "head": self.head.to_dict(),
             "threshold": self.threshold,
             "info": self.info,
+            **({"short_passages": dataclasses.asdict(self.short_passages)} if self.short_passages else {}),
         }
 
     def weights_sha256(self) -> str:
         """12 hex digits of the sha256 of what the head computes (model, prompt, signals, layer,
         weights), not of its threshold or card: a calibration profile names the head by it."""
-        body = {k: v for k, v in self.to_dict().items() if k not in ("threshold", "info")}
+        body = {k: v for k, v in self.to_dict().items() if k not in ("threshold", "info", "short_passages")}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
 
     def save(self, path: str | Path) -> Path:
@@ -155,6 +185,8 @@ class DefaultHead:
                 "default detector uses; refit it with `scopeguard train-detector --detector default`"
             )
         layer = raw.get("layer")
+        short = raw.get("short_passages")
+        short_passages = None if short is None else ShortPassages(int(short["words"]), float(short["shift"]))
         return cls(
             verdict_model=str(raw["verdict_model"]),
             signals=tuple(str(s) for s in raw["signals"]),
@@ -163,6 +195,7 @@ class DefaultHead:
             layer=None if layer is None else int(layer),
             template=str(raw.get("template", "answerability_verdict")),
             info=dict(raw.get("info", {})),
+            short_passages=short_passages,
         )
 
 
@@ -385,4 +418,15 @@ def model_card(head: DefaultHead) -> str:
         "that dataset's in-scope questions (what a calibration profile can reach).",
         "",
     ]
+    short = info.get("short_passages")
+    if head.short_passages is not None and isinstance(short, dict):
+        lines += [f"Short passages: {short.get('selection', '')}.", ""]
+        lines += ["| snippets of | shift | false refusals | caught |", "|---|---|---|---|"]
+        for name, point in sorted(short.get("left_out", {}).items()):
+            fr, caught = point["false_refusals"], point["caught"]
+            lines.append(
+                f"| {name} (left out) | {point['shift']:g} | {fr['value']:.3f} [{fr['low']:.2f}, "
+                f"{fr['high']:.2f}] | {caught['value']:.3f} |"
+            )
+        lines.append("")
     return "\n".join(lines)

@@ -258,3 +258,36 @@ def test_default_takes_reader_not_reader_llm(tmp_path) -> None:
     # any other unknown option is still named as one
     with pytest.raises(ConfigurationError, match="detector 'default' does not take the option 'bogus'"):
         DefaultDetector(model=head(tmp_path), reader=scripted(), bogus=1)
+
+
+def test_a_short_document_has_its_p_lowered_by_the_heads_shift_and_a_long_one_not(tmp_path) -> None:
+    import dataclasses
+
+    from scopeguard.detection.head.default import ShortPassages
+
+    plain = DefaultHead.load(head(tmp_path, signals=("margin",)))
+    shifted = dataclasses.replace(plain, short_passages=ShortPassages(words=40, shift=1.5))
+    path = shifted.save(tmp_path / "short")
+    assert DefaultHead.load(path).short_passages == ShortPassages(40, 1.5)
+    assert shifted.weights_sha256() == plain.weights_sha256()  # an operating point, like the threshold
+    assert "Short passages" not in model_card(shifted)  # no study figures in its card: no section
+    long_doc = " ".join([DOC] * 4)  # 44 words
+    det = DefaultDetector(model=path, reader=ScriptedVerdictScorer(lambda p: 1.0))
+    # P = sigmoid(1) = 0.73 on the long document; sigmoid(1 - 1.5) = 0.38 on the 11-word one
+    assert det.detect("When did it open?", long_doc).score == pytest.approx(1 / (1 + np.exp(-1.0)))
+    v = det.detect("When did it open?", DOC)
+    assert v.label == "in_scope" and v.score == pytest.approx(1 / (1 + np.exp(0.5)))
+    # several documents: each passage keeps its own document's rule; the lowest P wins
+    margins = ScriptedVerdictScorer(lambda p: 1.0 if "Gardens" in p else 2.0)
+    v = DefaultDetector(model=path, reader=margins).detect("When?", [long_doc, "Gardens are green."])
+    assert v.score == pytest.approx(1 / (1 + np.exp(0.5))) and v.llm_calls == 2
+    with pytest.raises(ModelError, match="short passages"):
+        ShortPassages(words=0, shift=1.0)
+    with pytest.raises(ModelError, match="short passages"):
+        ShortPassages(words=40, shift=-1.0)
+
+
+def test_the_packaged_head_lowers_short_passages() -> None:
+    packaged = DefaultHead.load(default_head_path())
+    assert packaged.short_passages is not None and packaged.short_passages.shift > 0
+    assert "Short passages" in model_card(packaged)
