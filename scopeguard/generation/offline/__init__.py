@@ -2,18 +2,21 @@
 
 Algorithm 1 (:mod:`scopeguard.generation.paper`) asks a model to invent facts and write questions
 about them; models of 0.1-1.5B parameters copy the document instead. The offline modes ask them for
-what they can do (:func:`generate_offline`, in ``_writer``), every reply held to a JSON schema
-(``_replies``). The rooms, in the order a document's data flows through them:
+what they can do (:func:`generate_offline`, in ``_writer``), every reply held to a JSON schema and
+asked through one function (``_replies``). The rooms, in the order a document's data flows through
+them:
 
-* ``_reading``: a document the offline modes cannot use (empty, one sentence, not English), refused
-  before any call, and the sentences they ask about (:func:`informative_sentences`);
-* ``_in_scope``: the in-scope candidates, one per informative sentence;
+* ``_reading``: the document read once (:class:`DocumentView`): whether the offline modes can use
+  it (empty, one sentence, not English: refused before any call), its content words and the
+  sentences they ask about (:func:`informative_sentences`);
+* ``_in_scope``: the in-scope candidates, one per informative sentence, and their keeper;
 * ``_writer``: the document's subject (mended by ``_subjects``), then its out-of-scope candidates:
-  unstated questions, follow-ups, perturbations;
-* ``_keeper``: each out-of-scope candidate kept or dropped with its reason, through the screens
-  (``_screens``: registered by name, :func:`register_screen`), its own copy, overlap and
-  enumeration rules, the checks a natural question meets (``_natural``), the filter, and the
-  details a document states none of (``_absent``);
+  each mode's prompts (unstated questions, follow-ups, perturbations), asked in one loop that hands
+  each reply's candidates to the keeper;
+* ``_keeper``: each out-of-scope candidate kept or dropped with its reason: read once by the one
+  pass both keepers make (``_screens``' :func:`~._screens.screen`: mended by ``_natural``, the
+  screens registered by name, :func:`register_screen`, the details a document states none of,
+  ``_absent``), then its own copy, enumeration and overlap rules and the filter;
 * ``_vocabulary``: every word list the rules read, with what each is for.
 
 A new screen is one function and one registration::
@@ -33,13 +36,12 @@ The question parsing of the offline replies is public for other writers of one-l
 
 from scopeguard.generation.offline._keeper import margin_floor, overlap
 from scopeguard.generation.offline._natural import copied_phrase
-from scopeguard.generation.offline._reading import informative_sentences
+from scopeguard.generation.offline._reading import DocumentView, informative_sentences
 from scopeguard.generation.offline._replies import MAX_TOKENS_PER_QUESTION, parse_questions, questions_schema
 from scopeguard.generation.offline._screens import (
     IN_SCOPE,
     OUT_OF_SCOPE,
     Candidate,
-    DocumentView,
     Screen,
     ScreenCheck,
     available_screens,

@@ -1,15 +1,17 @@
 """The keeper of one document's out-of-scope candidates: each kept or dropped with its reason.
 
-A candidate is, in turn: dropped once the document has ``max_oos`` kept; mended
-(:func:`~._natural.standalone`, :func:`~._natural.centre_as_written`); dropped as a copy of a
-question written or kept (:meth:`Keeper.copy_of`), or as one kept with one count changed (with the
-``natural`` screen: "... in the 1970s?" after "... in the 1960s?"); dropped by the first configured
-screen that finds it no usable question (:mod:`._screens`); dropped as off-topic when less than
-``min_overlap`` of its content words are the document's (an unstated question's details and its
-subject's words aside); and then read by the filter: kept when it finds it out of scope with P(out
-of scope) at least its threshold plus ``oos_margin``, or whatever it says when the question asks a
-detail the document states none of (:mod:`._absent`). Those dropped only for the margin may later
-fill a short document (:meth:`Keeper.fill`).
+The writer hands the keeper one reply's candidates at a time (:meth:`Keeper.take`); an
+enumeration among them is dropped (with the ``natural`` screen). A candidate is, in turn: dropped
+once the document has ``max_oos`` kept; read once (:func:`~._screens.screen`: mended, screened, its
+absent detail; then its content words, :class:`_Read`); held to the rules in their order
+(:meth:`Keeper._rules`): dropped as a copy of a question written or kept (:meth:`Keeper.copy_of`),
+as one kept with one count changed (with the ``natural`` screen: "... in the 1970s?" after "...
+in the 1960s?"), for the first configured screen's reason (:mod:`._screens`), as off-topic when
+less than ``min_overlap`` of its content words are the document's (an unstated question's details
+and its subject's words aside); and then read by the filter: kept when it finds it out of scope
+with P(out of scope) at least its threshold plus ``oos_margin``, or whatever it says when the
+question asks a detail the document states none of (:mod:`._absent`). Those dropped only for the
+margin may later fill a short document (:meth:`Keeper.fill`).
 
 The keeper holds its own rules: the words of a question as the copy rule and the overlap rule read
 them (:func:`copy_stems`, :func:`synonyms_as_one`, :func:`overlap`: "How much does it cost?" after
@@ -22,16 +24,15 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from scopeguard.detection.read.text import content_stems, stem
 from scopeguard.generation.checkpoint import DroppedQuestion, FilterRecord, GeneratedQuestion
 from scopeguard.generation.config import GenerationConfig
-from scopeguard.generation.offline._absent import absent_detail
-from scopeguard.generation.offline._natural import centre_as_written, standalone
-from scopeguard.generation.offline._screens import Candidate, DocumentView, Screen, first_reason
+from scopeguard.generation.offline._screens import Candidate, DocumentView, Screen, Screened, screen
 from scopeguard.generation.offline._vocabulary import COUNT_WORDS, DETAIL_SYNONYM_WORDS, DETAIL_WORDS
 
 __all__ = [
@@ -155,7 +156,7 @@ class KeeperRules:
 
 
 class Desk(Protocol):
-    """What the keeper asks of its document's run (a
+    """What a keeper (this one and the in-scope one, :mod:`._in_scope`) asks of its document's run (a
     :class:`~scopeguard.generation._context.DocumentContext` is one)."""
 
     def unique(self, step: str, questions: list[str], reply_id: str) -> list[str]:
@@ -169,20 +170,33 @@ class Desk(Protocol):
     def question(
         self,
         question: str,
-        label: Literal["out_of_scope"],
+        label: Literal["in_scope", "out_of_scope"],
         index: int,
         reply_id: str,
-        filt: FilterRecord | None,
+        filt: FilterRecord | None = None,
         *,
-        edit_kind: str,
-        source_question: str | None,
-        overlap: float,
-        filled: bool | None,
-        absent_detail: str | None,
+        ids: Mapping[str, tuple[str, ...]] | None = None,
+        **provenance: object,
     ) -> GeneratedQuestion:
-        """The record of a kept out-of-scope question, the ``index``-th, written in reply ``reply_id``
-        and read by the filter as ``filt``, with its provenance."""
+        """The record of a kept question, the ``index``-th of its label, written in reply ``reply_id``
+        and read by the filter as ``filt``, with its provenance (``edit_kind``, ``overlap``, ...)."""
         ...
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A candidate as the keeper reads it, once: mended and screened (:func:`~._screens.screen`), with
+    the reply it came in, its content words as the copy rule reads them (:func:`copy_stems`) and the
+    share of them that are the document's (:func:`overlap`)."""
+
+    screened: Screened
+    reply_id: str
+    stems: frozenset[str]
+    share: float
+
+    @property
+    def candidate(self) -> Candidate:
+        return self.screened.candidate
 
 
 class Keeper:
@@ -199,9 +213,8 @@ class Keeper:
         self.kept_stems: set[frozenset[str]] = set()
         # each kept question's words as copy_of compares them: (the detail asked, the thing asked of)
         self._kept_parts: list[tuple[frozenset[str], frozenset[str]]] = []
-        # dropped only for the margin: (P(out of scope), the record, its reply, its overlap, its
-        # content words)
-        self.within: list[tuple[float, DroppedQuestion, str, float, frozenset[str]]] = []
+        # dropped only for the margin: (P(out of scope), the record, the candidate as read)
+        self.within: list[tuple[float, DroppedQuestion, _Read]] = []
         self.min_score = rules.min_score
         # the natural screen also drops enumerations: in one reply (series) and across replies
         self._natural_screen = rules.enumerations
@@ -220,69 +233,86 @@ class Keeper:
             )
         )
 
-    def series(self, questions: list[str], kind: str) -> list[str]:
-        """``questions`` (one reply's) without an enumeration among them, which is dropped (with the
-        ``natural`` screen)."""
-        listed = enumerations(questions) if self._natural_screen else set()
+    async def take(
+        self, step: str, candidates: list[Candidate], reply_id: str, *, series: bool = True
+    ) -> None:
+        """One reply's ``candidates`` of ``step``: with ``series`` (one reply's list of questions), an
+        enumeration among them is dropped (with the ``natural`` screen); each other one is
+        considered in turn (:meth:`consider`)."""
+        listed = enumerations([c.question for c in candidates]) if series and self._natural_screen else set()
         for i in sorted(listed):
             reason = "not a usable question: an enumeration (a question of its reply with one count changed)"
-            self._drop(Candidate(questions[i], kind), reason)
-        return [q for i, q in enumerate(questions) if i not in listed]
+            self._drop(candidates[i], reason)
+        for candidate in (c for i, c in enumerate(candidates) if i not in listed):
+            await self.consider(step, candidate, reply_id)
 
     async def consider(self, step: str, candidate: Candidate, reply_id: str) -> None:
-        """Keep or drop one candidate of ``step`` (see the module docstring)."""
-        rules = self.rules
+        """Keep or drop one candidate of ``step`` (see the module docstring): mended, read once
+        (:class:`_Read`), held to the rules in their order (:meth:`_rules`), then to the filter."""
         if self.full:
-            self._drop(candidate, f"the document has its {rules.max_oos} out-of-scope questions (max_oos)")
+            self._drop(
+                candidate, f"the document has its {self.rules.max_oos} out-of-scope questions (max_oos)"
+            )
             return
-        candidate = replace(
-            candidate, question=centre_as_written(standalone(candidate.question), self.view.text)
-        )
+        screened = screen(candidate, self.view, self.screens)
+        candidate = screened.candidate
         question, unstated = candidate.question, candidate.kind == "unstated"
         if unstated and question not in self.asked:
             self.asked.append(question)
-        if not self.desk.unique(step, [question], reply_id):
-            self._drop(candidate, "a copy of a question already written")
-            return
-        stems = copy_stems(question)
-        copy = self.copy_of(stems)
-        if copy is not None:
-            self._drop(candidate, f"a copy of a question already kept ({copy})")
-            return
-        if self._natural_screen and any(one_count_apart(q.question, question) for q in self.kept):
-            # a series asked over several replies ("... occupation in the 1960s?", "... in the 1970s?")
-            reason = "not a usable question: an enumeration (a question kept with one count changed)"
-            self._drop(candidate, reason)
-            return
-        bad = first_reason(self.screens, candidate, self.view)
-        if bad is not None:
-            self._drop(candidate, f"not a usable question: {bad}")
-            return
         # an unstated question's details ("the place", "the film": the subject's) are not held against it
         details = (DETAIL_STEMS if unstated else frozenset()) - self.view.kind_stems
         known = self.view.stems | self.view.subject_stems if unstated else self.view.stems
-        share = overlap(question, known, details)
-        if share < rules.min_overlap:
-            floor = rules.min_overlap
-            self._drop(
-                candidate, f"off-topic: {share:.0%} of its content words are in the document (< {floor:.0%})"
-            )
-            return
-        absent = absent_detail(question, self.view.text)
+        read = _Read(screened, reply_id, copy_stems(question), overlap(question, known, details))
+        for rule in self._rules():
+            reason = rule(step, read)
+            if reason is not None:
+                self._drop(candidate, reason)
+                return
         filt = await self.desk.filter_question(question)
         doubted = filt is not None and filt.score is not None and filt.score < self.min_score
+        absent = screened.absent
         if absent is not None and filt is not None and (filt.label != "out_of_scope" or doubted):
             # the filter found it answerable (or doubted it): the document states no such detail
-            self._keep(candidate, reply_id, filt, share, stems, absent=absent)
+            self._keep(read, filt, absent=absent)
         elif filt is not None and filt.label != "out_of_scope":
             reason = "filter: answerable from the document" if filt.label == "in_scope" else "filter: unknown"
             self._drop(candidate, reason, filt)
         elif filt is not None and filt.score is not None and filt.score < self.min_score:
             reason = f"filter: out of scope within the margin (P={filt.score:.2f} < {self.min_score:.2f})"
             self._drop(candidate, reason, filt)
-            self.within.append((filt.score, self.dropped[-1], reply_id, share, stems))
+            self.within.append((filt.score, self.dropped[-1], read))
         else:
-            self._keep(candidate, reply_id, filt, share, stems)
+            self._keep(read, filt)
+
+    def _rules(self) -> tuple[Callable[[str, _Read], str | None], ...]:
+        """The rules a candidate is held to before the filter, in order; each says why it drops one."""
+        return (self._written, self._kept_copy, self._kept_series, self._screened, self._off_topic)
+
+    def _written(self, step: str, read: _Read) -> str | None:
+        if not self.desk.unique(step, [read.candidate.question], read.reply_id):
+            return "a copy of a question already written"
+        return None
+
+    def _kept_copy(self, step: str, read: _Read) -> str | None:
+        copy = self.copy_of(read.stems)
+        return None if copy is None else f"a copy of a question already kept ({copy})"
+
+    def _kept_series(self, step: str, read: _Read) -> str | None:
+        # a series asked over several replies ("... occupation in the 1960s?", "... in the 1970s?")
+        question = read.candidate.question
+        if self._natural_screen and any(one_count_apart(q.question, question) for q in self.kept):
+            return "not a usable question: an enumeration (a question kept with one count changed)"
+        return None
+
+    def _screened(self, step: str, read: _Read) -> str | None:
+        bad = read.screened.unusable
+        return None if bad is None else f"not a usable question: {bad}"
+
+    def _off_topic(self, step: str, read: _Read) -> str | None:
+        floor = self.rules.min_overlap
+        if read.share < floor:
+            return f"off-topic: {read.share:.0%} of its content words are in the document (< {floor:.0%})"
+        return None
 
     @property
     def full(self) -> bool:
@@ -291,27 +321,21 @@ class Keeper:
         return cap is not None and len(self.kept) >= cap
 
     def _keep(
-        self,
-        candidate: Candidate,
-        reply_id: str,
-        filt: FilterRecord | None,
-        share: float,
-        stems: frozenset[str],
-        filled: bool | None = None,
-        absent: str | None = None,
+        self, read: _Read, filt: FilterRecord | None, filled: bool | None = None, absent: str | None = None
     ) -> None:
-        self.kept_stems.add(stems)
-        self._kept_parts.append(self._parts(stems))
+        candidate = read.candidate
+        self.kept_stems.add(read.stems)
+        self._kept_parts.append(self._parts(read.stems))
         self.kept.append(
             self.desk.question(
                 candidate.question,
                 "out_of_scope",
                 len(self.kept),
-                reply_id,
+                read.reply_id,
                 filt,
                 edit_kind=candidate.kind,
                 source_question=candidate.source,
-                overlap=round(share, 4),
+                overlap=round(read.share, 4),
                 filled=filled,
                 absent_detail=absent,
             )
@@ -346,13 +370,12 @@ class Keeper:
         """Keep candidates dropped only for the margin, most confident first, until ``minimum`` are
         kept, passing over a copy of one kept (:meth:`copy_of`). Returns how many were kept so."""
         added = 0
-        for _, dropped, reply_id, share, stems in sorted(self.within, key=lambda w: -w[0]):
+        for _, dropped, read in sorted(self.within, key=lambda w: -w[0]):
             if len(self.kept) >= minimum:
                 break
-            if self.copy_of(stems) is not None:
+            if self.copy_of(read.stems) is not None:
                 continue
             self.dropped = [d for d in self.dropped if d is not dropped]
-            candidate = Candidate(dropped.question, dropped.edit_kind or "", dropped.source_question)
-            self._keep(candidate, reply_id, dropped.filter, share, stems, filled=True)
+            self._keep(read, dropped.filter, filled=True)
             added += 1
         return added

@@ -15,11 +15,20 @@ The sentences asked about are those with the most names and numbers
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field, replace
 
 from scopeguard._sentences import split_run_on, split_sentences
-from scopeguard.detection.read.text import STOPWORDS, tokenize
+from scopeguard.detection.read.text import STOPWORDS, content_stem_set, content_stems, tokenize
+from scopeguard.generation.offline._vocabulary import KIND_WORDS
 
-__all__ = ["MAX_SENTENCE_WORDS", "MIN_SENTENCES", "informative_sentences", "unusable_reason"]
+__all__ = [
+    "MAX_SENTENCE_WORDS",
+    "MIN_SENTENCES",
+    "DocumentView",
+    "informative_sentences",
+    "read_document",
+    "unusable_reason",
+]
 
 MIN_SENTENCES = 2
 # a "sentence" longer than this is too long to ask about; with split_long, it is cut into clauses
@@ -47,14 +56,24 @@ def _pieces(text: str, split_long: bool) -> list[str]:
     return out
 
 
+def _ranked(pieces: list[str]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The sentences of 8 to 45 words among ``pieces``, and their indices, those with the most names
+    and numbers first."""
+    low, high = _SENTENCE_WORDS
+    sentences = tuple(p for p in pieces if low <= len(p.split()) <= high)
+    ranked = sorted(range(len(sentences)), key=lambda i: -len(_NAME_OR_NUMBER.findall(sentences[i][1:])))
+    return sentences, tuple(ranked)
+
+
+def _pick(sentences: tuple[str, ...], ranks: tuple[int, ...], k: int, skip: int) -> list[str]:
+    return [sentences[i] for i in sorted(ranks[skip : skip + k])]
+
+
 def informative_sentences(text: str, k: int, skip: int = 0, *, split_long: bool = False) -> list[str]:
     """The ``k`` sentences of ``text`` with the most names and numbers (of 8 to 45 words; with
     ``split_long``, as the offline modes ask, also the pieces of a longer one, :func:`_pieces`)
     after the ``skip`` with the most, in order."""
-    low, high = _SENTENCE_WORDS
-    sentences = [p for p in _pieces(text, split_long) if low <= len(p.split()) <= high]
-    ranked = sorted(range(len(sentences)), key=lambda i: -len(_NAME_OR_NUMBER.findall(sentences[i][1:])))
-    return [sentences[i] for i in sorted(ranked[skip : skip + k])]
+    return _pick(*_ranked(_pieces(text, split_long)), k, skip)
 
 
 def _latin_share(text: str) -> float:
@@ -68,6 +87,11 @@ def unusable_reason(text: str, *, split_long: bool = False) -> str | None:
     """Why the offline modes cannot use ``text``, or ``None`` when they can. With ``split_long``
     (as the offline modes read it) a sentence over :data:`MAX_SENTENCE_WORDS` words counts
     as its clauses: a review written without capitals is one "sentence" to the splitter."""
+    return _unusable(text, _pieces(text, split_long))
+
+
+def _unusable(text: str, pieces: list[str]) -> str | None:
+    """:func:`unusable_reason` of ``text`` cut into ``pieces``."""
     if not text.strip():
         return "empty document"
     if _latin_share(text) < _MIN_LATIN_SHARE:
@@ -77,7 +101,65 @@ def unusable_reason(text: str, *, split_long: bool = False) -> str | None:
         share = sum(w in STOPWORDS for w in words) / len(words)
         if share < _MIN_FUNCTION_SHARE:
             return f"not English: {share:.0%} English function words (English prose has 35-50%)"
-    n = len(_pieces(text, split_long))
+    n = len(pieces)
     if n < MIN_SENTENCES:
         return f"too short: {n} sentence{'s' if n != 1 else ''} (the offline modes need {MIN_SENTENCES})"
     return None
+
+
+@dataclass(frozen=True)
+class DocumentView:
+    """What the offline modes read of one document, read once (:meth:`of`): whether they can use it,
+    its content words and the sentences they ask about; the subject's parts once it is named
+    (:meth:`about`). The screens and the keeper read it for every candidate."""
+
+    text: str
+    #: the document's content words (stems)
+    stems: frozenset[str]
+    #: why the offline modes cannot use the document (:func:`unusable_reason`), or ``None``
+    unusable: str | None = None
+    #: the subject as asked about (a stand-in too: "the case"), and its kind
+    subject: str = ""
+    kind: str = ""
+    #: the model's own name for the subject ("" when it is a stand-in): what another thing is
+    #: told from
+    own_subject: str = ""
+    #: what the subject's kind is called ("film", "movie"): the subject's words, not details asked for
+    kind_stems: frozenset[str] = frozenset()
+    #: the subject's words and its kind's, counted as the document's for an unstated question
+    subject_stems: frozenset[str] = frozenset()
+    # the sentences that may be asked about (long ones cut at their clauses), and their ranks
+    _sentences: tuple[str, ...] = field(default=(), repr=False)
+    _ranks: tuple[int, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def of(cls, text: str) -> DocumentView:
+        """:func:`read_document` of ``text``."""
+        return read_document(text)
+
+    def informative(self, k: int, skip: int = 0) -> list[str]:
+        """:func:`informative_sentences` of the document (``split_long``), read once."""
+        return _pick(self._sentences, self._ranks, k, skip)
+
+    def about(self, subject: str, kind: str, *, stand_in: bool = False) -> DocumentView:
+        """This view with the document's ``subject`` (of ``kind``; ``""``: none named);
+        ``stand_in``: what the document calls it in place of the model's name ("the case")."""
+        kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, ""))) if subject else frozenset()
+        return replace(
+            self,
+            subject=subject,
+            kind=kind,
+            own_subject="" if stand_in else subject,
+            kind_stems=kind_stems,
+            subject_stems=frozenset(content_stems(subject)) | kind_stems,
+        )
+
+
+def read_document(text: str) -> DocumentView:
+    """``text`` read once as the offline modes read it (a sentence over :data:`MAX_SENTENCE_WORDS`
+    words cut at its clause breaks): whether they can use it, its content words and the sentences
+    they ask about."""
+    pieces = _pieces(text, split_long=True)
+    sentences, ranks = _ranked(pieces)
+    unusable = _unusable(text, pieces)
+    return DocumentView(text, frozenset(content_stem_set(text)), unusable, _sentences=sentences, _ranks=ranks)

@@ -5,30 +5,45 @@ question is a string that starts with a capital and ends with "?"). Other backen
 prompt without the constraint; their replies are parsed the same way. A reply that is not JSON of
 the asked shape raises :class:`~scopeguard.generation.parsers.ReplyParseError`; ``lenient`` (only
 after the firmer retry) takes the JSON object out of surrounding text and keeps the usable items.
+
+Each kind of reply is a :class:`ReplyShape` (its schema, its parser, its token cap:
+:func:`questions_reply`, :func:`answered_reply`, :func:`subject_reply`, :func:`edits_reply`), and
+every offline prompt is asked through :func:`ask_reply`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
+from scopeguard.generation._context import DocumentContext, Sampling
+from scopeguard.generation.cache import CachedReply
 from scopeguard.generation.offline._vocabulary import SUBJECT_KINDS
 from scopeguard.generation.parsers import ReplyParseError
 
 __all__ = [
     "MAX_ANSWER_CHARS",
     "SUBJECT_KIND_TOKENS",
+    "ReplyShape",
+    "answered_reply",
     "answered_schema",
+    "ask_reply",
+    "edits_reply",
     "edits_schema",
     "parse_answered",
     "parse_edits",
     "parse_questions",
     "parse_subject",
+    "questions_reply",
     "questions_schema",
+    "subject_reply",
     "subject_schema",
 ]
+
+T = TypeVar("T")
 
 # A question: one line that starts with a capital letter and ends with its only "?" (no quote,
 # backslash, bracket or brace: no escapes for the grammar to get wrong, no JSON debris, no second
@@ -193,3 +208,71 @@ def parse_edits(
         return edits
     missing = [k for k in kinds if k not in edits]
     raise ReplyParseError("missing_edit", f"no usable question for {missing}", reply=text)
+
+
+@dataclass(frozen=True)
+class ReplyShape(Generic[T]):
+    """A JSON reply the offline modes ask for: the ``schema`` it is held to, its ``parse``
+    (``(text, truncated, lenient)`` -> the value) and its token cap."""
+
+    schema: dict[str, Any]
+    parse: Callable[[str, bool, bool], T]
+    max_tokens: int
+
+
+def questions_reply(n: int) -> ReplyShape[list[str]]:
+    """``n`` questions (:func:`questions_schema`, :func:`parse_questions`)."""
+    return ReplyShape(
+        questions_schema(n),
+        lambda text, truncated, lenient: parse_questions(text, n, truncated=truncated, lenient=lenient),
+        MAX_TOKENS_PER_QUESTION * n + 40,
+    )
+
+
+def answered_reply() -> ReplyShape[tuple[str, str]]:
+    """An answer copied from a sentence and its question (:func:`answered_schema`)."""
+    return ReplyShape(
+        answered_schema(),
+        lambda text, truncated, lenient: parse_answered(text, truncated=truncated, lenient=lenient),
+        MAX_TOKENS_PER_QUESTION + MAX_ANSWER_CHARS // 2 + 40,
+    )
+
+
+def subject_reply() -> ReplyShape[tuple[str, str]]:
+    """A document's subject and its kind (:func:`subject_schema`)."""
+    return ReplyShape(
+        subject_schema(),
+        lambda text, truncated, lenient: parse_subject(text, truncated=truncated, lenient=lenient),
+        SUBJECT_TOKENS + SUBJECT_KIND_TOKENS,
+    )
+
+
+def edits_reply(kinds: Sequence[str]) -> ReplyShape[dict[str, str]]:
+    """One rewritten question per edit kind (:func:`edits_schema`)."""
+    return ReplyShape(
+        edits_schema(kinds),
+        lambda text, truncated, lenient: parse_edits(text, kinds, truncated=truncated, lenient=lenient),
+        MAX_TOKENS_PER_QUESTION * len(kinds) + 40,
+    )
+
+
+async def ask_reply(
+    ctx: DocumentContext,
+    step: str,
+    template: str,
+    shape: ReplyShape[T],
+    sampling: Sampling | None = None,
+    **variables: object,
+) -> tuple[T, CachedReply] | None:
+    """``template`` rendered with ``variables``, asked of ``ctx``'s model held to ``shape``'s schema
+    and read by its parser (:meth:`~scopeguard.generation._context.DocumentContext.ask`: retried
+    firmly, the last retry read leniently); ``None`` when no reply was usable."""
+    return await ctx.ask(
+        step,
+        template,
+        lambda r, lenient: shape.parse(r.text, r.truncated, lenient),
+        max_tokens=shape.max_tokens,
+        sampling=sampling,
+        schema=shape.schema,
+        **variables,
+    )

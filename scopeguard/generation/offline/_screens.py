@@ -4,9 +4,11 @@ A :class:`Screen` has a ``name`` (what ``GenerationConfig.screens`` lists), the 
 ``kinds`` it applies to (``"direct"``: an in-scope candidate; ``"unstated"``, ``"followup"`` and the
 edit kinds: out-of-scope ones) and ``check(candidate, view)``: why the :class:`Candidate` is no
 usable question, or ``None``. The :class:`DocumentView` is what the screens read of the document,
-computed once for it (its subject added once the model names it). :func:`first_reason` applies the
-configured screens in their order; the keeper (:mod:`._keeper`) drops a candidate with the first
-reason found, as ``"not a usable question: <reason>"``.
+computed once for it (its subject added once the model names it). :func:`screen` applies the
+configured screens in their order, in the one pass both keepers make over a candidate (mended, and
+read for a detail its document states none of, :mod:`._absent`); a keeper (:mod:`._keeper`,
+:mod:`._in_scope`) drops a candidate with the first reason found, as ``"not a usable question:
+<reason>"``.
 
 Screens are looked up by name in one registry, as detectors are: a screen is a function registered
 with :func:`register_screen` (``@register_screen("no_prices", kinds=OUT_OF_SCOPE)``), and
@@ -47,19 +49,22 @@ from typing import Protocol
 from scopeguard.detection.read.text import content_stem_set, content_stems
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation._edit_kinds import EDIT_KINDS
+from scopeguard.generation.offline._absent import absent_detail
 from scopeguard.generation.offline._natural import (
     about_writer,
     asks_name,
     asks_writer_name,
+    centre_as_written,
     degenerate,
     odd_detail,
+    standalone,
     two_things,
     unmoored,
     unnatural,
     unwritten_name,
 )
+from scopeguard.generation.offline._reading import DocumentView
 from scopeguard.generation.offline._subjects import not_about, other_thing
-from scopeguard.generation.offline._vocabulary import KIND_WORDS
 
 __all__ = [
     "IN_SCOPE",
@@ -68,10 +73,11 @@ __all__ = [
     "DocumentView",
     "Screen",
     "ScreenCheck",
+    "Screened",
     "available_screens",
-    "first_reason",
     "get_screens",
     "register_screen",
+    "screen",
     "unanswered",
 ]
 
@@ -97,44 +103,6 @@ class Candidate:
     source: str | None = None
     sentence: str | None = None
     answer: str | None = None
-
-
-@dataclass(frozen=True)
-class DocumentView:
-    """What the screens and the keeper read of one document, computed once (:meth:`of`), the
-    subject's parts once it is named (:meth:`about`)."""
-
-    text: str
-    #: the document's content words (stems)
-    stems: frozenset[str]
-    #: the subject as asked about (a stand-in too: "the case"), and its kind
-    subject: str = ""
-    kind: str = ""
-    #: the model's own name for the subject ("" when it is a stand-in): what another thing is
-    #: told from
-    own_subject: str = ""
-    #: what the subject's kind is called ("film", "movie"): the subject's words, not details asked for
-    kind_stems: frozenset[str] = frozenset()
-    #: the subject's words and its kind's, counted as the document's for an unstated question
-    subject_stems: frozenset[str] = frozenset()
-
-    @classmethod
-    def of(cls, text: str) -> DocumentView:
-        stems = frozenset(content_stem_set(text))
-        return cls(text=text, stems=stems)
-
-    def about(self, subject: str, kind: str, *, stand_in: bool = False) -> DocumentView:
-        """This view with the document's ``subject`` (of ``kind``; ``""``: none named);
-        ``stand_in``: what the document calls it in place of the model's name ("the case")."""
-        kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, ""))) if subject else frozenset()
-        return replace(
-            self,
-            subject=subject,
-            kind=kind,
-            own_subject="" if stand_in else subject,
-            kind_stems=kind_stems,
-            subject_stems=frozenset(content_stems(subject)) | kind_stems,
-        )
 
 
 class Screen(Protocol):
@@ -205,14 +173,35 @@ def get_screens(names: Iterable[str]) -> tuple[Screen, ...]:
     return tuple(_SCREENS[n] for n in names)
 
 
-def first_reason(screens: Iterable[Screen], candidate: Candidate, view: DocumentView) -> str | None:
-    """The first reason one of ``screens`` that applies to ``candidate``'s kind gives, or ``None``."""
-    for screen in screens:
-        if candidate.kind in screen.kinds:
-            reason = screen.check(candidate, view)
+@dataclass(frozen=True)
+class Screened:
+    """A candidate read once against its document (:func:`screen`): mended, the first reason a
+    screen gives to drop it (``None``: none does), and the kind of detail it asks that the document
+    states none of (:func:`~._absent.absent_detail`; ``None``: it asks none such, or the document
+    states one)."""
+
+    candidate: Candidate
+    unusable: str | None
+    absent: str | None
+
+
+def screen(candidate: Candidate, view: DocumentView, screens: Iterable[Screen]) -> Screened:
+    """The one pass both keepers make over a candidate, each then deciding in its own order:
+    ``candidate`` mended as a person would write it (:func:`~._natural.standalone`; an out-of-scope
+    one's "the centre of" a city the document does not name made "the city centre":
+    :func:`~._natural.centre_as_written`), the kind of detail it asks that ``view``'s document
+    states none of, and the first reason one of ``screens`` that applies to its kind gives."""
+    question = standalone(candidate.question)
+    if candidate.kind != IN_SCOPE:
+        question = centre_as_written(question, view.text)
+    mended = replace(candidate, question=question)
+    absent = absent_detail(question, view.text)
+    for rule in screens:
+        if mended.kind in rule.kinds:
+            reason = rule.check(mended, view)
             if reason is not None:
-                return reason
-    return None
+                return Screened(mended, reason, absent)
+    return Screened(mended, None, absent)
 
 
 # The built-in screens, registered in the order of GenerationConfig's default (config.DEFAULT_SCREENS).

@@ -21,8 +21,12 @@ mode"). The offline modes ask them for what they can do, every reply held to a J
    edit kind, SQuAD 2.0's kinds (Rajpurkar et al., 2018), the document not shown. The packaged
    1.5B's rewrites are rarely a question a person would send (read by hand in
    docs/research/generation-log.md, "Natural out-of-scope questions"), so ``offline`` leaves them out;
-5. every out-of-scope candidate goes to the :class:`~._keeper.Keeper`, which keeps it or drops it
-   with the reason.
+5. each mode's source of out-of-scope candidates is a list of prompts (:class:`_Ask`, by mode in
+   :data:`_SOURCES`), asked in one loop (:func:`_ask_and_keep`) that hands each reply's candidates
+   to the :class:`~._keeper.Keeper`, which keeps each or drops it with the reason.
+
+The document is read once (:func:`~._reading.read_document`) and its run is recorded once, when it
+ends (:class:`_Outcome`).
 
 ``in_scope`` stops after step 1: the kept in-scope questions alone (a calibration's threshold reads
 only those, and they cost a fraction of a document's time).
@@ -39,26 +43,26 @@ within the margin, least doubted first; each is marked ``filled``. A document ke
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
 
 from scopeguard.errors import DocumentTooLongError
 from scopeguard.generation._context import DocumentContext, Sampling
-from scopeguard.generation.cache import CachedReply
-from scopeguard.generation.checkpoint import DocumentRecord
+from scopeguard.generation.checkpoint import DocumentRecord, DroppedQuestion, GeneratedQuestion
+from scopeguard.generation.config import GenerationConfig
 from scopeguard.generation.offline._in_scope import SPARE_IN_SCOPE, in_scope_candidates
 from scopeguard.generation.offline._keeper import Keeper, KeeperRules
-from scopeguard.generation.offline._reading import informative_sentences, unusable_reason
+from scopeguard.generation.offline._reading import DocumentView, read_document
 from scopeguard.generation.offline._replies import (
-    MAX_TOKENS_PER_QUESTION,
-    SUBJECT_KIND_TOKENS,
-    SUBJECT_TOKENS,
-    edits_schema,
-    parse_edits,
-    parse_questions,
-    parse_subject,
-    questions_schema,
-    subject_schema,
+    ReplyShape,
+    ask_reply,
+    edits_reply,
+    questions_reply,
+    subject_reply,
 )
-from scopeguard.generation.offline._screens import Candidate, DocumentView, Screen
+from scopeguard.generation.offline._screens import Candidate, Screen
 from scopeguard.generation.offline._subjects import (
     named_late,
     stand_in,
@@ -79,44 +83,6 @@ def example_index(source: str) -> int:
     return int(hashlib.sha256(source.encode("utf-8")).hexdigest()[:8], 16)
 
 
-async def ask_questions(
-    ctx: DocumentContext, step: str, template: str, count: int, sampling: Sampling | None, **variables: object
-) -> tuple[list[str], CachedReply] | None:
-    """``count`` questions from ``template`` (a JSON reply held to the questions schema), or ``None``."""
-    return await ctx.ask(
-        step,
-        template,
-        lambda r, lenient: parse_questions(r.text, count, truncated=r.truncated, lenient=lenient),
-        max_tokens=MAX_TOKENS_PER_QUESTION * count + 40,
-        sampling=sampling,
-        schema=questions_schema(count),
-        **variables,
-    )
-
-
-async def _perturb(
-    ctx: DocumentContext, keeper: Keeper, sources: list[str], sampling: Sampling | None
-) -> None:
-    kinds = list(ctx.cfg.perturb_kinds)
-    for source in sources[: ctx.cfg.perturb_sources]:
-        got = await ctx.ask(
-            "perturb",
-            "gen_perturb_question",
-            lambda r, lenient: parse_edits(r.text, kinds, truncated=r.truncated, lenient=lenient),
-            max_tokens=MAX_TOKENS_PER_QUESTION * len(kinds) + 40,
-            sampling=sampling,
-            schema=edits_schema(kinds),
-            question=source,
-            kinds=kinds,
-            example=example_index(source),
-        )
-        if got is None:
-            continue
-        edits, reply = got
-        for kind, question in edits.items():
-            await keeper.consider("perturb", Candidate(question, kind, source), reply.id)
-
-
 async def _subject(ctx: DocumentContext) -> tuple[str, str, bool]:
     """What the document is about, in a few words, what kind of thing it is
     (:data:`SUBJECT_KINDS`), and whether that is a stand-in for the model's name;
@@ -126,12 +92,11 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str, bool]:
     passing mention: what the document calls it ("the case") is asked about instead, or what each
     sentence names (:func:`~._subjects.stand_in`); one named in lower case gets "the"
     (:func:`~._subjects.with_article`)."""
-    got = await ctx.ask(
+    got = await ask_reply(
+        ctx,
         "subject",
         "gen_document_subject",
-        lambda r, lenient: parse_subject(r.text, truncated=r.truncated, lenient=lenient),
-        max_tokens=SUBJECT_TOKENS + SUBJECT_KIND_TOKENS,
-        schema=subject_schema(),
+        subject_reply(),
         text=ctx.doc.text[:_SUBJECT_CHARS],
         subject_kinds=SUBJECT_KINDS,
     )
@@ -157,112 +122,171 @@ async def _subject(ctx: DocumentContext) -> tuple[str, str, bool]:
     return named, kind, True
 
 
-def _unstated_sentences(ctx: DocumentContext, round_: int) -> list[str]:
+@dataclass(frozen=True)
+class _Ask:
+    """One prompt of a source of out-of-scope candidates (:data:`_SOURCES`): its ``step``, its
+    ``template`` and the ``variables`` it is rendered with, the reply's :class:`~._replies.ReplyShape`,
+    and how the reply's value becomes candidates; ``series``: the reply is one list of questions
+    (an enumeration among them is dropped, :meth:`~._keeper.Keeper.take`)."""
+
+    step: str
+    template: str
+    shape: ReplyShape[Any]
+    variables: Mapping[str, object]
+    candidates: Callable[[Any], list[Candidate]]
+    series: bool = True
+
+
+def _edited(edits: dict[str, str], source: str) -> list[Candidate]:
+    return [Candidate(question, kind, source) for kind, question in edits.items()]
+
+
+def _perturb(cfg: GenerationConfig, keeper: Keeper, sources: list[str], round_: int) -> Iterator[_Ask]:
+    """Each of the first ``perturb_sources`` kept questions rewritten once per edit kind."""
+    kinds = list(cfg.perturb_kinds)
+    for source in sources[: cfg.perturb_sources]:
+        yield _Ask(
+            "perturb",
+            "gen_perturb_question",
+            edits_reply(kinds),
+            {"question": source, "kinds": kinds, "example": example_index(source)},
+            partial(_edited, source=source),
+            series=False,
+        )
+
+
+def _unstated_sentences(cfg: GenerationConfig, view: DocumentView, round_: int) -> list[str]:
     """The sentences round ``round_`` (0: the first) of unstated questions asks about: the
     ``n_in_scope + 2`` most informative, and each sampled top-up round the next as many not asked
     yet, while any are left (the same sentences again gave the same questions: copies)."""
-    k = max(ctx.cfg.n_in_scope, 1) + SPARE_IN_SCOPE
-    fresh = informative_sentences(ctx.doc.text, k, skip=k * round_, split_long=True)
-    return fresh or informative_sentences(ctx.doc.text, k, split_long=True)
+    k = max(cfg.n_in_scope, 1) + SPARE_IN_SCOPE
+    return view.informative(k, skip=k * round_) or view.informative(k)
 
 
-async def _unstated(ctx: DocumentContext, keeper: Keeper, sampling: Sampling | None, round_: int = 0) -> None:
+def _unstated_candidates(questions: list[str], moor: str) -> list[Candidate]:
+    return [Candidate(question, "unstated", sentence=moor) for question in questions]
+
+
+def _unstated(cfg: GenerationConfig, keeper: Keeper, sources: list[str], round_: int) -> Iterator[_Ask]:
     """``unstated_per_sentence`` questions per informative sentence about what it leaves unsaid:
     about the document's subject if one was named (else about what the sentence names), the details
     hinted at fitting its kind where the template has hints for it. A question about the subject
     (or what its kind is called: "the film") is about its sentence even when it shares no word with
     it; a sampled top-up round (``round_`` > 0) is shown the last questions written and asked for
-    other details."""
-    n = ctx.cfg.unstated_per_sentence
+    other details. Each sentence is asked once the last one's candidates were kept or dropped."""
+    n = cfg.unstated_per_sentence
     subject, kind = keeper.view.subject, keeper.view.kind
     called = f"{subject}\n{KIND_WORDS.get(kind, '')}"
-    for sentence in _unstated_sentences(ctx, round_):
+    for sentence in _unstated_sentences(cfg, keeper.view, round_):
         if keeper.full:  # max_oos: no more are kept, so none are asked for
             break
         # a sampled top-up round is shown what was asked already (the same few questions came back)
         asked = keeper.asked[-_ASKED_SHOWN:] if round_ > 0 else []
-        got = await ask_questions(
-            ctx,
+        moor = f"{sentence}\n{called}" if subject else sentence
+        yield _Ask(
             "unstated",
             "gen_unstated_question",
-            n,
-            sampling,
-            sentence=sentence,
-            n=n,
-            subject=subject,
-            kind=kind,
-            asked=asked,
+            questions_reply(n),
+            {"sentence": sentence, "n": n, "subject": subject, "kind": kind, "asked": asked},
+            partial(_unstated_candidates, moor=moor),
         )
+
+
+def _followup(cfg: GenerationConfig, keeper: Keeper, sources: list[str], round_: int) -> Iterator[_Ask]:
+    """``followups`` questions a reader would ask next, written from the in-scope questions alone."""
+    n = cfg.followups
+    yield _Ask(
+        "followup",
+        "gen_followup_questions",
+        questions_reply(n),
+        {"questions": sources, "n": n},
+        lambda questions: [Candidate(q, "followup") for q in questions],
+    )
+
+
+async def _ask_and_keep(
+    ctx: DocumentContext, keeper: Keeper, asks: Iterable[_Ask], sampling: Sampling | None
+) -> None:
+    """Ask each of ``asks`` in turn (at ``sampling``) and hand its reply's candidates to the keeper."""
+    for ask in asks:
+        got = await ask_reply(ctx, ask.step, ask.template, ask.shape, sampling, **ask.variables)
         if got is not None:
-            questions, reply = got
-            moor = f"{sentence}\n{called}" if subject else sentence
-            for question in keeper.series(questions, "unstated"):
-                await keeper.consider("unstated", Candidate(question, "unstated", sentence=moor), reply.id)
+            value, reply = got
+            await keeper.take(ask.step, ask.candidates(value), reply.id, series=ask.series)
 
 
-async def _followup(
-    ctx: DocumentContext, keeper: Keeper, sources: list[str], sampling: Sampling | None
-) -> None:
-    n = ctx.cfg.followups
-    got = await ask_questions(ctx, "followup", "gen_followup_questions", n, sampling, questions=sources, n=n)
-    if got is None:
-        return
-    questions, reply = got
-    for question in keeper.series(questions, "followup"):
-        await keeper.consider("followup", Candidate(question, "followup"), reply.id)
+# each mode's own source of out-of-scope candidates, by mode: the prompts of one round of it
+# (``round_`` 0: the first, unsampled; then the sampled top-up rounds)
+_Source = Callable[[GenerationConfig, Keeper, list[str], int], Iterator[_Ask]]
+_SOURCES: dict[str, _Source] = {
+    "perturb": _perturb,
+    "unstated": _unstated,
+    "offline": _unstated,
+    "followup": _followup,
+}
 
 
-async def _round(
-    ctx: DocumentContext, keeper: Keeper, sources: list[str], sampling: Sampling | None, round_: int
-) -> None:
-    """One round of the mode's own source of out-of-scope candidates (``round_`` 0: the first,
-    unsampled; then the sampled top-up rounds): perturbations, unstated questions (``unstated`` and
-    ``offline``) or follow-ups."""
-    if ctx.cfg.mode == "perturb":
-        await _perturb(ctx, keeper, sources, sampling)
-    elif ctx.cfg.mode in ("unstated", "offline"):
-        await _unstated(ctx, keeper, sampling, round_)
-    else:
-        await _followup(ctx, keeper, sources, sampling)
+@dataclass(frozen=True)
+class _Outcome:
+    """How one document's run ended, recorded once (:meth:`DocumentContext.record`)."""
+
+    status: Literal["done", "failed", "skipped"]
+    error: str | None = None
+    questions: tuple[GeneratedQuestion, ...] = ()
+    dropped: tuple[DroppedQuestion, ...] = ()
 
 
-async def _run(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRecord:
+async def _run(ctx: DocumentContext, screens: tuple[Screen, ...]) -> _Outcome:
+    """The document read once, then its questions written and kept (see the module docstring)."""
+    view = read_document(ctx.doc.text)
+    if view.unusable is not None:
+        return _Outcome("skipped", error=view.unusable)
+    # a filter that reads the document in passages (logprob) refuses one longer than its limit
+    passages = getattr(ctx.judge, "passages", None)
+    if callable(passages):
+        passages([ctx.doc])
     cfg = ctx.cfg
-    view = DocumentView.of(ctx.doc.text)
     rules = KeeperRules.of(cfg, ctx.judge)
-    in_scope, candidates, dropped_in_scope = await in_scope_candidates(ctx, view, screens, rules.min_score)
-    if not candidates:
+    judged = await in_scope_candidates(ctx, view, screens, rules.min_score)
+    in_scope, dropped_in_scope = judged.kept, judged.dropped
+    if not judged.candidates:
         if not dropped_in_scope:
-            return ctx.record("failed", error="in-scope questions: no usable reply")
+            return _Outcome("failed", error="in-scope questions: no usable reply")
         # every reply was a question, none about its sentence: nothing worth rewriting
-        return ctx.record(
+        return _Outcome(
             "failed",
             error=f"in-scope questions: none usable ({len(dropped_in_scope)} written, each dropped "
             "with its reason)",
             dropped=tuple(dropped_in_scope),
         )
     if cfg.mode == "in_scope":
-        return ctx.record("done", questions=tuple(in_scope), dropped=tuple(dropped_in_scope))
-    sources = [q.question for q in in_scope] or candidates
+        return _Outcome("done", questions=tuple(in_scope), dropped=tuple(dropped_in_scope))
+    sources = [q.question for q in in_scope] or judged.candidates
     unstated = cfg.mode in ("unstated", "offline")
     if unstated:
         subject, kind, stood_in = await _subject(ctx)
         view = view.about(subject, kind, stand_in=stood_in)
     keeper = Keeper(ctx, rules, view, screens)
-    await _round(ctx, keeper, sources, None, 0)
+    source = _SOURCES[cfg.mode]
+    await _ask_and_keep(ctx, keeper, source(cfg, keeper, sources, 0), None)
     # offline: a short document's follow-ups come last, after its sampled rounds and the margin's
     # candidates; min_oos 0 sets no target to top up to, and they are asked at once
     last = cfg.mode == "offline" and cfg.min_oos > 0
     if cfg.mode == "offline" and not last:
-        await _followup(ctx, keeper, sources, None)
+        await _ask_and_keep(ctx, keeper, _followup(cfg, keeper, sources, 0), None)
     extra = 0
     while len(keeper.kept) < cfg.min_oos and extra < cfg.extra_rounds:
         extra += 1
         sampling = (cfg.extra_temperature, None if cfg.seed is None else cfg.seed + extra)
-        await _round(ctx, keeper, sources, sampling, extra)
-    filled = keeper.fill(cfg.min_oos)
-    if last and len(keeper.kept) < cfg.min_oos:
-        await _followup(ctx, keeper, sources, None)
+        await _ask_and_keep(ctx, keeper, source(cfg, keeper, sources, extra), sampling)
+    # a document still short keeps the margin's candidates; then, offline, follow-ups are asked and
+    # the margin read again
+    filled = 0
+    resorts: list[Iterable[_Ask]] = [(), _followup(cfg, keeper, sources, 0)] if last else [()]
+    for asks in resorts:
+        if len(keeper.kept) >= cfg.min_oos:
+            break
+        await _ask_and_keep(ctx, keeper, asks, None)
         filled += keeper.fill(cfg.min_oos)
     filled_in = sum(bool(q.filled) for q in in_scope)
     if filled or filled_in:
@@ -281,7 +305,7 @@ async def _run(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRec
             detail=f"{extra} sampled round(s) for at least {cfg.min_oos} out-of-scope question(s); "
             f"{len(keeper.kept)} kept",
         )
-    return ctx.record(
+    return _Outcome(
         "done",
         questions=tuple(keeper.kept + in_scope),
         dropped=tuple(dropped_in_scope + keeper.dropped),
@@ -290,15 +314,12 @@ async def _run(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRec
 
 async def generate_offline(ctx: DocumentContext, screens: tuple[Screen, ...]) -> DocumentRecord:
     """One document in an offline mode, its candidates screened by ``screens`` (:func:`~._screens.get_screens`
-    of the configured names); an unusable document is ``skipped`` with the reason."""
-    reason = unusable_reason(ctx.doc.text, split_long=True)
-    if reason is not None:
-        return ctx.record("skipped", error=reason)
+    of the configured names); an unusable document is ``skipped`` with the reason, and so is one
+    longer than the model's context."""
     try:
-        # a filter that reads the document in passages (logprob) refuses one longer than its limit
-        passages = getattr(ctx.judge, "passages", None)
-        if callable(passages):
-            passages([ctx.doc])
-        return await _run(ctx, screens)
+        outcome = await _run(ctx, screens)
     except DocumentTooLongError as exc:
-        return ctx.record("skipped", error=f"longer than the model's context: {exc}")
+        outcome = _Outcome("skipped", error=f"longer than the model's context: {exc}")
+    return ctx.record(
+        outcome.status, error=outcome.error, questions=outcome.questions, dropped=outcome.dropped
+    )
