@@ -73,6 +73,7 @@ LISTED_MODULES = [
     "scopeguard.detection.detectors.probe",
     "scopeguard.detection.detectors.registry",
     "scopeguard.detection.profile",
+    "scopeguard.detection.head.card",
     "scopeguard.detection.head.default",
     "scopeguard.detection.head.fast",
     "scopeguard.detection.head.logprob",
