@@ -8,6 +8,10 @@ It runs ``python -m llama_cpp.server`` (``pip install 'llama-cpp-python[server]'
 process, with the model loaded as :func:`scopeguard.llamacpp.server_command` decides (the safe
 parameters on a CPU whose fast path is broken), waits until the port accepts connections, and
 stops the process when the block ends.
+``alias`` is the name the server serves the model under: the packaged reader's own name
+(``alias="qwen2.5-coder-1.5b"``) lets ``openai:qwen2.5-coder-1.5b`` read it exactly as the
+in-process reader does (:class:`~scopeguard.detection.read.openai.OpenAIVerdicts`); ``args`` pass
+any other option of the server (``["--cache", "true"]`` keeps earlier prompts' states in memory).
 Point scopeguard's ``openai:`` backend, LangChain's ``ChatOpenAI`` or LlamaIndex's
 ``OpenAILike`` at the URL it yields (:func:`scopeguard.testing.packaged_llama_server` is the
 pytest fixture's body: the packaged model, the test skipped when it is not installed).
@@ -18,7 +22,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -44,19 +48,25 @@ def llama_cpp_server(
     *,
     n_ctx: int = 4096,
     n_threads: int = 2,
+    alias: str | None = None,
+    args: Sequence[str] = (),
     log: Path | None = None,
     startup_s: float = 120.0,
 ) -> Iterator[str]:
     """Serve ``model`` (a ``.gguf`` path) with llama-cpp-python's server; yields its base URL.
 
-    The server's output goes to ``log`` (else it is discarded). A server that exits or does not
-    listen within ``startup_s`` raises :class:`~scopeguard.errors.ModelError` (with the end of
-    the log, when there is one).
+    ``alias``: the model's name in requests and ``/v1/models`` (default: the file's path);
+    ``args``: further options of ``llama_cpp.server``. The server's output goes to ``log`` (else
+    it is discarded). A server that exits or does not listen within ``startup_s`` raises
+    :class:`~scopeguard.errors.ModelError` (with the end of the log, when there is one).
     """
     require(SERVER_MODULE, extra="local", feature="the llama.cpp server", package=SERVER_PACKAGE)
     port = _free_port()
-    args = ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
-    command = server_command(model, [*args, "--verbose", "False"])
+    options = ["--host", "127.0.0.1", "--port", str(port)]
+    options += ["--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
+    if alias is not None:
+        options += ["--model_alias", alias]
+    command = server_command(model, [*options, "--verbose", "False", *args])
     out = log.open("w") if log is not None else subprocess.DEVNULL
     try:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)

@@ -36,6 +36,9 @@ follow a ``?``: ``openai:gpt-4o-mini?deadline=20&timeout=10`` (see :func:`from_s
 * ``complete`` uses the sync SDK client, ``acomplete`` the async one (one per event loop); both
   go through :meth:`OpenAIChatModel.chat_completion` / ``achat_completion``, which serve any
   other single request (for example one asking for log-probabilities).
+* ``text_completion`` / ``atext_completion`` send one request to the completions endpoint: a raw
+  prompt the server reads without applying a chat template (what a served reader sends, so that
+  the server reads the exact text an in-process read does).
 """
 
 from __future__ import annotations
@@ -48,16 +51,19 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import openai
+from openai.types import Completion as TextCompletion
 from tenacity import (
     wait_exponential_jitter,
 )
 
 from scopeguard.errors import (
     ConfigurationError,
+    LLMResponseError,
     ScopeGuardError,
 )
 from scopeguard.llm._openai_replies import (
     merge,
+    snippet,
     validate,
 )
 from scopeguard.llm._openai_request import ChatRequests, post_chat
@@ -191,6 +197,24 @@ class OpenAIChatModel(RetryingEndpoint, ChatRequests, BaseChatModel):
             reply = await self._asend(lambda t: post_chat(client, body, t), timeout)
             return validate(reply, self.base_url, self._secret)
 
+    def text_completion(self, params: dict[str, Any]) -> Any:
+        """One request to the completions endpoint (``/completions``): ``params`` carry a raw
+        ``prompt`` the server reads as it is, with no chat template of its own (``model`` defaults
+        to this model's). Same retries, deadline and typed errors as :meth:`chat_completion`;
+        returns the SDK's ``Completion``, checked to have a non-empty ``choices`` list of texts."""
+        body, timeout = self._body(params)
+        with deadline(self.deadline):
+            reply = self._send(lambda t: _post_text(self._client, body, t), timeout)
+            return _validate_text(reply, self.base_url, self._secret)
+
+    async def atext_completion(self, params: dict[str, Any]) -> Any:
+        """Async twin of :meth:`text_completion` (the async SDK client, one per event loop)."""
+        body, timeout = self._body(params)
+        client = self._aclient()
+        with deadline(self.deadline):
+            reply = await self._asend(lambda t: _post_text(client, body, t), timeout)
+            return _validate_text(reply, self.base_url, self._secret)
+
     def call_api(self, fn: Callable[[Any], T], *, retry: bool = True) -> T:
         """``fn(client)`` on the sync SDK client (files, batches...) with the same typed errors as
         a chat request, and its retries and deadline unless ``retry=False`` (a call that must not
@@ -287,6 +311,26 @@ class OpenAIChatModel(RetryingEndpoint, ChatRequests, BaseChatModel):
             events, chunk = await self._asend(lambda t: afirst(create(**request, timeout=t)), timeout)
         async for piece in self._reader(budget).apieces(events, chunk):
             yield piece
+
+
+def _post_text(client: Any, body: dict[str, Any], timeout: float) -> Any:
+    """POST a completions request (plain JSON, sync or async client alike)."""
+    return client.post("/completions", cast_to=TextCompletion, body=body, options={"timeout": timeout})
+
+
+def _validate_text(reply: Any, url: str, *secrets: str | None) -> Any:
+    """``reply`` when it is a completion with a non-empty ``choices`` list of texts."""
+    choices = None if isinstance(reply, str | bytes) else getattr(reply, "choices", None)
+    if (
+        not isinstance(choices, list)
+        or not choices
+        or any(not isinstance(getattr(c, "text", None), str) for c in choices)
+    ):
+        body = snippet(reply, *secrets)
+        raise LLMResponseError(
+            f"the LLM endpoint {url} sent a reply that is not a text completion ({body})", reply=body
+        )
+    return reply
 
 
 _SPEC_OPTIONS: dict[str, Callable[[str], Any]] = {

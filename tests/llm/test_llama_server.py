@@ -52,3 +52,33 @@ def test_a_file_that_is_not_gguf_is_refused_before_any_process_starts(tmp_path: 
         packaged_llama_server(tmp_path, model=str(broken)),
     ):
         pytest.fail("a broken model file cannot be served")
+
+
+def test_the_alias_and_further_options_reach_the_server_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    commands: list[list[str]] = []
+
+    class Exited:
+        returncode = 3
+
+        def __init__(self, command: list[str], **kw: object) -> None:
+            commands.append(command)
+
+        def poll(self) -> int:
+            return self.returncode
+
+        def terminate(self) -> None: ...
+
+        def wait(self, timeout: float | None = None) -> int:
+            return self.returncode
+
+    monkeypatch.setattr(llama_server, "require", lambda module, **kw: None)
+    monkeypatch.setattr(llama_server, "server_command", lambda model, args: ["serve", str(model), *args])
+    monkeypatch.setattr(llama_server.subprocess, "Popen", Exited)
+    with (
+        pytest.raises(ModelError, match="exited early"),
+        llama_server.llama_cpp_server("m.gguf", alias="qwen2.5-coder-1.5b", args=["--cache", "true"]),
+    ):
+        pytest.fail("the server exited")
+    command = commands[0]
+    assert command[command.index("--model_alias") + 1] == "qwen2.5-coder-1.5b"
+    assert command[-2:] == ["--cache", "true"]

@@ -12,7 +12,13 @@ import httpx
 import openai
 import pytest
 
-from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMConnectionError, LLMError
+from scopeguard.errors import (
+    ConfigurationError,
+    DocumentTooLongError,
+    LLMConnectionError,
+    LLMError,
+    LLMResponseError,
+)
 from scopeguard.llm.openai_compat import OpenAIChatModel, from_spec_arg
 
 
@@ -200,3 +206,81 @@ def test_the_deadline_caps_each_request_timeout() -> None:
     with deadline(5.0):
         llm.complete("b")
     assert timeouts[0] == 60.0 and 0 < timeouts[1] <= 5.0
+
+
+# -- the completions endpoint: a raw prompt, the same retries and typed errors ----------------
+
+
+def _text_reply(text: str = "Yes") -> dict[str, Any]:
+    return {
+        "id": "x",
+        "object": "text_completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "text": text,
+                "finish_reason": "length",
+                "logprobs": {
+                    "tokens": [text],
+                    "token_logprobs": [-0.1],
+                    "top_logprobs": [{text: -0.1, "No": -2.5}],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8},
+    }
+
+
+def _text_model(answer: Callable[[httpx.Request], httpx.Response]) -> tuple[OpenAIChatModel, list[dict]]:
+    """``_model`` answering only the completions endpoint (404 elsewhere), with an async client on
+    the same scripted transport too."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return answer(request) if request.url.path == "/v1/completions" else httpx.Response(404)
+
+    async_client = openai.AsyncOpenAI(
+        api_key="k",
+        base_url="http://mock.local/v1",
+        max_retries=0,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),  # type: ignore[arg-type]
+    )
+    return _model(handler, async_client=async_client)
+
+
+def test_a_raw_prompt_goes_to_the_completions_endpoint_as_it_is() -> None:
+    llm, seen = _text_model(lambda r: httpx.Response(200, json=_text_reply()))
+    reply = llm.text_completion({"prompt": "<|im_start|>user\nHi", "max_tokens": 1, "logprobs": 5})
+    assert seen[0] == {"model": "m", "prompt": "<|im_start|>user\nHi", "max_tokens": 1, "logprobs": 5}
+    assert reply.choices[0].text == "Yes" and reply.usage.prompt_tokens == 7
+    assert reply.choices[0].logprobs.top_logprobs[0] == {"Yes": -0.1, "No": -2.5}
+
+
+async def test_the_async_twin_sends_the_same_request() -> None:
+    llm, _ = _text_model(lambda r: httpx.Response(200, json=_text_reply("No")))
+    reply = await llm.atext_completion({"prompt": "p", "max_tokens": 1})
+    assert reply.choices[0].text == "No"
+
+
+def test_server_errors_are_retried_like_a_chat_request() -> None:
+    replies = iter([httpx.Response(503, json={"error": "busy"}), httpx.Response(200, json=_text_reply())])
+    llm, seen = _text_model(lambda r: next(replies))
+    assert llm.text_completion({"prompt": "p"}).choices[0].text == "Yes"
+    assert len(seen) == 2
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"object": "error", "message": "model not loaded"},
+        {"id": "x", "choices": []},
+        {"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": "Yes"}}]},
+    ],
+)
+def test_a_reply_that_is_not_a_text_completion_names_the_endpoint(reply: dict[str, Any]) -> None:
+    llm, _ = _text_model(lambda r: httpx.Response(200, json=reply))
+    with pytest.raises(
+        LLMResponseError, match=r"http://mock.local/v1 sent a reply that is not a text completion"
+    ):
+        llm.text_completion({"prompt": "p"})

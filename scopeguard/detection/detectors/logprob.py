@@ -6,8 +6,11 @@ document contain the answer?". No text is generated, so there is nothing to pars
 ``unknown`` from a rambling reply. A calibration head (Platt scaling on the margin
 log P(No) - log P(Yes), and a threshold, both fitted with document-grouped CV by
 ``scopeguard train-detector --detector logprob``) turns the margin into P(out of scope); the
-packaged head belongs to the packaged Qwen2.5-Coder-1.5B (``scopeguard/_assets/logprob_head.json``).
-With another model and no head of its own, the score is the uncalibrated P(No | Yes or No).
+packaged head belongs to the packaged Qwen2.5-Coder-1.5B (``scopeguard/_assets/logprob_head.json``),
+read in process or served (``reader="openai:qwen2.5-coder-1.5b"`` against a server that serves it
+under that name: :class:`~scopeguard.detection.read.openai.OpenAIVerdicts` sends the in-process
+prompt text and takes the in-process name). With another model and no head of its own, the score
+is the uncalibrated P(No | Yes or No), and ``scopeguard calibrate`` fits its thresholds.
 
 Each retrieved document is asked on its own (the way the heads were fitted: one document per
 question), and a long document is cut into passages of at most ``chunk_tokens`` at sentence
@@ -77,6 +80,13 @@ class LogProbDetector(BaseDetector):
                 self.head = packaged
             else:
                 self.head = identity_head(scorer.name)
+                logger.info(
+                    "no log-prob head for %s: P(out of scope) is the uncalibrated P(No); a served copy "
+                    "of the packaged reader takes its head when served under the name %s "
+                    "(or pass reads_as=); any other reader: scopeguard calibrate",
+                    scorer.name,
+                    None if packaged is None else packaged.model,
+                )
         if self.head.model != scorer.name:
             logger.warning(
                 "log-prob head was fitted on %s, the verdicts come from %s", self.head.model, scorer.name

@@ -11,7 +11,10 @@ each passage of the documents, once, keeping the document state for the next que
 - ``"transformers:NAME_OR_PATH"`` (alias ``"hf:"``): any Hugging Face causal LM, CPU or CUDA,
   batched (``pip install 'scopeguard[probe]'``);
 - ``"openai:MODEL"`` or an :class:`~scopeguard.llm.openai_compat.OpenAIChatModel`: an
-  OpenAI-compatible endpoint that returns ``top_logprobs`` (OpenAI, vLLM, llama.cpp server).
+  OpenAI-compatible endpoint that returns ``top_logprobs`` (OpenAI, vLLM, llama.cpp server). A
+  server of a packaged model (``reads_as=``, or served under the packaged name) is sent the prompt
+  rendered here with that GGUF's own template (raw, to ``/completions``), so it reads as in process
+  and the packaged head, threshold and profiles apply.
 
 A tuned reader's folder (``scopeguard train-reader``; :mod:`scopeguard.detection.read.adapter`)
 names a reading model too: ``"local:FOLDER"`` reads with its GGUF adapter, ``"transformers:FOLDER"``
