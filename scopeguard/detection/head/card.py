@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scopeguard.detection.signals import INFERENCE_TEMPLATE
-
-if TYPE_CHECKING:
-    from scopeguard.detection.head.default import DefaultHead
 
 __all__ = ["model_card"]
 
@@ -27,8 +24,9 @@ def _data_line(datasets: Sequence[str], max_docs: Any) -> str:
     return ", ".join(f"{d} ({'all' if m in (None, 0) else m} documents)" for d, m in pairs)
 
 
-def model_card(head: DefaultHead) -> str:
-    """The head's card: what it reads, what it was fitted on, and how it did out of fold."""
+def model_card(head: Any) -> str:
+    """The card of ``head`` (a :class:`~scopeguard.detection.head.default.DefaultHead`): what it
+    reads, what it was fitted on, and how it did out of fold."""
     info = head.info
     lines = [
         "# scopeguard default head",
