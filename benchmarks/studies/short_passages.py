@@ -46,6 +46,7 @@ import re
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +140,18 @@ def derive(name: str, work: Path, per_label: int, seed: int, skip: int = 0) -> P
     return out
 
 
-def measure(paths: list[Path]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Scores:
+    """Every question's P(out of scope) from the head, its label (1: out of scope) and its set."""
+
+    p: np.ndarray
+    y: np.ndarray
+    names: np.ndarray
+
+
+def measure(paths: list[Path]) -> tuple[dict[str, Any], Scores]:
+    """The figures of each set at the shipped threshold (the JSON's ``threshold``, ``read_seconds``
+    and ``sets``), and the scores they come from."""
     from scopeguard.detection.head.calibration import auroc, caught_at
     from scopeguard.detection.head.default import DefaultHead, default_head_path
     from scopeguard.detection.profile import rate
@@ -169,17 +181,17 @@ def measure(paths: list[Path]) -> dict[str, Any]:
             "auroc": auroc(p, y),
             "caught_at_10": caught_at(p, y, 0.10),
         }
-    return {
-        "threshold": head.threshold,
-        "read_seconds": round(seconds, 1),
-        "sets": rows,
-        "_scores": (p_all, y_all, names),
-    }
+    summary = {"threshold": head.threshold, "read_seconds": round(seconds, 1), "sets": rows}
+    return summary, Scores(p_all, y_all, names)
 
 
 def shifted(p: np.ndarray, shift: float) -> np.ndarray:
-    q = np.clip(p, 1e-12, 1 - 1e-12)
-    return 1.0 / (1.0 + np.exp(-(np.log(q / (1 - q)) - shift)))
+    """``p`` lowered by ``shift`` as the detector lowers a short document's passage
+    (:meth:`~scopeguard.detection.head.default.ShortPassages.lowered`)."""
+    from scopeguard.detection.head.default import ShortPassages
+
+    rule = ShortPassages(SHORT_WORDS, shift)
+    return np.array([rule.lowered(float(x)) for x in p], dtype=np.float64)
 
 
 def smallest_shift(p: np.ndarray, y: np.ndarray, names: np.ndarray, threshold: float, bound: float) -> float:
@@ -193,11 +205,11 @@ def smallest_shift(p: np.ndarray, y: np.ndarray, names: np.ndarray, threshold: f
     return round(shift, 4)
 
 
-def shift_study(scores: Any, threshold: float, bound: float) -> dict[str, Any]:
+def shift_study(scores: Scores, threshold: float, bound: float) -> dict[str, Any]:
     """The shift chosen on all sets, and for each set left out the shift chosen on the others."""
     from scopeguard.detection.profile import rate
 
-    p, y, names = scores
+    p, y, names = scores.p, scores.y, scores.names
     chosen = smallest_shift(p, y, names, threshold, bound)
 
     def point(m: np.ndarray, shift: float) -> dict[str, Any]:
@@ -272,8 +284,7 @@ def main() -> None:
             for q in shown:
                 print(f"[{path.name}] {q.question}\n    {data.documents[q.doc_id].text}\n")
         return
-    measured = measure(paths)
-    scores = measured.pop("_scores")
+    measured, scores = measure(paths)
     result = {
         "machine": cpu_model(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

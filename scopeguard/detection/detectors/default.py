@@ -145,15 +145,21 @@ class DefaultDetector(BaseDetector):
 
     def reading(self, question: str, documents: Sequence[Document | str]) -> DefaultReading:
         """Read ``question`` against each passage of ``documents`` until one answers it clearly;
-        the head's lowest P(out of scope) and that passage's margins (no threshold applied)."""
+        the head's lowest P(out of scope) and that passage's margins (no threshold applied). A
+        passage of a document the head's short-passage rule applies to has its P lowered by it."""
+        docs = as_documents(list(documents))
+        rule = self.head.short_passages
+        # each document's short-passage rule: None where it has none or the document is not short
+        short = [rule if rule is not None and rule.applies(d.text) else None for d in docs]
         best: tuple[float, float, float | None] | None = None
         n = 0
-        short = self._short_passages(documents)
-        for scores in self.reader.read_passages(question, documents, self.head.probes):
+        for passage in self.reader.split(docs):
+            scores = self.reader.read_passage(question, passage.text, self.head.probes)
             main, inference = scores[0], (scores[1].margin if len(scores) > 1 else None)
             p = float(self.head.head.predict(self.head.row(main.margin, inference, main.hidden))[0])
-            if short and short[n] and self.head.short_passages is not None:
-                p = self.head.short_passages.lowered(p)
+            lowering = short[passage.document]
+            if lowering is not None:
+                p = lowering.lowered(p)
             n += 1
             if best is None or p < best[0]:
                 best = (p, main.margin, inference)
@@ -161,15 +167,6 @@ class DefaultDetector(BaseDetector):
                 break
         assert best is not None  # as_documents guarantees at least one document
         return DefaultReading(p_out_of_scope=best[0], margin=best[1], inference_margin=best[2], passages=n)
-
-    def _short_passages(self, documents: Sequence[Document | str]) -> list[bool] | None:
-        """For each passage the reader will read, in order, whether its document is a short one
-        (None when none is)."""
-        docs = as_documents(list(documents))
-        rule = self.head.short_passages
-        if rule is None or not any(rule.applies(d.text) for d in docs):
-            return None
-        return [rule.applies(d.text) for d in docs for _ in self.reader.passages([d])]
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
         reader = self.reader

@@ -3,12 +3,13 @@
 A :class:`Reader` asks a :class:`~scopeguard.detection.read.base.VerdictScorer` the verdict prompt
 (``answerability_verdict`` unless told otherwise) about each passage of the documents: each
 document whole when it fits ``chunk_tokens``, else its consecutive sentences packed into passages
-that do. It stops at the first passage that clearly answers the question (``stop_below``) and
-refuses more than ``max_chunks`` passages with :class:`~scopeguard.errors.DocumentTooLongError`
-naming the limit. With a scorer that keeps prompt states (llama.cpp) the instruction is read once
-per model (:meth:`Reader.prime`) and a document once per process, or once ever with
-:meth:`Reader.preread`; further prompts that start like the verdict prompt (``read_passages``)
-read only their own last tokens against the same document state.
+that do (:meth:`Reader.split` gives each passage with the index of its document). It stops at
+the first passage that clearly answers the question (``stop_below``) and refuses more than
+``max_chunks`` passages with :class:`~scopeguard.errors.DocumentTooLongError` naming the limit.
+With a scorer that keeps prompt states (llama.cpp) the instruction is read once per model
+(:meth:`Reader.prime`) and a document once per process, or once ever with :meth:`Reader.preread`;
+further prompts that start like the verdict prompt (``read_passage``'s ``templates``) read only
+their own last tokens against the same document state.
 
 Every reading detector (``logprob``, ``default``) and the signal extraction for training
 (:func:`scopeguard.detection.signals.extract_signals`) read through this one class.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from scopeguard._sentences import split_sentences
@@ -35,9 +37,18 @@ from scopeguard.errors import ConfigurationError, DocumentTooLongError
 from scopeguard.prompts import render_documents
 from scopeguard.types import Document, as_documents
 
-__all__ = ["TEMPLATE", "Reader", "question_cut", "split_tokens", "verdict_messages"]
+__all__ = ["TEMPLATE", "Passage", "Reader", "question_cut", "split_tokens", "verdict_messages"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One text the reader asks about (:meth:`Reader.split`): ``text`` as the prompt shows it, and
+    ``document``, the index of the document it comes from in the documents split."""
+
+    text: str
+    document: int
 
 
 class Reader:
@@ -127,16 +138,21 @@ class Reader:
     def passages(self, documents: Sequence[Document]) -> list[str]:
         """The texts asked one at a time: each document whole when it fits ``chunk_tokens``, else
         its consecutive sentences packed into passages that do (in the documents' order)."""
+        return [p.text for p in self.split(documents)]
+
+    def split(self, documents: Sequence[Document]) -> list[Passage]:
+        """The passages asked one at a time (the texts of :meth:`passages`), each with the index
+        of its document in ``documents``."""
         budget_chars = self.chunk_tokens * 3  # about 4 characters a token in English; keep a margin
         total = sum(len(d.text) for d in documents)
         if total > budget_chars * self.max_chunks * 2:  # refuse before any tokenising
             raise self._too_long(total)
-        out: list[str] = []
-        for doc in documents:
+        out: list[Passage] = []
+        for index, doc in enumerate(documents):
             whole = render_documents([doc])
             # a token is at least one character: short texts need no tokenizer
             if len(whole) <= self.chunk_tokens or self.scorer.count_tokens(whole) <= self.chunk_tokens:
-                out.append(whole)
+                out.append(Passage(whole, index))
             else:
                 current: list[str] = []
                 size = 0
@@ -144,12 +160,12 @@ class Reader:
                     for i in range(0, len(sentence), budget_chars):
                         piece = sentence[i : i + budget_chars]
                         if current and size + len(piece) > budget_chars:
-                            out.append(" ".join(current))
+                            out.append(Passage(" ".join(current), index))
                             current, size = [], 0
                         current.append(piece)
                         size += len(piece) + 1
                 if current:
-                    out.append(" ".join(current))
+                    out.append(Passage(" ".join(current), index))
             if len(out) > self.max_chunks:
                 raise self._too_long(total)
         return out
@@ -200,15 +216,19 @@ class Reader:
     def read_passages(
         self, question: str, documents: Sequence[Document | str], templates: Sequence[str] = ()
     ) -> Iterator[list[VerdictScore]]:
-        """Each passage of ``documents`` in turn, read for ``question``: the scores of the head's
-        prompt, then of each of ``templates`` (prompts that start like it: each reads only its own
-        last tokens after the first), all against the one state of that passage. Stop iterating to
-        stop reading."""
+        """Each passage of ``documents`` in turn, read for ``question`` (:meth:`read_passage`). Stop
+        iterating to stop reading."""
         passages = self.passages(as_documents(list(documents)))
-        self.prime()
         for passage in passages:
-            self._lookup(passage)
-            yield [
-                self.scorer.score(verdict_messages(question, passage, template=t))
-                for t in (self.template, *templates)
-            ]
+            yield self.read_passage(question, passage, templates)
+
+    def read_passage(self, question: str, passage: str, templates: Sequence[str] = ()) -> list[VerdictScore]:
+        """``passage`` (one of :meth:`split`'s texts) read for ``question``: the scores of the head's
+        prompt, then of each of ``templates`` (prompts that start like it: each reads only its own
+        last tokens after the first), all against the one state of that passage."""
+        self.prime()
+        self._lookup(passage)
+        return [
+            self.scorer.score(verdict_messages(question, passage, template=t))
+            for t in (self.template, *templates)
+        ]

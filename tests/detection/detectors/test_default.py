@@ -161,6 +161,7 @@ def test_fit_reports_grouped_cv_and_leave_one_dataset_out() -> None:
     assert plain["cv"]["overall"]["accuracy"] < report["cv"]["overall"]["accuracy"]
     assert margin_only.layer is None and margin_only.probes == ()
     # the head reproduces its own out-of-fold labels closely on the training rows
+    assert sig.hidden is not None
     row = fitted.row(float(sig.margin[0]), float(sig.probes[INFERENCE_TEMPLATE][0]), sig.hidden[0])
     assert row.shape == (4,)
     assert fitted.info["lodo"]["a"]["n"] == 200 and fitted.info["l2"] == 0.01
@@ -243,6 +244,7 @@ def test_default_reads_with_the_reader_it_is_given(tmp_path) -> None:
     scorer = scripted(margin=lambda p: -3.0)
     det = get_detector("default", model=head(tmp_path), reader=scorer)
     v = det.detect("When did the library open?", DOC)
+    assert isinstance(det, DefaultDetector)
     assert det.reader.scorer is scorer and scorer.prompts and v.label == "in_scope"
     assert v.rationale.startswith("scripted-verdicts answers")
 
@@ -285,6 +287,29 @@ def test_a_short_document_has_its_p_lowered_by_the_heads_shift_and_a_long_one_no
         ShortPassages(words=0, shift=1.0)
     with pytest.raises(ModelError, match="short passages"):
         ShortPassages(words=40, shift=-1.0)
+
+
+def test_the_short_passage_rule_follows_each_passage_back_to_its_document(tmp_path) -> None:
+    import dataclasses
+
+    from scopeguard.detection.head.default import ShortPassages
+    from scopeguard.types import as_documents
+
+    plain = DefaultHead.load(head(tmp_path, signals=("margin",)))
+    path = dataclasses.replace(plain, short_passages=ShortPassages(words=40, shift=1.5)).save(tmp_path / "s")
+    # 200 words in passages of about 30: each passage is short, its document is not
+    long_doc = " ".join(f"Sentence {i} says the Brindlewick pier is {i} metres long." for i in range(20))
+    scorer = ScriptedVerdictScorer(lambda p: 1.8 if "Gardens" in p else 1.0)
+    det = DefaultDetector(model=path, reader=scorer, reader_kwargs={"chunk_tokens": 64})
+    split = det.reader.split(as_documents([long_doc, "Gardens are green."]))
+    n_long = len(split) - 1
+    assert n_long > 1 and [s.document for s in split] == [0] * n_long + [1]
+    assert [s.text for s in split] == det.reader.passages(as_documents([long_doc, "Gardens are green."]))
+    v = det.detect("When?", [long_doc, "Gardens are green."])
+    # the long document's passages keep sigmoid(1) = 0.73; the short one's is lowered to
+    # sigmoid(1.8 - 1.5) = 0.57 and wins (a long passage lowered would give sigmoid(-0.5) = 0.38)
+    assert v.score == pytest.approx(1 / (1 + np.exp(-0.3))) and v.llm_calls == n_long + 1
+    assert det.reading("When?", [long_doc]).p_out_of_scope == pytest.approx(1 / (1 + np.exp(-1.0)))
 
 
 def test_the_packaged_head_lowers_short_passages() -> None:
