@@ -2,6 +2,7 @@
 
     python benchmarks/retrieved_chunks.py [--work /tmp/scopeguard-retrieved-chunks] [--budget-minutes 60]
     python benchmarks/retrieved_chunks.py --report-only [--work ...]     # the table again, no model
+    python benchmarks/retrieved_chunks.py --only squad2-train-extra --budget-minutes M  # one set more
 
 Sets, in this order: eloq-gold-dev, squad2-train, subjqa, the invented ``data/policies``, then
 squad2-train-extra if time allows. A set's retrieval corpus is all its documents as they are (the
@@ -364,6 +365,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="llama.cpp and torch threads")
     ap.add_argument("--budget-minutes", type=float, default=60.0)
     ap.add_argument("--report-only", action="store_true", help="the table from the work folder; no model")
+    ap.add_argument(
+        "--only",
+        choices=sorted(SETS),
+        help="read (and plan under this budget) this set alone; the others as logged",
+    )
     args = ap.parse_args()
     started = time.time()
     config = ChunksConfig(questions=args.questions, threads=args.threads, budget_minutes=args.budget_minutes)
@@ -376,10 +382,10 @@ def main() -> None:
     loaded = {n: load_dataset(p) for n, p in present.items()}
     tops: Tops = {}
     det = None
-    if args.report_only:
+    if args.report_only or args.only:
         for r in work.retrieval.rows():
             tops.setdefault(r["set"], {})[r["id"]] = r["retrieved"]
-    else:
+    if not args.report_only:
         import torch
 
         torch.set_num_threads(args.threads)
@@ -387,14 +393,16 @@ def main() -> None:
     summary: dict[str, Any] = {}
     verified = None
     for name, ds in loaded.items():
-        if det is not None:
+        reading = det is not None and args.only in (None, name)
+        if reading:
+            tops.pop(name, None)
             prepare(
                 work, name, loaded, tops, args.budget_minutes * 60 - (time.time() - work.first_start) - 60
             )
         n = work.planned().get(name, {}).get("questions", 0)
         if not n or name not in tops:
             continue
-        if det is not None:
+        if reading:
             read_set(det, work, name, ds, n, tops[name])
             if name == FIRST:
                 verify_read(det, work, name, ds, n, tops[name])

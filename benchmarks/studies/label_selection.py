@@ -203,7 +203,7 @@ def replay(
             if 2 * n > len(scores):  # a log at most twice the labels says little about choosing
                 continue
             for how, share, width in methods:
-                frs, caught, failed = [], [], 0
+                frs, caught, same, failed = [], [], [], 0
                 for seed in range(draws):
                     t = one_draw(scores, truth, n, budget, seed, how, share, width)
                     if t is None:
@@ -212,6 +212,7 @@ def replay(
                     fr, c = judge(scores, truth, t)
                     frs.append(fr)
                     caught.append(c)
+                    same.append(caught_at(scores, truth, fr) - c)
                 rows.append(
                     {
                         "set": name,
@@ -224,6 +225,7 @@ def replay(
                         "caught_mean": statistics.fmean(caught),
                         "best_caught": best,
                         "short_mean": best - statistics.fmean(caught),
+                        "short_same_fr_mean": statistics.fmean(same),
                         "no_threshold": failed,
                     }
                 )
@@ -266,13 +268,13 @@ def main() -> None:
     )
     print(
         f"{'set':<15} {'n':>3} {'method':<28} {'FR mean':>7} {'FR p90':>6} {'caught':>6} {'best':>5} "
-        f"{'short':>6} {'none':>4}"
+        f"{'short':>6} {'same':>6} {'none':>4}"
     )
     for r in rows:
         print(
             f"{r['set']:<15} {r['labels']:>3} {r['method']:<28} {r['false_refusals_mean']:>7.3f} "
             f"{r['false_refusals_p90']:>6.3f} {r['caught_mean']:>6.3f} {r['best_caught']:>5.3f} "
-            f"{r['short_mean']:>6.3f} {r['no_threshold']:>4}"
+            f"{r['short_mean']:>6.3f} {r['short_same_fr_mean']:>6.3f} {r['no_threshold']:>4}"
         )
     print("\nworst set per method and labels (highest mean false refusals; largest shortfall):")
     keys = sorted({(r["labels"], r["method"]) for r in rows})
@@ -280,9 +282,11 @@ def main() -> None:
         mine = [r for r in rows if (r["labels"], r["method"]) == (n, method)]
         fr = max(mine, key=lambda r: r["false_refusals_mean"])
         short = max(mine, key=lambda r: r["short_mean"])
+        same = max(mine, key=lambda r: r["short_same_fr_mean"])
         print(
             f"  {n:>3} {method:<28} FR {fr['false_refusals_mean']:.3f} ({fr['set']}); "
-            f"short {short['short_mean']:.3f} ({short['set']})"
+            f"short {short['short_mean']:.3f} ({short['set']}); "
+            f"at the same rate {same['short_same_fr_mean']:.3f} ({same['set']})"
         )
     if args.out:
         source = str(args.study or args.retrieved)
