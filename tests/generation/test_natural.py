@@ -18,6 +18,7 @@ from scopeguard.generation.offline._natural import (
     unnatural,
     unwritten_name,
 )
+from scopeguard.generation.offline._out_of_scope import example_index
 from scopeguard.generation.offline._screens import unanswered
 from scopeguard.generation.offline._subjects import (
     named_late,
@@ -29,7 +30,6 @@ from scopeguard.generation.offline._subjects import (
     with_article,
 )
 from scopeguard.generation.offline._vocabulary import FIXED_ARTEFACTS
-from scopeguard.generation.offline._writer import example_index
 from scopeguard.prompts import available_templates, render, template_examples
 
 # a document that shares no invented name or topic with any template's examples

@@ -2,17 +2,18 @@
 
 Algorithm 1 (:mod:`scopeguard.generation.paper`) asks a model to invent facts and write questions
 about them; models of 0.1-1.5B parameters copy the document instead. The offline modes ask them for
-what they can do (:func:`generate_offline`, in ``_writer``), every reply held to a JSON schema and
-asked through one function (``_replies``). The rooms, in the order a document's data flows through
-them:
+what they can do (:func:`generate_offline`, in ``_writer``: a document's steps in order, and which
+rounds of prompts it gets), every reply held to a JSON schema and asked through one function
+(``_replies``). The rooms, in the order a document's data flows through them:
 
 * ``_reading``: the document read once (:class:`DocumentView`): whether the offline modes can use
   it (empty, one sentence, not English: refused before any call), its content words and the
   sentences they ask about (:func:`informative_sentences`);
 * ``_in_scope``: the in-scope candidates, one per informative sentence, and their keeper;
-* ``_writer``: the document's subject (mended by ``_subjects``), then its out-of-scope candidates:
-  each mode's prompts (unstated questions, follow-ups, perturbations), asked in one loop that hands
-  each reply's candidates to the keeper;
+* ``_subjects``: the document's subject, named by the model and mended, for the unstated questions;
+* ``_out_of_scope``: each mode's prompts for out-of-scope candidates (unstated questions,
+  follow-ups, perturbations), a round of them asked at a time, each reply's candidates handed to
+  the keeper;
 * ``_keeper``: each out-of-scope candidate kept or dropped with its reason: read once by the one
   pass both keepers make (``_screens``' :func:`~._screens.screen`: mended by ``_natural``, the
   screens registered by name, :func:`register_screen`, the details a document states none of,

@@ -15,11 +15,10 @@ The sentences asked about are those with the most names and numbers
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from scopeguard._sentences import split_run_on, split_sentences
-from scopeguard.detection.read.text import STOPWORDS, content_stem_set, content_stems, tokenize
-from scopeguard.generation.offline._vocabulary import KIND_WORDS
+from scopeguard.detection.read.text import STOPWORDS, content_stem_set, tokenize
 
 __all__ = [
     "MAX_SENTENCE_WORDS",
@@ -111,7 +110,8 @@ def _unusable(text: str, pieces: list[str]) -> str | None:
 class DocumentView:
     """What the offline modes read of one document, read once (:meth:`of`): whether they can use it,
     its content words and the sentences they ask about; the subject's parts once it is named
-    (:meth:`about`). The screens and the keeper read it for every candidate."""
+    (:func:`~._subjects.about_subject` gives the view about it). The screens and the keeper read it
+    for every candidate."""
 
     text: str
     #: the document's content words (stems)
@@ -140,19 +140,6 @@ class DocumentView:
     def informative(self, k: int, skip: int = 0) -> list[str]:
         """:func:`informative_sentences` of the document (``split_long``), read once."""
         return _pick(self._sentences, self._ranks, k, skip)
-
-    def about(self, subject: str, kind: str, *, stand_in: bool = False) -> DocumentView:
-        """This view with the document's ``subject`` (of ``kind``; ``""``: none named);
-        ``stand_in``: what the document calls it in place of the model's name ("the case")."""
-        kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, ""))) if subject else frozenset()
-        return replace(
-            self,
-            subject=subject,
-            kind=kind,
-            own_subject="" if stand_in else subject,
-            kind_stems=kind_stems,
-            subject_stems=frozenset(content_stems(subject)) | kind_stems,
-        )
 
 
 def read_document(text: str) -> DocumentView:

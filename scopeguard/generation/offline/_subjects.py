@@ -1,24 +1,31 @@
 """What a document is about, as its unstated questions ask it: the subject the model names, mended.
 
-The model names a document's subject (``gen_document_subject``) and its kind; the rules here make
-that name one a reader would use (:func:`subject_as_written`, :func:`with_article`), replace one
-the document does not bear out (:func:`subject_in_document`, :func:`named_late`) by what the
-document itself calls it, if anything (:func:`stand_in`: "the case"), and tell a question about
-another thing than the subject (:func:`other_thing`, :func:`not_about`). Why each is there, and
-what it caught in hand-labelled questions: ``docs/research/generation-history.md``.
+The model names a document's subject (``gen_document_subject``) and its kind, asked once
+(:func:`about_subject`); the rules here make that name one a reader would use
+(:func:`subject_as_written`, :func:`with_article`), replace one the document does not bear out
+(:func:`subject_in_document`, :func:`named_late`) by what the document itself calls it, if
+anything (:func:`stand_in`: "the case"), and tell a question about another thing than the subject
+(:func:`other_thing`, :func:`not_about`). Why each is there, and what it caught in hand-labelled
+questions: ``docs/research/generation-history.md``.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import lru_cache
 
 from scopeguard._sentences import split_sentences
 from scopeguard.detection.read.text import content_stems
-from scopeguard.generation.offline._vocabulary import KIND_WORDS, SUBJECT_GLUE
+from scopeguard.generation._context import DocumentContext
+from scopeguard.generation.cache import CachedReply
+from scopeguard.generation.offline._reading import DocumentView
+from scopeguard.generation.offline._replies import ask_reply, subject_reply
+from scopeguard.generation.offline._vocabulary import KIND_WORDS, SUBJECT_GLUE, SUBJECT_KINDS
 
 __all__ = [
     "QUESTION_NAME",
+    "about_subject",
     "named_late",
     "not_about",
     "other_thing",
@@ -215,3 +222,62 @@ def not_about(question: str, subject: str, kind: str = "") -> str | None:
     if about & set(content_stems(question)) or _REFERS_BACK.search(question):
         return None
     return f"not about the document's subject ({subject}): no word of it, nor 'it'"
+
+
+_SUBJECT_CHARS = 1500  # of the document shown to name its subject (it is named early)
+
+
+async def about_subject(ctx: DocumentContext, view: DocumentView) -> DocumentView:
+    """``view`` with the document's subject and its words: the model names what the document is
+    about, in a few words, and what kind of thing it is (:data:`SUBJECT_KINDS`;
+    ``gen_document_subject``, shown the document's start), mended (:func:`_mended`); none (``""``)
+    when the model names nothing usable. The subject's words and what its kind is called
+    (:data:`KIND_WORDS`: "film", "movie") count as the document's for an unstated question, and
+    are not details it asks for; the model's own name (not a stand-in) tells another thing from it
+    (:func:`other_thing`)."""
+    got = await ask_reply(
+        ctx,
+        "subject",
+        "gen_document_subject",
+        subject_reply(),
+        text=ctx.doc.text[:_SUBJECT_CHARS],
+        subject_kinds=SUBJECT_KINDS,
+    )
+    subject, kind, stood_in = _mended(ctx, *got) if got is not None else ("", "", False)
+    kind_stems = frozenset(content_stems(KIND_WORDS.get(kind, ""))) if subject else frozenset()
+    return replace(
+        view,
+        subject=subject,
+        kind=kind,
+        own_subject="" if stood_in else subject,
+        kind_stems=kind_stems,
+        subject_stems=frozenset(content_stems(subject)) | kind_stems,
+    )
+
+
+def _mended(ctx: DocumentContext, named: tuple[str, str], reply: CachedReply) -> tuple[str, str, bool]:
+    """The subject and kind the model ``named`` in ``reply``, as the unstated questions ask about
+    it, and whether that is a stand-in for the model's name (a replacement is noted on ``ctx``). A
+    description the model capitalised is named as the document writes it
+    (:func:`subject_as_written`); a subject with a word the document never writes is the model's
+    guess, and one the document first names late is a passing mention: what the document calls it
+    ("the case") is asked about instead, or what each sentence names (:func:`stand_in`); one
+    named in lower case gets "the" (:func:`with_article`)."""
+    subject, kind = named
+    subject = subject_as_written(subject, ctx.doc.text)
+    named_as = subject_in_document(subject, kind, ctx.doc.text)
+    if named_as != subject:
+        step, reason = "subject_in_document", "subject_not_in_document"
+        why = "has a word the document never writes"
+    # a subject of a kind a review is of (KIND_WORDS: a product, a place, a book, a film) that the
+    # document first names late is a passing mention ("I bought a Belkin at Costco" in a router's review)
+    elif subject and kind in KIND_WORDS and named_late(subject, kind, ctx.doc.text):
+        named_as = stand_in(subject, kind, ctx.doc.text)
+        step = reason = "subject_named_late"
+        why = "is first named late in the document (a passing mention)"
+    else:
+        return with_article(subject), kind, False
+    instead = repr(named_as) if named_as else "what each sentence names"
+    detail = f"{subject!r} {why}: asked about {instead}"
+    ctx.note(step, reason, reply_id=reply.id, accepted=True, detail=detail)
+    return named_as, kind, True

@@ -22,7 +22,7 @@ __all__ = [
     "SUBJECT_KINDS",
 ]
 
-# -- the subject (:mod:`._subjects`, :mod:`._replies`, :mod:`._writer`) --
+# -- the subject (:mod:`._subjects`, :mod:`._replies`, :mod:`._out_of_scope`) --
 
 #: what kind of thing a document's subject is: the ``kind`` of ``gen_document_subject``'s reply
 #: (a schema enum), which picks the unstated questions' hints (``gen_unstated_question``);
