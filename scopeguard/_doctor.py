@@ -28,8 +28,15 @@ from scopeguard.detection.read.llama_states import (
 )
 from scopeguard.detection.read.scorer import DEFAULT_VERDICT_MODEL
 from scopeguard.errors import ScopeGuardError
-from scopeguard.llamacpp import LoaderDecision, ReadSpeed, extra_buffers_decision, measure_read_speed
-from scopeguard.llamacpp import cpu_features, cpu_name, llama_cpp_build
+from scopeguard.llamacpp import (
+    LoaderDecision,
+    ReadSpeed,
+    cpu_features,
+    cpu_name,
+    extra_buffers_decision,
+    llama_cpp_build,
+    measure_read_speed,
+)
 from scopeguard.models import available_ggufs, gguf_status, local_gguf
 
 __all__ = [

@@ -28,14 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from scopeguard._optional import require
 from scopeguard._prereading import PrereadJob, preread_documents
 from scopeguard._speculation import (
     AsyncHeldAnswer,
+    Held,
     HeldAnswer,
     asettled,
     astart_answer,
@@ -47,9 +48,13 @@ from scopeguard.guard import Guard, OnError
 from scopeguard.policies import HedgePolicy, Policy, RefusePolicy, Responder, get_policy, with_caveat
 from scopeguard.types import Action, Document, GuardResult, Verdict, as_documents, validate_question
 
+if TYPE_CHECKING:
+    from scopeguard.llm.base import ChatModel
+
 __all__ = ["AsyncGuardClient", "GuardClient", "RemoteDetector"]
 
 Docs = str | Document | Iterable[str | Document]
+H = TypeVar("H", bound=Held)
 
 
 @dataclass(frozen=True)
@@ -150,9 +155,21 @@ class _Protocol:
             label="unknown", detector=self.detector.name, error=str(exc), error_kind=error_kind(exc)
         )
 
-    def _speculating(self, speculative: bool | None, responder: Responder | None) -> bool:
-        """Whether to start ``responder`` beside the server's check."""
-        return responder is not None and (self.speculative if speculative is None else speculative)
+    def _answer_request(
+        self,
+        start: Callable[[ChatModel | None, str, str, Sequence[Document], Responder | None], H],
+        question: str,
+        documents: Docs,
+        responder: Responder | None,
+        speculative: bool | None,
+    ) -> tuple[dict[str, Any], H | None]:
+        """The ``POST /v1/answer`` body (the server writes the answer unless ``responder`` does)
+        and, when speculating, ``responder``'s answer started beside the server's check by
+        ``start`` (:func:`start_answer` on a thread, :func:`astart_answer` as a task)."""
+        body = {**self._body(question, documents), "generate": responder is None}
+        if responder is None or not (self.speculative if speculative is None else speculative):
+            return body, None
+        return body, start(None, "", body["question"], as_documents(documents), responder)
 
     def _failed_answer(self, exc: ScopeGuardError, question: str, documents: Docs) -> GuardResult:
         verdict = self._failed_check(exc)
@@ -250,11 +267,9 @@ class GuardClient(_Protocol):
         responder: Responder | None = None,
         speculative: bool | None = None,
     ) -> GuardResult:
-        body = {**self._body(question, documents), "generate": responder is None}
-        held = None
-        if responder is not None and self._speculating(speculative, responder):
-            held = start_answer(None, "", body["question"], as_documents(documents), responder)
-        return settled(held, lambda: self._answer(body, question, documents, responder, held))
+        docs = as_documents(documents)  # once: a generator passed as documents is read once
+        body, held = self._answer_request(start_answer, question, docs, responder, speculative)
+        return settled(held, lambda: self._answer(body, question, docs, responder, held))
 
     def _answer(
         self,
@@ -365,11 +380,9 @@ class AsyncGuardClient(_Protocol):
         responder: Responder | None = None,
         speculative: bool | None = None,
     ) -> GuardResult:
-        body = {**self._body(question, documents), "generate": responder is None}
-        held = None
-        if responder is not None and self._speculating(speculative, responder):
-            held = astart_answer(None, "", body["question"], as_documents(documents), responder)
-        return await asettled(held, self._answer(body, question, documents, responder, held))
+        docs = as_documents(documents)  # once: a generator passed as documents is read once
+        body, held = self._answer_request(astart_answer, question, docs, responder, speculative)
+        return await asettled(held, self._answer(body, question, docs, responder, held))
 
     async def _answer(
         self,

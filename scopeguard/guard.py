@@ -48,6 +48,7 @@ from scopeguard._batching import Batching, failed_verdict
 from scopeguard._prereading import CheckGate, Prereading
 from scopeguard._speculation import (
     AsyncHeldAnswer,
+    Held,
     HeldAnswer,
     asettled,
     astart_answer,
@@ -83,6 +84,7 @@ logger = logging.getLogger(__name__)
 OnError = Literal["fail_closed", "fail_open", "raise"]
 Docs = str | Document | Iterable[str | Document]
 T = TypeVar("T")
+H = TypeVar("H", bound=Held)
 _GRACE_S = 1.0  # the async hard stop comes this long after the deadline, behind the backends' own
 #: the deadline of one check or answer when ``Guard(deadline=...)`` is not given (seconds)
 DEFAULT_DEADLINE_S = 120.0
@@ -214,6 +216,7 @@ class Guard(Batching, Prereading):
             return self._on_failure(exc)
 
     async def acheck(self, question: str, documents: Docs) -> Verdict:
+        """:meth:`check`, awaited (the detector's ``adetect``, cut off shortly after the deadline)."""
         q, docs = validate_question(question), as_documents(documents)
         with deadline_block(self.deadline):
             return await self._acheck(q, docs)
@@ -245,11 +248,27 @@ class Guard(Batching, Prereading):
         return self.hedge if verdict.hedge and verdict.label == "in_scope" else None
 
     # -- answering -------------------------------------------------------------------------
-    def _stage(self, verdict: Verdict, oos: bool) -> str:
-        """The name of the step that answers ``verdict`` (``error_stage`` when it fails)."""
+    def _plan(
+        self, q: str, docs: tuple[Document, ...], verdict: Verdict
+    ) -> tuple[GuardResult, str, Policy | None]:
+        """What follows ``verdict``: the result before answering (a refusal, ``failed_closed`` as
+        :meth:`decide` says), the step that answers it (its ``error_stage`` when it fails) and that
+        step's policy (``None``: the plain answer)."""
+        oos, closed = self.decide(verdict)
+        result = GuardResult(
+            question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
+        )
         if oos:
-            return "policy"
-        return "answer" if self.hedging(verdict) is None else "hedge"
+            return result, "policy", self.policy
+        hedge = self.hedging(verdict)
+        return result, "answer" if hedge is None else "hedge", hedge
+
+    def _context(self, result: GuardResult, responder: Responder | None, held: Held | None) -> PolicyContext:
+        """What the policy answering ``result`` gets; with a held answer, the policies that call the
+        ``responder`` get the held answer instead."""
+        if held is not None and responder is not None:
+            responder = held_responder(held)
+        return PolicyContext(result.question, result.documents, result.verdict, self.llm, responder)
 
     def _failed_step(self, exc: ScopeGuardError, stage: str, result: GuardResult) -> GuardResult:
         """``result`` turned into a refusal after the ``stage`` step failed (or ``exc`` re-raised)."""
@@ -274,51 +293,53 @@ class Guard(Batching, Prereading):
 
     def _respond(
         self,
-        q: str,
-        docs: Sequence[Document],
-        verdict: Verdict,
-        oos: bool,
+        result: GuardResult,
+        policy: Policy | None,
         responder: Responder | None,
-        held: HeldAnswer[str] | None = None,
+        held: HeldAnswer[str] | None,
     ) -> PolicyOutcome:
-        if held is not None and responder is not None:
-            responder = held_responder(held)  # the policies that call it get the held answer
-        if oos:
-            return self.policy.apply(PolicyContext(q, docs, verdict, self.llm, responder))
-        hedge = self.hedging(verdict)
-        if hedge is not None:
-            return hedge.apply(PolicyContext(q, docs, verdict, self.llm, responder))
+        """The outcome of the step :meth:`_plan` chose for ``result``: ``policy``'s, or the answer
+        (the held one, the ``responder``'s or the guard's LLM's)."""
+        if policy is not None:
+            return policy.apply(self._context(result, responder, held))
         if held is not None:
             return PolicyOutcome(Action.ANSWERED, held.result())
+        q, docs = result.question, result.documents
         text = responder(q, docs) if responder else llm_answer(self.llm, q, docs, self.answer_template)
         return PolicyOutcome(Action.ANSWERED, text)
 
     async def _arespond(
         self,
-        q: str,
-        docs: Sequence[Document],
-        verdict: Verdict,
-        oos: bool,
+        result: GuardResult,
+        policy: Policy | None,
         responder: Responder | None,
-        held: AsyncHeldAnswer[str] | None = None,
+        held: AsyncHeldAnswer[str] | None,
     ) -> PolicyOutcome:
-        if held is not None and responder is not None:
-            responder = held_responder(held)
-        if oos:
-            return await self.policy.aapply(PolicyContext(q, docs, verdict, self.llm, responder))
-        hedge = self.hedging(verdict)
-        if hedge is not None:
-            return await hedge.aapply(PolicyContext(q, docs, verdict, self.llm, responder))
+        """:meth:`_respond`, awaited (a ``responder`` on a worker thread)."""
+        if policy is not None:
+            return await policy.aapply(self._context(result, responder, held))
         if held is not None:
             return PolicyOutcome(Action.ANSWERED, await held.result())
+        q, docs = result.question, result.documents
         if responder is not None:
             return PolicyOutcome(Action.ANSWERED, await asyncio.to_thread(responder, q, docs))
         return PolicyOutcome(Action.ANSWERED, await allm_answer(self.llm, q, docs, self.answer_template))
 
-    def _speculating(self, speculative: bool | None, responder: Responder | None) -> bool:
-        """Whether to start the answer beside the check (there is something to answer with)."""
+    def _held(
+        self,
+        start: Callable[[ChatModel | None, str, str, Sequence[Document], Responder | None], H],
+        q: str,
+        docs: Sequence[Document],
+        responder: Responder | None,
+        speculative: bool | None,
+    ) -> H | None:
+        """The answer started beside the check by ``start`` (:func:`start_answer` on a thread,
+        :func:`astart_answer` as a task) when speculating and there is something to answer with
+        (a ``responder`` or the guard's LLM); ``None`` otherwise."""
         wanted = self.speculative if speculative is None else speculative
-        return wanted and (responder is not None or self.llm is not None)
+        if not wanted or (responder is None and self.llm is None):
+            return None
+        return start(self.llm, self.answer_template, q, docs, responder)
 
     def answer(
         self,
@@ -338,24 +359,17 @@ class Guard(Batching, Prereading):
         """
         q, docs = validate_question(question), as_documents(documents)
         with deadline_block(self.deadline):
-            held = None
-            if self._speculating(speculative, responder):
-                held = start_answer(self.llm, self.answer_template, q, docs, responder)
+            held = self._held(start_answer, q, docs, responder, speculative)
             return settled(held, lambda: self._answer(q, docs, responder, held))
 
     def _answer(
         self, q: str, docs: tuple[Document, ...], responder: Responder | None, held: HeldAnswer[str] | None
     ) -> GuardResult:
-        verdict = self._check(q, docs)
-        oos, closed = self.decide(verdict)
-        result = GuardResult(
-            question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
-        )
+        result, stage, policy = self._plan(q, docs, self._check(q, docs))
         try:
-            outcome = self._respond(q, docs, verdict, oos, responder, held)
-            result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
+            result = _answered(result, self._respond(result, policy, responder, held))
         except ScopeGuardError as exc:
-            return self._failed_step(exc, self._stage(verdict, oos), result)
+            return self._failed_step(exc, stage, result)
         if self.answer_check is None:
             return result
         try:
@@ -371,11 +385,11 @@ class Guard(Batching, Prereading):
         responder: Responder | None = None,
         speculative: bool | None = None,
     ) -> GuardResult:
+        """:meth:`answer`, awaited: the detector, the policies and the LLM through their async
+        calls (a ``responder`` on a worker thread), each bounded by the deadline."""
         q, docs = validate_question(question), as_documents(documents)
         with deadline_block(self.deadline):
-            held = None
-            if self._speculating(speculative, responder):
-                held = astart_answer(self.llm, self.answer_template, q, docs, responder)
+            held = self._held(astart_answer, q, docs, responder, speculative)
             return await asettled(held, self._aanswer(q, docs, responder, held))
 
     async def _aanswer(
@@ -385,23 +399,23 @@ class Guard(Batching, Prereading):
         responder: Responder | None,
         held: AsyncHeldAnswer[str] | None,
     ) -> GuardResult:
-        verdict = await self._acheck(q, docs)
-        oos, closed = self.decide(verdict)
-        result = GuardResult(
-            question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
-        )
+        result, stage, policy = self._plan(q, docs, await self._acheck(q, docs))
         try:
-            answering = self._arespond(q, docs, verdict, oos, responder, held)
-            outcome = await _bounded(answering, "the answer")
-            result = result.model_copy(update={"action": outcome.action, "response": outcome.response})
+            answering = self._arespond(result, policy, responder, held)
+            result = _answered(result, await _bounded(answering, "the answer"))
         except ScopeGuardError as exc:
-            return self._failed_step(exc, self._stage(verdict, oos), result)
+            return self._failed_step(exc, stage, result)
         if self.answer_check is None:
             return result
         try:
             return await _bounded(self.answer_check.acheck(result), "the answer check")
         except ScopeGuardError as exc:
             return self._failed_step(exc, "answer_check", result)
+
+
+def _answered(result: GuardResult, outcome: PolicyOutcome) -> GuardResult:
+    """``result`` with the answering step's action and response."""
+    return result.model_copy(update={"action": outcome.action, "response": outcome.response})
 
 
 async def _bounded(step: Awaitable[T], what: str) -> T:

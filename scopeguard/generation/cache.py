@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from scopeguard.generation.accounting import Usage
+from scopeguard.llm._wrapper import WrappedChatModel
 from scopeguard.llm.base import ChatModel, Completion, Prompt, SamplingArgs, to_messages
 from scopeguard.runs import append_jsonl, repair_torn_tail
 
@@ -145,7 +146,7 @@ def _prompt_json(prompt: Prompt) -> Any:
     return prompt if isinstance(prompt, str) else [m.model_dump() for m in to_messages(prompt)]
 
 
-class RecordingChatModel:
+class RecordingChatModel(WrappedChatModel):
     """Wraps a :class:`ChatModel`: serves repeated requests from a :class:`ReplyCache` and books
     every call (cached or not) on a :class:`UsageLedger` under ``step``.
 
@@ -169,15 +170,6 @@ class RecordingChatModel:
         self.step = step
         self._occurrences: Counter[str] = _occurrences if _occurrences is not None else Counter()
         self._lock = _lock or threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return self.llm.name
-
-    @property
-    def supports_n(self) -> bool:
-        """Whether the wrapped backend samples ``n`` replies in one request (see scopeguard.voting)."""
-        return bool(getattr(self.llm, "supports_n", True))
 
     def for_step(self: _R, step: str, ledger: UsageLedger | None = None) -> _R:
         return self._view(self.llm, ledger if ledger is not None else self.ledger, step)

@@ -30,6 +30,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from scopeguard.errors import ConfigurationError
+from scopeguard.llm._wrapper import WrappedChatModel
 from scopeguard.llm.base import ChatModel, Completion, Prompt, SamplingArgs, complete_keywords
 
 if TYPE_CHECKING:
@@ -192,20 +193,12 @@ class AdaptiveLimiter:
                 waiter.set_result(None)
 
 
-class LimitedChatModel:
+class LimitedChatModel(WrappedChatModel):
     """``llm`` with its async calls behind ``limiter`` (sync calls and everything else pass through)."""
 
     def __init__(self, llm: ChatModel, limiter: AdaptiveLimiter) -> None:
         self.llm = llm
         self.limiter = limiter
-
-    @property
-    def name(self) -> str:
-        return self.llm.name
-
-    @property
-    def supports_n(self) -> bool:
-        return bool(getattr(self.llm, "supports_n", True))
 
     def complete(self, prompt: Prompt, **sampling: Unpack[SamplingArgs]) -> Completion:
         return self.llm.complete(prompt, **complete_keywords(sampling))

@@ -61,6 +61,21 @@ def test_in_scope_uses_the_held_local_answer(server: str) -> None:
     assert result.metadata["speculation"] == {"outcome": "released"}
 
 
+def test_documents_given_as_a_generator_are_read_once(server: str) -> None:
+    responder = _responder("local answer")
+    with GuardClient(server, speculative=True) as client:
+        result = client.answer(IN_SCOPE, (d for d in [PARIS]), responder=responder)
+    assert (result.action, result.response) == (Action.ANSWERED, "local answer")
+    assert [d.text for d in result.documents] == [PARIS]
+
+
+async def test_the_async_client_reads_a_generator_of_documents_once(server: str) -> None:
+    responder = _responder("local answer")
+    async with AsyncGuardClient(server, speculative=True) as client:
+        result = await client.answer(IN_SCOPE, (d for d in [PARIS]), responder=responder)
+    assert (result.action, result.response) == (Action.ANSWERED, "local answer")
+
+
 def test_out_of_scope_drops_the_local_answer(server: str) -> None:
     responder = _responder(SECRET)
     with GuardClient(server) as client:
