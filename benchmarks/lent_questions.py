@@ -7,6 +7,8 @@ the documents MiniLM ranks below its own and keeps those the generator's filter 
 
     # the logs (W/DOMAIN/log.jsonl; W outside the repository: they hold data set text)
     python benchmarks/lent_questions.py draw --work W --seed 1301 --questions 20
+    # a fresh draw: none of the questions an earlier work folder logged
+    python benchmarks/lent_questions.py draw --work W2 --seed 1302 --questions 30 --fresh-from W
     # the lending, one domain at a time (resumable: a rerun skips what was read)
     python benchmarks/lent_questions.py run --work W --domain wikipedia
     # each kept question beside the document it was asked of (W/DOMAIN/sheet.txt), empty labels
@@ -17,7 +19,9 @@ the documents MiniLM ranks below its own and keeps those the generator's filter 
     python benchmarks/lent_questions.py report --work W
 
 Domains: ``wikipedia`` (SQuAD 2.0 paragraphs, ../shared/data/squad2-train), ``reviews`` (SubjQA,
-../shared/data/subjqa), ``policies`` (the invented pages of benchmarks/data/policies). A question
+../shared/data/subjqa), ``policies`` (the invented pages of benchmarks/data/policies, 24 organisations'
+one page each), ``helpcentre`` (benchmarks/data/helpcentre: three organisations' own related pages,
+as one deployment's corpus would be). A question
 whose own document was a target of ``studies/neighbour_questions.py`` is not drawn. ``draw`` with a
 larger ``--questions`` (same seed) extends a log: the first questions stay, the run reads the new.
 
@@ -57,6 +61,7 @@ DATASETS = {
     "wikipedia": SHARED / "squad2-train",
     "reviews": SHARED / "subjqa",
     "policies": ROOT / "benchmarks" / "data" / "policies",
+    "helpcentre": ROOT / "benchmarks" / "data" / "helpcentre",
 }
 TARGET = 0.75  # natural and unanswerable, each domain
 CLOSE = 0.4  # the diagnostic floor on a kept question's cosine to the document asked
@@ -75,10 +80,12 @@ def draw(args: argparse.Namespace) -> None:
         folder = DATASETS[domain]
         if not (folder / "questions.jsonl").is_file():
             raise SystemExit(f"{folder} not found")
+        earlier = args.fresh_from / domain / "log.jsonl" if args.fresh_from else None
+        logged = {q["id"] for q in read_jsonl(earlier)} if earlier and earlier.is_file() else set()
         pool = [
             q
             for q in read_jsonl(folder / "questions.jsonl")
-            if q["label"] == "in_scope" and q["doc_id"] not in skip
+            if q["label"] == "in_scope" and q["doc_id"] not in skip and q["id"] not in logged
         ]
         random.Random(args.seed).shuffle(pool)  # a larger --questions keeps the first ones
         chosen = pool[: args.questions]
@@ -87,7 +94,12 @@ def draw(args: argparse.Namespace) -> None:
         (args.work / domain / "log.jsonl").write_text(
             "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
         )
-        plan = {"seed": args.seed, "questions": args.questions, "corpus": str(folder)}
+        plan = {
+            "seed": args.seed,
+            "questions": args.questions,
+            "corpus": str(folder),
+            "fresh_from": len(logged),
+        }
         (args.work / domain / "plan.json").write_text(json.dumps(plan) + "\n")
         print(f"{domain}: {len(rows)} logged questions of {len(pool)} in scope")
 
@@ -101,7 +113,12 @@ def run(args: argparse.Namespace) -> None:
         print(summary.table())
         runs = json.loads((work / "runs.json").read_text()) if (work / "runs.json").is_file() else []
         runs.append(
-            {"read": summary.read_run, "failed": summary.failed_run, "seconds": round(summary.seconds, 1)}
+            {
+                "read": summary.read_run,
+                "failed": summary.failed_run,
+                "unlike": summary.unlike,
+                "seconds": round(summary.seconds, 1),
+            }
         )
         (work / "runs.json").write_text(json.dumps(runs) + "\n")
 
@@ -186,9 +203,12 @@ def domain_row(domain: str, work: Path, labels: dict[str, dict[str, Any]]) -> di
     low, high = wilson(good, len(read)) or (0.0, 0.0)
     plan = json.loads((work / "plan.json").read_text())
     whole = json.loads((work / "coverage.json").read_text()) if (work / "coverage.json").is_file() else {}
+    settings = json.loads((work / "out" / "lending.json").read_text())
     return {
         "domain": domain,
         "seed": plan["seed"],
+        "min_similarity": settings.get("min_similarity", 0.0),
+        "unlike": runs[-1].get("unlike", 0),  # pairs passed over, on another subject (the last run)
         "logged": sum(1 for _ in read_jsonl(work / "log.jsonl")),
         "reads": len(reads),
         "kept": len(kept),
@@ -217,6 +237,9 @@ def report_all(args: argparse.Namespace) -> None:
         for d in args.domain or list(DATASETS)
         if (args.work / d).is_dir()
     ]
+    fresh = {(r["domain"], r["seed"]) for r in rows}
+    earlier = json.loads(args.out.read_text())["rows"] if args.out.is_file() else []
+    rows = [r for r in earlier if (r["domain"], r["seed"]) not in fresh] + rows  # other draws stay
     result = {
         "machine": cpu_model(),
         "date": datetime.date.today().isoformat(),
@@ -235,7 +258,7 @@ def coverage(args: argparse.Namespace) -> None:
     from collections import Counter
 
     from scopeguard.generation.corpus import corpus_passages
-    from scopeguard.generation.lending import SEARCH_DEPTH, LendingConfig, plan_pairs
+    from scopeguard.generation.lending import SEARCH_DEPTH, LendingConfig, alike_pairs, plan_pairs
     from scopeguard.querylog import LoggedQuestion
     from scopeguard.retrieval import get_retriever
 
@@ -255,10 +278,14 @@ def coverage(args: argparse.Namespace) -> None:
         pairs, skipped = plan_pairs(
             log, [[h.document.id for h in found] for found in hits], documents, config.neighbours
         )
+        planned = len(pairs)
+        pairs = alike_pairs(pairs, documents, config)
         asked = Counter(p.doc_id for p in pairs)
         result = {
             "logged": len(log),
             "skipped": len(skipped),
+            "min_similarity": config.min_similarity,
+            "unlike": planned - len(pairs),
             "pairs": len(pairs),
             "corpus": len(documents),
             "asked": len(asked),
@@ -277,6 +304,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1301)
     ap.add_argument("--questions", type=int, default=20, help="draw: logged questions a domain")
     ap.add_argument("--out", type=Path, default=RESULT)
+    ap.add_argument(
+        "--fresh-from", type=Path, help="draw: an earlier work folder whose logged questions are not drawn"
+    )
     args = ap.parse_args()
     if args.step in ("run", "sheet") and not args.domain:
         ap.error(f"{args.step} needs --domain")

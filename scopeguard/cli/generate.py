@@ -4,8 +4,8 @@ Every generation option's default is the :class:`~scopeguard.generation.config.G
 field's; ``--paper`` starts from :meth:`GenerationConfig.paper` instead, and only the options
 given on the command line override it. ``--questions LOG`` lends the questions of a query log to
 the documents next to their own instead (:mod:`scopeguard.generation.lending`, whose
-:class:`~scopeguard.generation.lending.LendingConfig` gives ``--retriever`` and ``--neighbours``
-their defaults), filtered by the same generator's filter.
+:class:`~scopeguard.generation.lending.LendingConfig` gives ``--retriever``, ``--neighbours``
+and ``--min-similarity`` their defaults), filtered by the same generator's filter.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _NOT_LENDING = (
     "poll_interval",
     "max_wait",
 )
-_LENDING_ONLY = ("retriever", "neighbours")
+_LENDING_ONLY = ("retriever", "neighbours", "min_similarity")
 
 
 def _option_name(param: str) -> str:
@@ -205,6 +205,12 @@ def generate(
         "--neighbours",
         help="With --questions: the documents below a question's own that it is asked of.",
     ),
+    min_similarity: float = typer.Option(
+        config_default(LendingConfig, "min_similarity"),
+        "--min-similarity",
+        help="With --questions: ask a neighbour only when it and the question's own document are at "
+        "least this alike (MiniLM cosine; 0: ask every neighbour).",
+    ),
 ) -> None:
     """Generate out-of-scope questions with ELOQ's guided hallucination, plus in-scope ones; or,
     with --questions, lend a query log's questions to the documents next to their own.
@@ -248,7 +254,8 @@ def generate(
         progress=None if progress else False,
     )
     if questions is not None:
-        _lend(generator, corpus, questions, out, retriever, neighbours, progress)
+        settings = {"retriever": retriever, "neighbours": neighbours, "min_similarity": min_similarity}
+        _lend(generator, corpus, questions, out, settings, progress)
         return
     summary = generator.run(corpus, out, length_rule=rule, max_docs=max_docs)
     why = f"(empty, or under --min-words {min_words}"
@@ -278,7 +285,7 @@ def generate(
 
 
 def _lend(
-    generator: Any, corpus: str, log: Path, out: Path, retriever: str, neighbours: int, progress: bool
+    generator: Any, corpus: str, log: Path, out: Path, settings: dict[str, Any], progress: bool
 ) -> None:
     """``--questions``: lend the log's questions over ``corpus`` with ``generator``'s filter."""
     from pydantic import ValidationError
@@ -286,7 +293,7 @@ def _lend(
     from scopeguard.generation.lending import Lender
 
     try:
-        config = LendingConfig(retriever=retriever, neighbours=neighbours)
+        config = LendingConfig(**settings)
     except ValidationError as exc:
         raise _invalid_option(exc) from None
     lender = Lender(generator, config=config, progress=None if progress else False)

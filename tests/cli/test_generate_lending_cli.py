@@ -53,6 +53,8 @@ def _args(corpus: Path, log: Path, out: Path, *more: str) -> list[str]:
         "scripted",
         "--retriever",
         "scripted",
+        "--min-similarity",
+        "0",
     ]
     return ["generate", str(corpus), "--out", str(out), *lend, "--no-progress", *more]
 
@@ -76,6 +78,7 @@ def test_generate_with_questions_lends_reports_and_exits_1_on_a_failed_read(
     [
         (("--claims", "3"), "--claims: not used when lending a query log"),
         (("--neighbours", "0"), "invalid option: neighbours"),
+        (("--min-similarity", "1.5"), "invalid option: min_similarity"),
     ],
 )
 def test_options_that_do_not_apply_to_lending_are_refused(

@@ -4,6 +4,7 @@ scripted filter and an in-memory retriever (words shared with the question rank 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from scopeguard.data import load_dataset, read_jsonl
 from scopeguard.errors import ConfigurationError, InputError, LLMError
 from scopeguard.generation import GenerationConfig, Generator
-from scopeguard.generation.lending import Lender, LendingConfig, plan_pairs
+from scopeguard.generation.lending import Lender, LendingConfig, Similarity, plan_pairs
 from scopeguard.querylog import LoggedQuestion
 from scopeguard.testing import InMemoryRetriever, ScriptedChatModel, ScriptedDetector
 from scopeguard.types import Document
@@ -42,10 +43,30 @@ def _log(tmp_path: Path, rows: list[dict[str, object]], name: str = "log.jsonl")
     return path
 
 
-def _lender(detector: ScriptedDetector, neighbours: int = 3) -> Lender:
+def _all_alike(questions: Sequence[str], texts: Sequence[str]) -> list[float]:
+    return [1.0] * len(questions)
+
+
+def _shared_words(firsts: Sequence[str], seconds: Sequence[str]) -> list[float]:
+    """A stand-in for embedding cosines: the share of the first text's words in the second."""
+    out = []
+    for a, b in zip(firsts, seconds, strict=True):
+        words = set(a.split())
+        out.append(len(words & set(b.split())) / len(words))
+    return out
+
+
+def _lender(
+    detector: ScriptedDetector,
+    neighbours: int = 3,
+    *,
+    similarity: Similarity = _all_alike,
+    min_similarity: float = 0.4,
+) -> Lender:
     generator = Generator(ScriptedChatModel([]), config=GenerationConfig(), judge=detector, progress=False)
+    config = LendingConfig(neighbours=neighbours, min_similarity=min_similarity)
     return Lender(
-        generator, config=LendingConfig(neighbours=neighbours), retriever=InMemoryRetriever(), progress=False
+        generator, config=config, retriever=InMemoryRetriever(), similarity=similarity, progress=False
     )
 
 
@@ -111,6 +132,25 @@ def test_lending_keeps_what_the_filter_finds_out_of_scope_past_the_floor(tmp_pat
     assert (summary.documents_asked, summary.documents, summary.documents_with_2) == (3, 3, 0)
     assert summary.floor == pytest.approx(0.75)
     assert "0 of 3 neighbours asked have >= 2 lent questions" in summary.table()
+
+
+def test_a_neighbour_on_another_subject_is_passed_over_unread(tmp_path: Path) -> None:
+    log = _log(tmp_path, [{"id": "q1", "question": QUESTION, "doc_ids": ["a1"]}])
+    detector = ScriptedDetector({QUESTION: KEPT})
+    # a1's neighbours b2, c3, d4 hold 5, 3 and 2 of a1's 8 words
+    alike = _lender(detector, similarity=_shared_words, min_similarity=0.3)
+    summary = alike.run(_corpus(tmp_path), log, tmp_path / "alike")
+    assert (summary.pairs, summary.unlike, summary.read_run) == (2, 1, 2)
+    assert {q.doc_id for q in load_dataset(tmp_path / "alike").questions} == {"b2", "c3"}
+    assert "1 passed over, on another subject (similarity < 0.3)" in summary.table()
+
+    def never(firsts: Sequence[str], seconds: Sequence[str]) -> list[float]:
+        raise AssertionError("no similarity is needed at 0")
+
+    every = _lender(detector, similarity=never, min_similarity=0.0).run(
+        _corpus(tmp_path), log, tmp_path / "all"
+    )
+    assert (every.pairs, every.unlike) == (3, 0)
 
 
 def test_a_rerun_reads_nothing_again_and_duplicates_nothing(tmp_path: Path) -> None:

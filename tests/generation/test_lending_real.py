@@ -49,7 +49,9 @@ def test_the_packaged_reader_lends_logged_questions_to_the_neighbours(
     corpus.write_text("".join(json.dumps({"doc_id": k, "text": v}) + "\n" for k, v in DOCS.items()))
     log.write_text("".join(json.dumps(row) + "\n" for row in LOG))
     retriever = get_retriever("minilm", cache_dir=tmp_path / "embeddings", show_progress=False)
-    lender = Lender(config=LendingConfig(neighbours=2), retriever=retriever, progress=False)
+    # every neighbour read: this test is about the reads (the one below is about the similarity floor)
+    config = LendingConfig(neighbours=2, min_similarity=0.0)
+    lender = Lender(config=config, retriever=retriever, progress=False)
     summary = lender.run(corpus, log, out)
 
     assert lender.generator.filter_name == "logprob"  # the generator's offline filter
@@ -71,3 +73,31 @@ def test_the_packaged_reader_lends_logged_questions_to_the_neighbours(
     assert set(data.documents) == {q.doc_id for q in data.questions}
     again = lender.run(corpus, log, out)
     assert (again.read_run, again.resumed, again.kept) == (0, 4, summary.kept)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_minilm_passes_over_a_neighbour_on_another_subject(tmp_path: Path) -> None:
+    """The default floor with the packaged MiniLM: a question about the town's fish market is asked
+    of the town's other pages, not of a baking how-to that landed in the same corpus."""
+    from scopeguard.generation import GenerationConfig, Generator
+    from scopeguard.generation.lending import Lender, LendingConfig
+    from scopeguard.testing import InMemoryRetriever, ScriptedChatModel, ScriptedDetector
+
+    docs = {
+        **DOCS,
+        "sourdough": "To start a rye sourdough, stir 50 g of wholemeal rye flour into 50 g of water in a "
+        "clean jar, cover it loosely and keep it warm. Feed it the same again every day for a week.",
+    }
+    corpus, log = tmp_path / "corpus.jsonl", tmp_path / "log.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": k, "text": v}) + "\n" for k, v in docs.items()))
+    question = "What time does the fish market open?"
+    log.write_text(json.dumps({"id": "q2", "question": question, "doc_ids": ["market"]}) + "\n")
+    judge = ScriptedDetector({question: 0.9})
+    generator = Generator(ScriptedChatModel([]), config=GenerationConfig(), judge=judge, progress=False)
+    lender = Lender(
+        generator, config=LendingConfig(neighbours=4), retriever=InMemoryRetriever(), progress=False
+    )
+    summary = lender.run(corpus, log, tmp_path / "out")
+    assert (summary.pairs, summary.unlike) == (3, 1)
+    assert {q.doc_id for q in load_dataset(tmp_path / "out").questions} == {"ferry", "harbour", "museum"}
