@@ -34,8 +34,9 @@ The output folder is a dataset in the canonical format::
     OUT/.cache/replies.jsonl  an LLM judge's replies (none with the logprob reader)
 
 A rerun skips the pairs read before and rebuilds both files from the reads, so nothing is
-duplicated; a read that failed (an LLM error) is not recorded and is asked again on the next run.
-The log may grow between runs.
+duplicated (a rerun with another ``min_similarity`` reads only the pairs it adds); a read that
+failed (an LLM error) is not recorded and is asked again on the next run. The log may grow
+between runs.
 """
 
 from __future__ import annotations
@@ -284,7 +285,11 @@ class Lender:
         if judge is None:
             raise ConfigurationError(_NO_FILTER)
         floor = margin_floor(judge, self.generator.config.oos_margin)
-        RunFolder(out, _RunConfig, config_file=CONFIG_FILE).open(self._run_config(judge, floor))
+        # the floor may change on a resume: the reads are kept by pair, the files rebuilt from the pairs
+        folder = RunFolder(
+            out, _RunConfig, config_file=CONFIG_FILE, free=("min_similarity", "similarity_model")
+        )
+        folder.open(self._run_config(judge, floor))
 
         pairs, skipped = plan_pairs(
             questions, self._rankings(questions, documents), documents, self.config.neighbours

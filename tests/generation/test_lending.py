@@ -152,6 +152,11 @@ def test_a_neighbour_on_another_subject_is_passed_over_unread(tmp_path: Path) ->
     )
     assert (every.pairs, every.unlike) == (3, 0)
 
+    # the floor lowered on a resume: only the pair it adds is read
+    lower = _lender(detector, similarity=_shared_words, min_similarity=0.2)
+    again = lower.run(_corpus(tmp_path), log, tmp_path / "alike")
+    assert (again.pairs, again.read_run, again.resumed, again.kept) == (3, 1, 2, 3)
+
 
 def test_a_rerun_reads_nothing_again_and_duplicates_nothing(tmp_path: Path) -> None:
     corpus, out = _corpus(tmp_path), tmp_path / "out"
