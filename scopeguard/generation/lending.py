@@ -51,6 +51,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scopeguard._optional import require
 from scopeguard._progress import progress_meter
 from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE, jsonl_writer
 from scopeguard.detection.detectors.base import Detector
@@ -406,6 +407,9 @@ def _cosines(model: str) -> Similarity:
 
     def similarity(firsts: Sequence[str], seconds: Sequence[str]) -> list[float]:
         from scopeguard.models import sentence_model
+
+        feature = "The lending similarity floor (--min-similarity 0 lends without it)"
+        require("sentence_transformers", extra="embeddings", feature=feature)
 
         unique = sorted({*firsts, *seconds})
         vectors = sentence_model(model).encode(unique, normalize_embeddings=True)

@@ -4,13 +4,14 @@ scripted filter and an in-memory retriever (words shared with the question rank 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from scopeguard.data import load_dataset, read_jsonl
-from scopeguard.errors import ConfigurationError, InputError, LLMError
+from scopeguard.errors import ConfigurationError, InputError, LLMError, MissingDependencyError
 from scopeguard.generation import GenerationConfig, Generator
 from scopeguard.generation.lending import Lender, LendingConfig, Similarity, plan_pairs
 from scopeguard.querylog import LoggedQuestion
@@ -156,6 +157,21 @@ def test_a_neighbour_on_another_subject_is_passed_over_unread(tmp_path: Path) ->
     lower = _lender(detector, similarity=_shared_words, min_similarity=0.2)
     again = lower.run(_corpus(tmp_path), log, tmp_path / "alike")
     assert (again.pairs, again.read_run, again.resumed, again.kept) == (3, 1, 2, 3)
+
+
+def test_the_floor_without_sentence_embeddings_names_the_install_and_the_way_around(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as where it is not installed
+    generator = Generator(
+        ScriptedChatModel([]), config=GenerationConfig(), judge=ScriptedDetector({}), progress=False
+    )
+    lender = Lender(generator, retriever=InMemoryRetriever(), progress=False)
+    log = _log(tmp_path, [{"id": "q1", "question": QUESTION, "doc_ids": ["a1"]}])
+    with pytest.raises(
+        MissingDependencyError, match=r"--min-similarity 0.*pip install 'scopeguard\[embeddings\]'"
+    ):
+        lender.run(_corpus(tmp_path), log, tmp_path / "out")
 
 
 def test_a_rerun_reads_nothing_again_and_duplicates_nothing(tmp_path: Path) -> None:
