@@ -27,8 +27,12 @@ larger ``--questions`` (same seed) extends a log: the first questions stay, the 
 
 Hand labels (``studies/results/lent_questions_review.json``) are keyed ``DOC_ID:SHA`` (the document
 asked, the question's sha256 prefix, as in ``generation_domains.py``) and hold ``domain``,
-``natural`` (a sensible question a person could ask of that document) and ``answerable`` (that
-document answers it); no text. The report (``results/lent_questions.json``) gives per domain the
+``natural`` (a sensible question a person could ask of that document: in its context, the same
+article's subject, the same organisation or service, the same kind of thing reviewed, a person
+could plausibly ask it there; a question about another organisation, product or place, or one
+that leans on its own document, "the fault" with no fault in sight, is not) and ``answerable``
+(that document answers it, one step of reasoning from a stated rule included); no text. The
+report (``results/lent_questions.json``) gives per domain the
 share natural and unanswerable with its Wilson 95% interval, the reads and kept questions, the
 neighbours asked with at least 2 lent questions, and seconds per read; with ``coverage``, the
 neighbours the whole log would ask at least twice (``whole_log_*``: an upper bound on those with 2
