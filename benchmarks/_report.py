@@ -1,12 +1,15 @@
 """Shared output of the benchmark scripts: a plain table on stdout and a JSON file of the figures,
-the CPU's model name, and a share's 95% interval; and the known-chunk benchmarks' chunks."""
+the CPU's model name (and a timed run's header), a 90th percentile, and a share's 95% interval;
+and the known-chunk benchmarks' chunks."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,21 @@ def cpu_model() -> str:
         if line.startswith("Model name:"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
+
+
+def run_header(benchmark: str) -> dict[str, Any]:
+    """The head of a timed benchmark's JSON: its name, the machine (CPU model and cores) and when."""
+    return {
+        "benchmark": benchmark,
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def p90(values: list[float]) -> float:
+    """The 90th percentile of ``values`` (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[max(0, round(0.9 * len(ordered)) - 1)]
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import cpu_model, eloq_windows, report
+from _report import eloq_windows, p90, report, run_header
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "eloq-gold-dev"
@@ -142,17 +142,15 @@ def main() -> None:
                 "run": run,
                 "questions": len(times),
                 "median_s": round(statistics.median(times), 3),
-                "p90_s": round(ordered[max(0, round(0.9 * len(ordered)) - 1)], 3),
+                "p90_s": round(p90(times), 3),
                 "max_s": round(ordered[-1], 3),
                 "x_alone": round(statistics.median(times) / alone, 2),
                 "other_chunks_per_min": pace[run],
             }
         )
     result = {
-        "benchmark": "cpu_sharing",
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        **run_header("cpu_sharing"),
         "threads": os.environ.get("SCOPEGUARD_N_THREADS", "all"),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "detector": "default",
         "chunk_words": WORDS,
         "documents": sorted(ids),

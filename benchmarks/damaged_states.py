@@ -26,13 +26,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import cpu_model, report
+from _report import report, run_header
 
 RESULT = Path(__file__).resolve().parent / "results" / "damaged_states.json"
 SENTENCE = (
@@ -123,9 +122,7 @@ def main() -> None:
             }
         )
     result = {
-        "benchmark": "damaged_states",
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **run_header("damaged_states"),
         "loaded": mode,
         "state_bytes": len(good),
     }

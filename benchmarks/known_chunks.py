@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import cpu_model, eloq_windows, report
+from _report import eloq_windows, report, run_header
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "eloq-gold-dev"
@@ -105,10 +105,8 @@ def main() -> None:
         for run, times in seconds.items()
     ]
     result = {
-        "benchmark": "known_chunks",
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        **run_header("known_chunks"),
         "threads": os.environ.get("SCOPEGUARD_N_THREADS", "all"),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "detector": "default",
         "chunk_words": WORDS,
         "documents": sorted(ids),

@@ -167,13 +167,13 @@ def on_topic(kept: list[dict[str, Any]], texts: dict[str, str]) -> list[bool]:
 def close(kept: list[dict[str, Any]], texts: dict[str, str]) -> list[bool]:
     """Whether each kept question's MiniLM cosine to the document it was asked of is at least
     ``CLOSE`` (a diagnostic chosen on this draw's labels, not validated on another)."""
-    from scopeguard.models import sentence_model
+    from scopeguard.retrieval.dense import SentenceEncoder
 
     if not kept:
         return []
-    model = sentence_model("minilm")
-    q = model.encode([k["question"] for k in kept], normalize_embeddings=True)
-    d = model.encode([texts[k["doc_id"]] for k in kept], normalize_embeddings=True)
+    encoder = SentenceEncoder("minilm", show_progress=False)
+    q = encoder.encode([k["question"] for k in kept])
+    d = encoder.encode([texts[k["doc_id"]] for k in kept])
     return [float(a @ b) >= CLOSE for a, b in zip(q, d, strict=True)]
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -34,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import cpu_model, eloq_windows, report
+from _report import eloq_windows, report, run_header
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "eloq-gold-dev"
@@ -147,11 +146,9 @@ def main() -> None:
                 }
             )
     result = {
-        "benchmark": "question_side",
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        **run_header("question_side"),
         "threads": threads,
         "model": scorer.name,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "reps": len(asked),
         "chunk_words": WORDS,
         "documents": sorted(ids),

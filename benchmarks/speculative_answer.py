@@ -30,18 +30,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _report import cpu_model, eloq_windows, report
+from _report import eloq_windows, p90, report, run_header
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "eloq-gold-dev"
 RESULT = ROOT / "benchmarks" / "results" / "speculative_answer.json"
 WORDS = 250
 ANSWERING = ("answered", "hedged")  # the actions that call the LLM
-
-
-def _p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, round(0.9 * len(ordered)) - 1)]
 
 
 def main() -> None:
@@ -112,17 +107,15 @@ def main() -> None:
                 "run": run,
                 "questions": len(items),
                 "median_s": round(statistics.median(r["seconds"] for r in items), 3),
-                "p90_s": round(_p90([r["seconds"] for r in items]), 3),
+                "p90_s": round(p90([r["seconds"] for r in items]), 3),
                 "answered": len(answered),
                 "added_median_s": round(statistics.median(answered), 3) if answered else None,
-                "added_p90_s": round(_p90(answered), 3) if answered else None,
+                "added_p90_s": round(p90(answered), 3) if answered else None,
                 "refused_median_s": round(statistics.median(refused), 3) if refused else None,
             }
         )
     result = {
-        "benchmark": "speculative_answer",
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **run_header("speculative_answer"),
         "detector": "default",
         "llm_seconds": args.llm_seconds,
         "chunks": sorted(ids),

@@ -403,17 +403,17 @@ def alike_pairs(
 
 
 def _cosines(model: str) -> Similarity:
-    """:data:`Similarity` by ``model``'s normalised sentence embeddings (each text embedded once)."""
+    """:data:`Similarity` by ``model``'s normalised sentence embeddings, through the embedding
+    cache (:class:`~scopeguard.retrieval.dense.SentenceEncoder`: texts the retriever embedded with
+    the same model are not embedded again)."""
 
     def similarity(firsts: Sequence[str], seconds: Sequence[str]) -> list[float]:
-        from scopeguard.models import sentence_model
+        from scopeguard.retrieval.dense import SentenceEncoder
 
         feature = "The lending similarity floor (--min-similarity 0 lends without it)"
         require("sentence_transformers", extra="embeddings", feature=feature)
-
         unique = sorted({*firsts, *seconds})
-        vectors = sentence_model(model).encode(unique, normalize_embeddings=True)
-        at = dict(zip(unique, vectors, strict=True))
+        at = dict(zip(unique, SentenceEncoder(model, show_progress=False).encode(unique), strict=True))
         return [float(at[a] @ at[b]) for a, b in zip(firsts, seconds, strict=True)]
 
     return similarity
