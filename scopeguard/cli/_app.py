@@ -72,6 +72,19 @@ def config_default(config: type[BaseModel], field: str) -> Any:
     return config.model_fields[field].default
 
 
+def option_flag(param: str) -> str:
+    """The command-line flag of the parameter ``param``: ``filter_`` -> ``--filter``, ``max_oos`` ->
+    ``--max-oos``."""
+    return "--" + param.rstrip("_").replace("_", "-")
+
+
+def config_option(config: type[BaseModel], field: str, *flags: str, **options: Any) -> Any:
+    """A ``typer.Option`` whose default is ``config``'s ``field``'s (:func:`config_default`), named
+    ``--field`` (:func:`option_flag`) unless ``flags`` are given (a switch ``--x/--no-x``, or a
+    name of its own); ``options`` are typer's (``help``, ``metavar``)."""
+    return typer.Option(config_default(config, field), *(flags or (option_flag(field),)), **options)
+
+
 def option_given(ctx: typer.Context, option: str) -> bool:
     """Whether the parameter ``option`` was set on the command line (or by an environment
     variable), not left at its default: what a preset such as ``--paper`` may override."""

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from pydantic import BaseModel
 
-from scopeguard.cli._app import config_default
+from scopeguard.cli._app import config_option
 from scopeguard.errors import ConfigurationError
 
 __all__ = [
@@ -71,5 +71,4 @@ def query_log_option(use: str) -> Any:
 def log_retriever_option(config: type[BaseModel], use: str) -> Any:
     """``--retriever`` of a command's ``--questions``: the retriever that ``use``; its default is
     the ``retriever`` field's of the command's ``config``."""
-    default = config_default(config, "retriever")
-    return typer.Option(default, "--retriever", help=f"With --questions: the retriever that {use}.")
+    return config_option(config, "retriever", help=f"With --questions: the retriever that {use}.")

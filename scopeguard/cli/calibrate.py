@@ -6,13 +6,16 @@ A thin layer over :func:`scopeguard.calibration.run_calibration`; every option's
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import typer
 
 from scopeguard.calibration import CalibrationConfig
-from scopeguard.cli._app import command, config_default, exit_if_failed
+from scopeguard.cli._app import command, config_option, exit_if_failed
 from scopeguard.cli._options import PROGRESS, READER, log_retriever_option, query_log_option
+
+_option = functools.partial(config_option, CalibrationConfig)
 
 
 @command("calibrate")
@@ -25,37 +28,28 @@ def calibrate_command(
     out: Path = typer.Option(
         ..., "--out", help="Output folder (profile.json, report.md); re-run on it to resume."
     ),
-    max_false_refusals: float = typer.Option(
-        config_default(CalibrationConfig, "budget"),
+    max_false_refusals: float = _option(
+        "budget",
         "--max-false-refusals",
         help="The budget B: at most this share of answerable questions is refused, in (0, 0.5].",
     ),
-    hedge_budget: float | None = typer.Option(
-        config_default(CalibrationConfig, "hedge_budget"),
-        "--hedge-budget",
+    hedge_budget: float | None = _option(
+        "hedge_budget",
         help="At most this share of answerable questions is refused or answered with a caveat; "
         "between the two thresholds the guard hedges (default: min(2 B, 0.5)).",
     ),
-    hedge: bool = typer.Option(
-        config_default(CalibrationConfig, "hedge"), "--hedge/--no-hedge", help="Choose a hedge band."
-    ),
+    hedge: bool = _option("hedge", "--hedge/--no-hedge", help="Choose a hedge band."),
     detector: str = typer.Option("default", "--detector", "-d", help="The detector to calibrate."),
     reader: str | None = READER,
-    sample: int = typer.Option(
-        config_default(CalibrationConfig, "sample"),
-        "--sample",
-        help="Documents drawn from the corpus to generate questions on.",
-    ),
-    oos_sample: int = typer.Option(
-        config_default(CalibrationConfig, "oos_sample"),
-        "--oos-sample",
+    sample: int = _option("sample", help="Documents drawn from the corpus to generate questions on."),
+    oos_sample: int = _option(
+        "oos_sample",
         help="Of those, the documents that also get out-of-scope questions (they measure what the "
         "threshold catches and cost most of the time); the others get in-scope questions alone.",
     ),
-    seed: int = typer.Option(config_default(CalibrationConfig, "seed"), "--seed", help="Seed of the draw."),
-    min_words: int = typer.Option(
-        config_default(CalibrationConfig, "min_words"),
-        "--min-words",
+    seed: int = _option("seed", help="Seed of the draw."),
+    min_words: int = _option(
+        "min_words",
         help="Passages shorter than this are joined with their neighbours of the same source "
         "(source, title, topic, url field) to generate on.",
     ),
@@ -64,9 +58,8 @@ def calibrate_command(
         "--llm",
         help="LLM spec that writes the questions (default: the one scopeguard generate uses).",
     ),
-    generation: Path | None = typer.Option(
-        config_default(CalibrationConfig, "generation"),
-        "--generation",
+    generation: Path | None = _option(
+        "generation",
         help="A finished scopeguard generate folder: its questions are read instead of generating.",
     ),
     labelled: list[Path] = typer.Option(
@@ -74,20 +67,17 @@ def calibrate_command(
         "--labelled",
         help="A dataset folder of questions labelled by people, read instead of generated ones (repeatable).",
     ),
-    also_generate: bool = typer.Option(
-        config_default(CalibrationConfig, "also_generate"),
-        "--also-generate",
-        help="With --labelled or --questions: read generated questions as well.",
+    also_generate: bool = _option(
+        "also_generate", help="With --labelled or --questions: read generated questions as well."
     ),
-    generated_shift: float = typer.Option(
-        config_default(CalibrationConfig, "generated_shift"),
-        "--generated-shift",
+    generated_shift: float = _option(
+        "generated_shift",
         help="Logits added to generated in-scope questions' scores before the threshold is chosen: "
         "they are easier than people's (0: none, for questions generated from the documents too, such as "
         "a synthetic test set; labelled questions are read as they are).",
     ),
-    rephrase: bool = typer.Option(
-        config_default(CalibrationConfig, "rephrase"),
+    rephrase: bool = _option(
+        "rephrase",
         "--rephrase/--no-rephrase",
         help="Put generated in-scope questions in a reader's own words before reading them (one short "
         "call of the writer each).",
@@ -95,15 +85,10 @@ def calibrate_command(
     questions: Path | None = query_log_option(
         "the questions your users asked, each read against the chunks it got (or the top --k)."
     ),
-    k: int = typer.Option(
-        config_default(CalibrationConfig, "k"),
-        "--k",
-        help="With --questions: chunks retrieved for a logged question that names none.",
-    ),
+    k: int = _option("k", help="With --questions: chunks retrieved for a logged question that names none."),
     retriever: str = log_retriever_option(CalibrationConfig, "finds those chunks in CORPUS"),
-    select: int | None = typer.Option(
-        config_default(CalibrationConfig, "select"),
-        "--select",
+    select: int | None = _option(
+        "select",
         metavar="N",
         help="With --questions: choose N logged questions for a person to label (OUT/to_label.jsonl; "
         "label them with scopeguard review OUT, then re-run).",

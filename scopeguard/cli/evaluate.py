@@ -7,11 +7,12 @@ options given on the command line override it.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import command, config_default, exit_if_failed, option_given
+from scopeguard.cli._app import command, config_option, exit_if_failed, option_given
 from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
 from scopeguard.cli._options import PROGRESS
 from scopeguard.errors import ConfigurationError
@@ -19,6 +20,8 @@ from scopeguard.evaluation.store import RunConfig
 
 _PAPER_OPTIONS = ("votes", "adaptive", "temperature", "precheck", "max_tokens", "followup")
 """The options --paper sets (each a RunConfig field of the same name)."""
+
+_option = functools.partial(config_option, RunConfig)
 
 
 @command("evaluate")
@@ -43,33 +46,23 @@ def evaluate_command(
     limit: int | None = typer.Option(
         None, "--limit", help="Evaluate the first N questions of a label- and topic-balanced order."
     ),
-    votes: int = typer.Option(
-        config_default(RunConfig, "votes"),
-        "--votes",
-        help="Judge samples per judgement (self-consistency m; --paper: 9).",
-    ),
-    adaptive: bool = typer.Option(
-        config_default(RunConfig, "adaptive"),
+    votes: int = _option("votes", help="Judge samples per judgement (self-consistency m; --paper: 9)."),
+    adaptive: bool = _option(
+        "adaptive",
         "--adaptive/--no-adaptive",
         help="Stop voting early once the majority is settled (--paper: off).",
     ),
-    temperature: float = typer.Option(
-        config_default(RunConfig, "temperature"),
-        "--temperature",
-        help="Sampling temperature of the judge votes.",
-    ),
-    precheck: bool = typer.Option(
-        config_default(RunConfig, "precheck"),
+    temperature: float = _option("temperature", help="Sampling temperature of the judge votes."),
+    precheck: bool = _option(
+        "precheck",
         "--precheck/--no-precheck",
         help="Decide obvious refusals/answers lexically, without the judge (--paper: off).",
     ),
-    max_tokens: int = typer.Option(
-        config_default(RunConfig, "max_tokens"),
-        "--max-tokens",
-        help="Token limit of each RAG response and judge reply (0: no cap; --paper: no cap).",
+    max_tokens: int = _option(
+        "max_tokens", help="Token limit of each RAG response and judge reply (0: no cap; --paper: no cap)."
     ),
-    followup: bool = typer.Option(
-        config_default(RunConfig, "followup"),
+    followup: bool = _option(
+        "followup",
         "--followup/--no-followup",
         help="Ask a judge sample that gave no verdict for one in a short follow-up turn "
         "(scopeguard's addition; --no-followup is the paper's judge).",

@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 import typer
 
-from scopeguard.cli._app import command, config_default, exit_if_failed, option_given
+from scopeguard.cli._app import command, config_option, exit_if_failed, option_flag, option_given
 from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
 from scopeguard.cli._options import PROGRESS, log_retriever_option, query_log_option
 from scopeguard.errors import ConfigurationError
@@ -55,16 +55,12 @@ _NOT_LENDING = (
 _LENDING_ONLY = ("retriever", "neighbours", "min_similarity")
 
 
-def _option_name(param: str) -> str:
-    return "--" + param.rstrip("_").replace("_", "-")
-
-
 def _check_lending_options(ctx: typer.Context, lending: bool) -> None:
     """Refuse an option given on the command line that the chosen job (generation, or lending with
     ``--questions``) does not read."""
     wrong = [p for p in (_NOT_LENDING if lending else _LENDING_ONLY) if option_given(ctx, p)]
     if wrong:
-        names = ", ".join(_option_name(p) for p in wrong)
+        names = ", ".join(option_flag(p) for p in wrong)
         why = "not used when lending a query log (--questions)" if lending else "used only with --questions"
         raise ConfigurationError(f"{names}: {why}")
 
@@ -119,9 +115,9 @@ def generate(
     execution: str = EXECUTION,
     poll_interval: float = POLL_INTERVAL,
     max_wait: float | None = MAX_WAIT,
-    mode: str = typer.Option(
-        config_default(GenerationConfig, "mode"),
-        "--mode",
+    mode: str = config_option(
+        GenerationConfig,
+        "mode",
         help="auto (offline with a packaged local model, else faithful); faithful (the paper's "
         "Algorithm 1, 13 calls) or efficient (batched recovery); the offline modes for small local "
         "models: unstated (what a sentence names but does not say), followup (follow-up "
@@ -130,24 +126,22 @@ def generate(
         "questions alone, a fraction of the time). Offline "
         "candidates are kept by the logprob detector.",
     ),
-    claims: int = typer.Option(
-        config_default(GenerationConfig, "n_claims"), "--claims", help="Claims extracted per document."
+    claims: int = config_option(
+        GenerationConfig, "n_claims", "--claims", help="Claims extracted per document."
     ),
-    rounds: int = typer.Option(
-        config_default(GenerationConfig, "rounds"), "--rounds", help="Masking/recovery rounds."
-    ),
-    in_scope: int = typer.Option(
-        config_default(GenerationConfig, "n_in_scope"),
+    rounds: int = config_option(GenerationConfig, "rounds", help="Masking/recovery rounds."),
+    in_scope: int = config_option(
+        GenerationConfig,
+        "n_in_scope",
         "--in-scope",
         help=f"In-scope questions per document (--paper: {PAPER_IN_SCOPE}).",
     ),
-    filter_: bool = typer.Option(
-        config_default(GenerationConfig, "filter"),
-        "--filter/--no-filter",
-        help="Drop questions the judge finds answerable.",
+    filter_: bool = config_option(
+        GenerationConfig, "filter", "--filter/--no-filter", help="Drop questions the judge finds answerable."
     ),
-    votes: int = typer.Option(
-        config_default(GenerationConfig, "judge_votes"),
+    votes: int = config_option(
+        GenerationConfig,
+        "judge_votes",
         "--votes",
         help=f"Votes m of the LLM-judge filter (self-consistency majority; --paper: {PAPER_VOTES}).",
     ),
@@ -161,23 +155,21 @@ def generate(
         "lexical, ...: offline), or auto (the judge, except with a small packaged local LLM, whose "
         "judgement is near chance: then fast).",
     ),
-    min_oos: int = typer.Option(
-        config_default(GenerationConfig, "min_oos"),
-        "--min-oos",
+    min_oos: int = config_option(
+        GenerationConfig,
+        "min_oos",
         help="Run extra sampled rounds for a document that keeps fewer out-of-scope questions "
         "and, in offline mode, ask follow-ups only for such a document (scopeguard's addition; 0 = "
         "the paper, and offline asks both kinds).",
     ),
-    max_oos: int = typer.Option(
-        config_default(GenerationConfig, "max_oos"),
-        "--max-oos",
+    max_oos: int = config_option(
+        GenerationConfig,
+        "max_oos",
         help="Keep at most this many out-of-scope questions of one document, the first kept, in the "
         "offline modes (scopeguard's addition; 0 = no cap, as the paper).",
     ),
-    extra_rounds: int = typer.Option(
-        config_default(GenerationConfig, "extra_rounds"),
-        "--extra-rounds",
-        help="At most this many extra rounds per document.",
+    extra_rounds: int = config_option(
+        GenerationConfig, "extra_rounds", help="At most this many extra rounds per document."
     ),
     paper: bool = typer.Option(
         False,
@@ -200,14 +192,14 @@ def generate(
         "own and keep those the filter finds out of scope."
     ),
     retriever: str = log_retriever_option(LendingConfig, "ranks the corpus for each logged question"),
-    neighbours: int = typer.Option(
-        config_default(LendingConfig, "neighbours"),
-        "--neighbours",
+    neighbours: int = config_option(
+        LendingConfig,
+        "neighbours",
         help="With --questions: the documents below a question's own that it is asked of.",
     ),
-    min_similarity: float = typer.Option(
-        config_default(LendingConfig, "min_similarity"),
-        "--min-similarity",
+    min_similarity: float = config_option(
+        LendingConfig,
+        "min_similarity",
         help="With --questions: ask a neighbour only when it and the question's own document are at "
         "least this alike (MiniLM cosine; 0: ask every neighbour).",
     ),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import command, config_default
+from scopeguard.cli._app import command, config_default, config_option
 from scopeguard.errors import InputError
 from scopeguard.retrieval.study import StudyConfig
 
@@ -41,15 +41,11 @@ def retrieval_study(
     corpus: Path | None = typer.Option(
         None, "--corpus", help="A documents.jsonl (or folder) to search instead of the dataset's documents."
     ),
-    depth: int = typer.Option(
-        config_default(StudyConfig, "depth"), "--depth", help="Documents retrieved per question (MRR@depth)."
+    depth: int = config_option(StudyConfig, "depth", help="Documents retrieved per question (MRR@depth)."),
+    bootstrap: int = config_option(
+        StudyConfig, "n_bootstrap", "--bootstrap", help="Bootstrap resamples for the intervals."
     ),
-    bootstrap: int = typer.Option(
-        config_default(StudyConfig, "n_bootstrap"),
-        "--bootstrap",
-        help="Bootstrap resamples for the intervals.",
-    ),
-    seed: int = typer.Option(config_default(StudyConfig, "seed"), "--seed", help="Bootstrap seed."),
+    seed: int = config_option(StudyConfig, "seed", help="Bootstrap seed."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Write recall_at_k.png."),
 ) -> None:
     """Does each question retrieve the document it was written from? Recall@k and MRR per retriever.

@@ -3,19 +3,18 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import command, config_default, same_sources
+from scopeguard.cli._app import command, config_option, same_sources
 from scopeguard.cli._options import PROGRESS
 from scopeguard.detection.tune.card import before_after
 from scopeguard.detection.tune.config import DEFAULT_TARGETS, TuneConfig
 
-
-def _d(name: str) -> object:
-    return config_default(TuneConfig, name)
+_option = functools.partial(config_option, TuneConfig)
 
 
 @command("train-reader")
@@ -23,9 +22,8 @@ def train_reader_command(
     datasets: list[Path] = typer.Argument(
         ..., help="Dataset folders to train on (documents.jsonl + questions.jsonl)."
     ),
-    base: str = typer.Option(
-        _d("base"),
-        "--base",
+    base: str = _option(
+        "base",
         help="The reading model: smollm2, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, a .gguf path, a Hugging "
         "Face causal LM, or a tuned reader's folder to train further.",
     ),
@@ -33,46 +31,38 @@ def train_reader_command(
     evaluate: list[Path] = typer.Option(
         [], "--eval", help="A dataset scored at every validation point but never trained on (repeatable)."
     ),
-    epochs: int = typer.Option(_d("epochs"), "--epochs", help="Passes over the training examples."),
+    epochs: int = _option("epochs", help="Passes over the training examples."),
     max_questions: int | None = typer.Option(
         None,
         "--max-questions",
         help="Training questions in all, shared equally by the datasets (default: all).",
     ),
-    lr: float = typer.Option(_d("lr"), "--lr", help="Peak learning rate (AdamW; warm-up, then cosine)."),
-    rank: int = typer.Option(_d("rank"), "--rank", help="LoRA rank."),
-    alpha: float = typer.Option(_d("alpha"), "--alpha", help="LoRA alpha (scale alpha / rank)."),
+    lr: float = _option("lr", help="Peak learning rate (AdamW; warm-up, then cosine)."),
+    rank: int = _option("rank", help="LoRA rank."),
+    alpha: float = _option("alpha", help="LoRA alpha (scale alpha / rank)."),
     targets: str = typer.Option(
         ",".join(DEFAULT_TARGETS),
         "--targets",
         help="Modules to adapt, comma-separated (q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj).",
     ),
-    top_layers: int = typer.Option(
-        _d("top_layers"),
-        "--top-layers",
+    top_layers: int = _option(
+        "top_layers",
         help="Adapt only the top N decoder blocks (0: all; fewer: cheaper updates).",
     ),
-    adapt: str = typer.Option(
-        _d("adapt"),
-        "--adapt",
+    adapt: str = _option(
+        "adapt",
         help="Where the adapter acts: 'all' tokens, or 'question': from the question on, the documents "
         "read by the bare base once each (several times cheaper; their states shared with the base).",
     ),
-    batch: int = typer.Option(_d("batch"), "--batch", help="Examples per optimizer update."),
-    dtype: str = typer.Option(
-        _d("dtype"),
-        "--dtype",
+    batch: int = _option("batch", help="Examples per optimizer update."),
+    dtype: str = _option(
+        "dtype",
         help="The base's weights: auto (bfloat16 on CUDA, float32 on the CPU), float32 or bfloat16.",
     ),
-    max_tokens: int = typer.Option(
-        _d("max_tokens"), "--max-tokens", help="Longest prompt trained on (longer: left out)."
-    ),
-    eval_every: int = typer.Option(
-        _d("eval_every"), "--eval-every", help="Updates between validation points."
-    ),
-    val_questions: int = typer.Option(
-        _d("val_questions"),
-        "--val-questions",
+    max_tokens: int = _option("max_tokens", help="Longest prompt trained on (longer: left out)."),
+    eval_every: int = _option("eval_every", help="Updates between validation points."),
+    val_questions: int = _option(
+        "val_questions",
         help="Most validation questions per dataset (whole documents).",
     ),
     same_source: list[str] = typer.Option(
@@ -80,7 +70,7 @@ def train_reader_command(
         "--same-source",
         help="NAME=OTHER weighs dataset NAME as part of OTHER (e.g. squad2-train-extra=squad2-train).",
     ),
-    seed: int = typer.Option(_d("seed"), "--seed", help="Seed of the split, the draws and the order."),
+    seed: int = _option("seed", help="Seed of the split, the draws and the order."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint."),
     checkpoint_minutes: float = typer.Option(
         5.0, "--checkpoint-minutes", help="Minutes between checkpoints."

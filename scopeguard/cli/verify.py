@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 import typer
 
-from scopeguard.cli._app import command, config_default, exit_if_failed
+from scopeguard.cli._app import command, config_option, exit_if_failed
 from scopeguard.cli._batch import EXECUTION, MAX_WAIT, POLL_INTERVAL, batch_options
 from scopeguard.verification.run import VerificationConfig
+
+_option = functools.partial(config_option, VerificationConfig)
 
 
 @command("verify")
@@ -21,53 +24,26 @@ def verify(
         ..., "--corpus", help="A dataset folder (split into passages) or a collection.tsv."
     ),
     out: Path = typer.Option(..., "--out", help="Run folder: results.jsonl, config.json, report.{json,md}."),
-    llm: str = typer.Option(
-        config_default(VerificationConfig, "llm"),
-        "--llm",
-        help="LLM spec: 'local', 'local:/path.gguf', 'openai:MODEL'.",
-    ),
-    retriever: str = typer.Option(
-        config_default(VerificationConfig, "retriever"),
-        "--retriever",
+    llm: str = _option("llm", help="LLM spec: 'local', 'local:/path.gguf', 'openai:MODEL'."),
+    retriever: str = _option(
+        "retriever",
         help="bm25 (k1 0.82, b 0.68), dense, hybrid (RRF), neural (hybrid+rerank:monot5), "
         "NAME+rerank:RERANKER, or any registry spec.",
     ),
-    dense_model: str | None = typer.Option(
-        config_default(VerificationConfig, "dense_model"),
-        "--dense-model",
-        help="Embedding model for dense/hybrid (default: packaged MiniLM).",
+    dense_model: str | None = _option(
+        "dense_model", help="Embedding model for dense/hybrid (default: packaged MiniLM)."
     ),
-    reader: bool = typer.Option(
-        config_default(VerificationConfig, "reader"),
-        "--reader/--no-reader",
-        help="Extract a concise answer before comparing.",
+    reader: bool = _option(
+        "reader", "--reader/--no-reader", help="Extract a concise answer before comparing."
     ),
-    k: int = typer.Option(
-        config_default(VerificationConfig, "k"), "--k", help="Passages retrieved and kept as evidence."
-    ),
-    passages: int = typer.Option(
-        config_default(VerificationConfig, "passages"),
-        "--passages",
-        help="Top passages the reader/classifier sees (paper: 1).",
-    ),
-    limit: int | None = typer.Option(
-        config_default(VerificationConfig, "limit"), "--limit", help="Verify only the first N questions."
-    ),
-    passage_sentences: int = typer.Option(
-        config_default(VerificationConfig, "passage_sentences"),
-        "--passage-sentences",
-        help="Sentences per passage (dataset corpus).",
-    ),
-    max_passages: int | None = typer.Option(
-        config_default(VerificationConfig, "max_passages"),
-        "--max-passages",
-        help="Index only the first N passages.",
-    ),
+    k: int = _option("k", help="Passages retrieved and kept as evidence."),
+    passages: int = _option("passages", help="Top passages the reader/classifier sees (paper: 1)."),
+    limit: int | None = _option("limit", help="Verify only the first N questions."),
+    passage_sentences: int = _option("passage_sentences", help="Sentences per passage (dataset corpus)."),
+    max_passages: int | None = _option("max_passages", help="Index only the first N passages."),
     qrels: Path | None = typer.Option(None, "--qrels", help="MS MARCO qrels: keep judged queries/passages."),
-    negatives: int | None = typer.Option(
-        config_default(VerificationConfig, "negatives"),
-        "--negatives",
-        help="With --qrels: index the judged passages plus N sampled others.",
+    negatives: int | None = _option(
+        "negatives", help="With --qrels: index the judged passages plus N sampled others."
     ),
     answers_from: Path | None = typer.Option(
         None, "--answers-from", help="Reuse the generated answers of another run folder."

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 Route = Literal["refused", "hedged", "answered"]
-ROUTES: tuple[Route, ...] = ("refused", "hedged", "answered")
+ROUTES: tuple[Route, ...] = get_args(Route)
 
 
 class Routes(BaseModel):

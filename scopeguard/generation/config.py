@@ -20,7 +20,7 @@ counts that led to it, is in ``docs/research/generation-history.md``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -91,7 +91,7 @@ DEFAULT_SCREENS: tuple[str, ...] = (
 # (gen_recover_guesses); question: facts whose question the batched question step lost are asked
 # for one at a time; judge: a judge sample without a verdict is asked once more (scopeguard.voting).
 Fallback = Literal["recover", "question", "judge"]
-FALLBACKS: tuple[Fallback, ...] = ("recover", "question", "judge")
+FALLBACKS: tuple[Fallback, ...] = get_args(Fallback)
 # GenerationConfig.max_oos's default; a larger min_oos given without a cap raises the cap to it
 _DEFAULT_MAX_OOS = 3
 

@@ -86,6 +86,10 @@ __all__ = ["OpenAIChatModel", "from_spec_arg"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+_Post = Callable[[Any, dict[str, Any], float], Any]
+"""Sends a request body with an attempt's timeout through an SDK client (:func:`post_chat`)."""
+_Check = Callable[..., Any]
+"""A reply when it is usable, else a typed error: ``check(reply, url, *secrets)`` (:func:`validate`)."""
 _NO_KEY = "sk-no-key-required"
 
 
@@ -184,36 +188,38 @@ class OpenAIChatModel(RetryingEndpoint, ChatRequests, BaseChatModel):
         (``model`` defaults to this model's; ``timeout`` caps each attempt). Runs through the
         retries, the deadline and the error translation, and returns the SDK response, checked to
         have a non-empty ``choices`` list of messages. Every failure is a ScopeGuardError."""
-        body, timeout = self._body(params)
-        with deadline(self.deadline):
-            reply = self._send(lambda t: post_chat(self._client, body, t), timeout)
-            return validate(reply, self.base_url, self._secret)
+        return self._posted(params, post_chat, validate)
 
     async def achat_completion(self, params: dict[str, Any]) -> Any:
         """Async twin of :meth:`chat_completion` (the async SDK client, one per event loop)."""
-        body, timeout = self._body(params)
-        client = self._aclient()
-        with deadline(self.deadline):
-            reply = await self._asend(lambda t: post_chat(client, body, t), timeout)
-            return validate(reply, self.base_url, self._secret)
+        return await self._aposted(params, post_chat, validate)
 
     def text_completion(self, params: dict[str, Any]) -> Any:
         """One request to the completions endpoint (``/completions``): ``params`` carry a raw
         ``prompt`` the server reads as it is, with no chat template of its own (``model`` defaults
         to this model's). Same retries, deadline and typed errors as :meth:`chat_completion`;
         returns the SDK's ``Completion``, checked to have a non-empty ``choices`` list of texts."""
-        body, timeout = self._body(params)
-        with deadline(self.deadline):
-            reply = self._send(lambda t: _post_text(self._client, body, t), timeout)
-            return _validate_text(reply, self.base_url, self._secret)
+        return self._posted(params, _post_text, _validate_text)
 
     async def atext_completion(self, params: dict[str, Any]) -> Any:
         """Async twin of :meth:`text_completion` (the async SDK client, one per event loop)."""
+        return await self._aposted(params, _post_text, _validate_text)
+
+    def _posted(self, params: dict[str, Any], post: _Post, check: _Check) -> Any:
+        """One logical request of ``params``: ``post(client, body, attempt_timeout)`` through the
+        retries, the deadline and the error translation, its reply checked by ``check``."""
+        body, timeout = self._body(params)
+        with deadline(self.deadline):
+            reply = self._send(lambda t: post(self._client, body, t), timeout)
+            return check(reply, self.base_url, self._secret)
+
+    async def _aposted(self, params: dict[str, Any], post: _Post, check: _Check) -> Any:
+        """Async twin of :meth:`_posted` (the async SDK client, one per event loop)."""
         body, timeout = self._body(params)
         client = self._aclient()
         with deadline(self.deadline):
-            reply = await self._asend(lambda t: _post_text(client, body, t), timeout)
-            return _validate_text(reply, self.base_url, self._secret)
+            reply = await self._asend(lambda t: post(client, body, t), timeout)
+            return check(reply, self.base_url, self._secret)
 
     def call_api(self, fn: Callable[[Any], T], *, retry: bool = True) -> T:
         """``fn(client)`` on the sync SDK client (files, batches...) with the same typed errors as

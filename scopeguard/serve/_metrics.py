@@ -23,98 +23,110 @@ class Metrics:
         prom = require("prometheus_client", extra="serve", feature="scopeguard serve's metrics")
         self._prom = prom
         self.registry = prom.CollectorRegistry()
-        r = self.registry
-        self.requests = prom.Counter(
-            "scopeguard_requests", "HTTP requests by route and status.", ["route", "status"], registry=r
+        m = self._metric
+        self.requests = m(
+            "Counter", "scopeguard_requests", "HTTP requests by route and status.", "route", "status"
         )
-        self.request_seconds = prom.Histogram(
-            "scopeguard_request_seconds", "Request latency by route.", ["route"],
-            buckets=_LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.verdicts = prom.Counter(
-            "scopeguard_verdicts", "Verdicts by label and deciding stage.", ["label", "stage"], registry=r
+        self.request_seconds = m(
+            "Histogram", "scopeguard_request_seconds", "Request latency by route.", "route"
         )
-        self.check_seconds = prom.Histogram(
-            "scopeguard_check_seconds", "Check latency per detector (the detector's own timing).",
-            ["detector"], buckets=_LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.fail_closed = prom.Counter(
-            "scopeguard_fail_closed",
-            "Requests refused because a step failed (reason).",
-            ["reason"],
-            registry=r,
+        self.verdicts = m(
+            "Counter", "scopeguard_verdicts", "Verdicts by label and deciding stage.", "label", "stage"
         )
-        self.rejected = prom.Counter(
-            "scopeguard_rejected", "Requests turned away before running (reason).", ["reason"], registry=r
+        self.check_seconds = m(
+            "Histogram",
+            "scopeguard_check_seconds",
+            "Check latency per detector (the detector's own timing).",
+            "detector",
         )
-        self.streams_cut = prom.Counter(
+        self.fail_closed = m(
+            "Counter", "scopeguard_fail_closed", "Requests refused because a step failed (reason).", "reason"
+        )
+        self.rejected = m(
+            "Counter", "scopeguard_rejected", "Requests turned away before running (reason).", "reason"
+        )
+        self.streams_cut = m(
+            "Counter",
             "scopeguard_streams_cut",
             "Streamed replies ended early by a limit (reason: idle, deadline) or an upstream failure.",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        self.in_flight = prom.Gauge("scopeguard_queue_depth", "Requests admitted and not done.", registry=r)
-        self.admission_estimate = prom.Gauge(
+        self.in_flight = m("Gauge", "scopeguard_queue_depth", "Requests admitted and not done.")
+        self.admission_estimate = m(
+            "Gauge",
             "scopeguard_admission_estimate_seconds",
             "Server time one request is expected to cost (kind: new, known or preread documents).",
-            ["kind"],
-            registry=r,
+            "kind",
         )
-        self.loop_lag = prom.Gauge(
+        self.loop_lag = m(
+            "Gauge",
             "scopeguard_event_loop_lag_seconds",
             "How late the server's event loop ran a timer (time a new request waits to be read).",
-            registry=r,
         )
-        self.unread = prom.Gauge(
+        self.unread = m(
+            "Gauge",
             "scopeguard_unread_requests",
             "Requests that arrived and the HTTP stack has not read yet (accept queue and unparsed).",
-            registry=r,
         )
-        self.reading_queue = prom.Gauge(
-            "scopeguard_reading_queue_depth", "Calls waiting for or holding the reading model.", registry=r
+        self.reading_queue = m(
+            "Gauge", "scopeguard_reading_queue_depth", "Calls waiting for or holding the reading model."
         )
-        self.hedged = prom.Counter(
+        self.hedged = m(
+            "Counter",
             "scopeguard_hedged",
             "In-scope verdicts in the calibration profile's hedge band (to answer with a caveat).",
-            registry=r,
         )
-        self.calibration = prom.Gauge(
+        self.calibration = m(
+            "Gauge",
             "scopeguard_calibration_threshold",
             "The calibration profile's threshold on P(out of scope), by its detector and false-refusal "
             "budget (absent without a profile).",
-            ["detector", "budget"],
-            registry=r,
+            "detector",
+            "budget",
         )
-        self.preread = prom.Gauge(
+        self.preread = m(
+            "Gauge",
             "scopeguard_preread_documents",
             "The start-up pre-read (--preread): the corpus's documents (state=total) and those read so far "
-            "(state=read); absent without --preread.", ["state"], registry=r,
-        )  # fmt: skip
-        self.preread_running = prom.Gauge(
+            "(state=read); absent without --preread.",
+            "state",
+        )
+        self.preread_running = m(
+            "Gauge",
             "scopeguard_preread_running",
             "1 while the start-up pre-read (--preread) is to come or under way, 0 once it ended (or none).",
-            registry=r,
         )
-        self.upstream_seconds = prom.Histogram(
-            "scopeguard_upstream_seconds", "Upstream LLM latency (to the first byte when streaming).",
-            buckets=_LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
+        self.upstream_seconds = m(
+            "Histogram",
+            "scopeguard_upstream_seconds",
+            "Upstream LLM latency (to the first byte when streaming).",
+        )
 
-        self.speculative = prom.Counter(
+        self.speculative = m(
+            "Counter",
             "scopeguard_speculative_answers",
             "Answers started beside the check (--speculative), by route and outcome (released, discarded).",
-            ["route", "outcome"], registry=r,
-        )  # fmt: skip
-        self.discarded_tokens = prom.Counter(
+            "route",
+            "outcome",
+        )
+        self.discarded_tokens = m(
+            "Counter",
             "scopeguard_speculative_discarded_tokens",
             "Tokens of speculative answers dropped by their verdict (counted: the LLM's own count, tokens; "
-            "else the chunks received, chunks).", ["counted"], registry=r,
-        )  # fmt: skip
-        self.discarded_seconds = prom.Counter(
+            "else the chunks received, chunks).",
+            "counted",
+        )
+        self.discarded_seconds = m(
+            "Counter",
             "scopeguard_speculative_discarded_seconds",
             "Seconds speculative answers dropped by their verdict ran (until dropped, or their end).",
-            registry=r,
         )
+
+    def _metric(self, kind: str, name: str, doc: str, *labels: str) -> Any:
+        """A ``prometheus_client`` metric of ``kind`` (``Counter``, ``Gauge``, ``Histogram``: with the
+        latency buckets) in this server's registry, with the label names ``labels``."""
+        buckets = {"buckets": _LATENCY_BUCKETS} if kind == "Histogram" else {}
+        return getattr(self._prom, kind)(name, doc, labels, registry=self.registry, **buckets)
 
     def speculation(self, route: str, cost: DiscardedCost | None) -> None:
         """Count one speculative answer of ``route``: released (``cost`` ``None``) or discarded."""
