@@ -44,38 +44,28 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from scopeguard._answering import Answering
 from scopeguard._batching import Batching, failed_verdict
 from scopeguard._prereading import CheckGate, Prereading
 from scopeguard._speculation import (
     AsyncHeldAnswer,
-    Held,
     HeldAnswer,
     asettled,
     astart_answer,
-    held_responder,
     settled,
     start_answer,
 )
 from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.detectors.registry import detector_takes, get_detector
 from scopeguard.detection.profile import CalibrationProfile, calibrated
-from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError, error_kind
+from scopeguard.errors import ConfigurationError, LLMTimeoutError, ScopeGuardError
 from scopeguard.llm.base import ChatModel
 from scopeguard.llm.deadline import current as current_budget
 from scopeguard.llm.deadline import deadline as deadline_block
 from scopeguard.llm.deadline import validate_seconds
 from scopeguard.llm.registry import from_spec
-from scopeguard.policies import (
-    Policy,
-    PolicyContext,
-    PolicyOutcome,
-    RefusePolicy,
-    Responder,
-    allm_answer,
-    get_policy,
-    llm_answer,
-)
-from scopeguard.types import Action, Document, GuardResult, Verdict, as_documents, validate_question
+from scopeguard.policies import Policy, PolicyOutcome, Responder, get_policy
+from scopeguard.types import Document, GuardResult, Verdict, as_documents, validate_question
 
 __all__ = ["DEFAULT_DEADLINE_S", "AnswerCheck", "Guard", "OnError"]
 
@@ -84,7 +74,6 @@ logger = logging.getLogger(__name__)
 OnError = Literal["fail_closed", "fail_open", "raise"]
 Docs = str | Document | Iterable[str | Document]
 T = TypeVar("T")
-H = TypeVar("H", bound=Held)
 _GRACE_S = 1.0  # the async hard stop comes this long after the deadline, behind the backends' own
 #: the deadline of one check or answer when ``Guard(deadline=...)`` is not given (seconds)
 DEFAULT_DEADLINE_S = 120.0
@@ -101,7 +90,7 @@ class AnswerCheck(Protocol):
     async def acheck(self, result: GuardResult) -> GuardResult: ...
 
 
-class Guard(Batching, Prereading):
+class Guard(Answering, Batching, Prereading):
     """Guards a RAG step: decide in/out of scope, then answer or apply the policy.
 
     Args:
@@ -248,99 +237,6 @@ class Guard(Batching, Prereading):
         return self.hedge if verdict.hedge and verdict.label == "in_scope" else None
 
     # -- answering -------------------------------------------------------------------------
-    def _plan(
-        self, q: str, docs: tuple[Document, ...], verdict: Verdict
-    ) -> tuple[GuardResult, str, Policy | None]:
-        """What follows ``verdict``: the result before answering (a refusal, ``failed_closed`` as
-        :meth:`decide` says), the step that answers it (its ``error_stage`` when it fails) and that
-        step's policy (``None``: the plain answer)."""
-        oos, closed = self.decide(verdict)
-        result = GuardResult(
-            question=q, verdict=verdict, action=Action.REFUSED, documents=docs, failed_closed=closed
-        )
-        if oos:
-            return result, "policy", self.policy
-        hedge = self.hedging(verdict)
-        return result, "answer" if hedge is None else "hedge", hedge
-
-    def _context(self, result: GuardResult, responder: Responder | None, held: Held | None) -> PolicyContext:
-        """What the policy answering ``result`` gets; with a held answer, the policies that call the
-        ``responder`` get the held answer instead."""
-        if held is not None and responder is not None:
-            responder = held_responder(held)
-        return PolicyContext(result.question, result.documents, result.verdict, self.llm, responder)
-
-    def _failed_step(self, exc: ScopeGuardError, stage: str, result: GuardResult) -> GuardResult:
-        """``result`` turned into a refusal after the ``stage`` step failed (or ``exc`` re-raised)."""
-        if self.on_error == "raise" or isinstance(exc, ConfigurationError):
-            raise exc
-        logger.warning("the %s step failed, refusing: %s", stage, exc)
-        refuse = self.policy if isinstance(self.policy, RefusePolicy) else RefusePolicy()
-        outcome = refuse.apply(PolicyContext(result.question, result.documents, result.verdict))
-        return result.model_copy(
-            update={
-                "action": outcome.action,
-                "response": outcome.response,
-                "failed_closed": True,
-                "metadata": {
-                    **result.metadata,
-                    "error": str(exc),
-                    "error_kind": error_kind(exc),
-                    "error_stage": stage,
-                },
-            }
-        )
-
-    def _respond(
-        self,
-        result: GuardResult,
-        policy: Policy | None,
-        responder: Responder | None,
-        held: HeldAnswer[str] | None,
-    ) -> PolicyOutcome:
-        """The outcome of the step :meth:`_plan` chose for ``result``: ``policy``'s, or the answer
-        (the held one, the ``responder``'s or the guard's LLM's)."""
-        if policy is not None:
-            return policy.apply(self._context(result, responder, held))
-        if held is not None:
-            return PolicyOutcome(Action.ANSWERED, held.result())
-        q, docs = result.question, result.documents
-        text = responder(q, docs) if responder else llm_answer(self.llm, q, docs, self.answer_template)
-        return PolicyOutcome(Action.ANSWERED, text)
-
-    async def _arespond(
-        self,
-        result: GuardResult,
-        policy: Policy | None,
-        responder: Responder | None,
-        held: AsyncHeldAnswer[str] | None,
-    ) -> PolicyOutcome:
-        """:meth:`_respond`, awaited (a ``responder`` on a worker thread)."""
-        if policy is not None:
-            return await policy.aapply(self._context(result, responder, held))
-        if held is not None:
-            return PolicyOutcome(Action.ANSWERED, await held.result())
-        q, docs = result.question, result.documents
-        if responder is not None:
-            return PolicyOutcome(Action.ANSWERED, await asyncio.to_thread(responder, q, docs))
-        return PolicyOutcome(Action.ANSWERED, await allm_answer(self.llm, q, docs, self.answer_template))
-
-    def _held(
-        self,
-        start: Callable[[ChatModel | None, str, str, Sequence[Document], Responder | None], H],
-        q: str,
-        docs: Sequence[Document],
-        responder: Responder | None,
-        speculative: bool | None,
-    ) -> H | None:
-        """The answer started beside the check by ``start`` (:func:`start_answer` on a thread,
-        :func:`astart_answer` as a task) when speculating and there is something to answer with
-        (a ``responder`` or the guard's LLM); ``None`` otherwise."""
-        wanted = self.speculative if speculative is None else speculative
-        if not wanted or (responder is None and self.llm is None):
-            return None
-        return start(self.llm, self.answer_template, q, docs, responder)
-
     def answer(
         self,
         question: str,

@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"detection.head"},
     {"detection.tune"},
     {"detection.detectors", "detection.profile", "detection"},
-    {"guard", "policies", "_prereading", "_speculation", "_batching"},
+    {"guard", "policies", "_prereading", "_speculation", "_batching", "_answering"},
     {"generation", "evaluation", "retrieval", "review", "serve", "client"},
     {"verification", "demo", "scale", "calibration", "_doctor"},
     {"testing", "_fake_openai", "_scripted_llm", "_test_servers"},

@@ -49,8 +49,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from scopeguard._optional import require
 from scopeguard._progress import progress_meter
 from scopeguard.data import DOCUMENTS_FILE, QUESTIONS_FILE, jsonl_writer
@@ -58,6 +56,13 @@ from scopeguard.detection.detectors.base import Detector
 from scopeguard.detection.profile import detector_identity
 from scopeguard.errors import ConfigurationError, InputError
 from scopeguard.generation._context import DocumentContext
+from scopeguard.generation._lending_records import (
+    LendingConfig,
+    LendingSummary,
+    LentRead,
+    Pair,
+    _RunConfig,
+)
 from scopeguard.generation.cache import RecordingChatModel, ReplyCache, UsageLedger
 from scopeguard.generation.checkpoint import FilterRecord
 from scopeguard.generation.corpus import corpus_passages
@@ -65,7 +70,7 @@ from scopeguard.generation.offline import margin_floor
 from scopeguard.generation.pipeline import Generator
 from scopeguard.querylog import LoggedQuestion, read_query_log
 from scopeguard.retrieval.base import Retriever, retrieve
-from scopeguard.retrieval.registry import DEFAULT_RETRIEVER, get_retriever
+from scopeguard.retrieval.registry import get_retriever
 from scopeguard.runs import JsonlLog, RunFolder
 from scopeguard.types import Document
 
@@ -91,99 +96,6 @@ READS_FILE = ".lending/reads.jsonl"
 SEARCH_DEPTH = 50
 _NOT_IN_CORPUS = "its doc_ids name no document of the corpus"
 _NO_FILTER = "lending needs the generator's filter: it is off (--no-filter)"
-
-
-class LendingConfig(BaseModel):
-    """What a lending run retrieves with: the single source of the CLI's defaults."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    retriever: str = DEFAULT_RETRIEVER
-    neighbours: int = Field(default=3, ge=1, le=20)
-    min_similarity: float = Field(default=0.4, ge=0.0, le=1.0)
-    similarity_model: str = "minilm"
-
-
-class _RunConfig(LendingConfig):
-    """``OUT/lending.json``: the retrieval settings and the filter (its identity and floor)."""
-
-    filter: dict[str, str]
-    floor: float
-
-
-class Pair(BaseModel):
-    """A logged question to ask of one neighbour of its own document ``source_doc`` (``rank``: the
-    neighbour's place in the ranking, 1 = first)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    log_id: str
-    question: str
-    source_doc: str
-    doc_id: str
-    rank: int
-
-
-class LentRead(Pair):
-    """A pair read by the filter (its label and P(out of scope)): a line of ``.lending/reads.jsonl``."""
-
-    label: str
-    score: float | None = None
-    kept: bool
-
-
-class LendingSummary(BaseModel):
-    """What a lending run did (``*_run``) and what its folder holds now (the rest)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    out_dir: str
-    retriever: str
-    filter: str
-    floor: float
-    log_questions: int
-    not_lent: int  # labelled out_of_scope in the log
-    skipped: int  # no own document found (see the warnings)
-    pairs: int  # (question, neighbour) pairs of the log as it is now, alike enough to be read
-    unlike: int  # pairs passed over: neighbour and own document less alike than min_similarity
-    min_similarity: float
-    read_run: int
-    resumed: int
-    failed_run: int
-    kept: int
-    documents_asked: int  # neighbours asked at least one question
-    documents: int  # neighbours with at least one lent question
-    documents_with_2: int  # ... with at least two
-    corpus_documents: int
-    seconds: float
-
-    def table(self) -> str:
-        asked = self.documents_asked
-        share = f" ({self.documents_with_2 / asked:.0%} of those asked)" if asked else ""
-        rows = [
-            ("output", self.out_dir),
-            ("retriever / filter", f"{self.retriever} / {self.filter}, P(out of scope) >= {self.floor:.2f}"),
-            (
-                "log",
-                f"{self.log_questions} questions: {self.not_lent} labelled out_of_scope (not lent), "
-                f"{self.skipped} not lent for want of their own document (the warnings say why)",
-            ),
-            (
-                "reads",
-                f"{self.pairs} question-neighbour pairs: {self.read_run} read this run, "
-                f"{self.resumed} resumed, {self.failed_run} failed this run (re-run to retry); "
-                f"{self.unlike} passed over, on another subject (similarity < {self.min_similarity:g})",
-            ),
-            ("lent questions", f"{self.kept} kept out of scope"),
-            (
-                "documents",
-                f"{self.documents_with_2} of {asked} neighbours asked have >= 2 lent questions{share}; "
-                f"{self.documents} have at least one; {self.corpus_documents} in the corpus",
-            ),
-            ("time", f"{self.seconds:.1f} s"),
-        ]
-        width = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
 def _norm(question: str) -> str:
