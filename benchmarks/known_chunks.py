@@ -1,6 +1,6 @@
 """What a check costs when its chunks are known: 1, 4 and 8 pre-read chunks against a cold read (#60).
 
-    python benchmarks/known_chunks.py [--questions 8] [--cold 3] [--threads N]
+    python benchmarks/known_chunks.py [--questions 8] [--cold 3] [--threads N] [--modes passages,set]
 
 A RAG check reads its question against the retrieved chunks. With the chunks pre-read
 (``Guard.preread``, the path the LangChain / LlamaIndex wrappers and ``serve --preread`` take) only
@@ -10,6 +10,10 @@ packaged ``default`` detector through ``Guard.check``:
 * **known k** (k = 1, 4, 8): the first k chunks pre-read, then each question checked against them;
 * **cold 4**: each question against 4 chunks no reader has seen (the same chunks, each opened by a
   tag no other copy has, so that no kept state shares more than the instruction with them).
+
+Each row is read in each of ``--modes``, back to back, the same questions: ``passages`` (the
+shipped detector: the question read against each chunk in turn) and ``set``
+(``DefaultDetector(read="set")``: the question read once against the chunks' kept states joined).
 
 Chunks are 250-word windows of the shared ELOQ news documents (8 documents of at least 250 words);
 questions are ELOQ's questions on them, a different set for each row: a question read before against
@@ -47,6 +51,7 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=8, help="questions timed per known row")
     ap.add_argument("--cold", type=int, default=3, help="questions timed cold (each about 10 s)")
     ap.add_argument("--threads", type=int, default=None, help="$SCOPEGUARD_N_THREADS (default: all cores)")
+    ap.add_argument("--modes", default="passages", help="read modes, comma-separated: passages, set")
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args()
     if not (DATA / "documents.jsonl").is_file():
@@ -56,6 +61,7 @@ def main() -> None:
         os.environ["SCOPEGUARD_N_THREADS"] = str(args.threads)
 
     from scopeguard import Guard
+    from scopeguard.detection.detectors.default import DefaultDetector
     from scopeguard.types import Document
 
     windows = eloq_windows(DATA, WORDS)
@@ -71,36 +77,45 @@ def main() -> None:
     rows_of = {k: asked[i * args.questions : (i + 1) * args.questions] for i, k in enumerate((1, 4, 8))}
     cold_asked = asked[3 * args.questions : need]
 
-    guard = Guard(detector="default")
-    guard.check("What is this about?", chunks[:1])  # loads the model; not timed
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    guards = {m: Guard(detector=DefaultDetector(read=m)) for m in modes}
+    for guard in guards.values():
+        guard.check("What is this about?", chunks[:1])  # loads the model; not timed
 
-    def timed(question: str, passages: list[Document]) -> float:
+    def timed(guard: Guard, question: str, passages: list[Document]) -> float:
         start = time.perf_counter()
         guard.check(question, passages)
         return time.perf_counter() - start
 
+    def label(run: str, mode: str) -> str:
+        return run if mode == "passages" else f"{run}, {mode}"
+
     seconds: dict[str, list[float]] = {}
     for k in (1, 4, 8):
-        guard.preread(chunks[:k], progress=False)
-        seconds[f"known {k}"] = [timed(q, chunks[:k]) for q in rows_of[k]]
-    cold: list[float] = []
-    for i, question in enumerate(cold_asked):
-        tagged = [
-            Document(text=f"(copy {i}.{j}) {c.text}", id=f"{c.id}-{i}") for j, c in enumerate(chunks[:4])
-        ]
-        cold.append(timed(question, tagged))
-    seconds["cold 4"] = cold
+        for mode, guard in guards.items():
+            guard.preread(chunks[:k], progress=False)
+            seconds[label(f"known {k}", mode)] = [timed(guard, q, chunks[:k]) for q in rows_of[k]]
+    for mode, guard in guards.items():
+        cold: list[float] = []
+        for i, question in enumerate(cold_asked):
+            tagged = [
+                Document(text=f"(copy {mode} {i}.{j}) {c.text}", id=f"{c.id}-{i}")
+                for j, c in enumerate(chunks[:4])
+            ]
+            cold.append(timed(guard, question, tagged))
+        seconds[label("cold 4", mode)] = cold
+    cold = seconds[label("cold 4", modes[0])]
 
     cold_median = statistics.median(cold)
     rows = [
         {
             "run": run,
-            "chunks": int(run.split()[-1]),
+            "chunks": int(run.split(",")[0].split()[-1]),
             "questions": len(times),
             "median_s": round(statistics.median(times), 3),
             "min_s": round(min(times), 3),
             "max_s": round(max(times), 3),
-            "x_cold_4": round(statistics.median(times) / cold_median, 3),
+            f"x_cold_4_{modes[0]}": round(statistics.median(times) / cold_median, 3),
         }
         for run, times in seconds.items()
     ]
@@ -108,6 +123,7 @@ def main() -> None:
         **run_header("known_chunks"),
         "threads": os.environ.get("SCOPEGUARD_N_THREADS", "all"),
         "detector": "default",
+        "modes": modes,
         "chunk_words": WORDS,
         "documents": sorted(ids),
         "bar": {"known_4_median_s": 0.7, "known_4_x_cold": 0.08},

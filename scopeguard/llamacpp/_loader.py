@@ -238,8 +238,10 @@ def _extra_buffers_set(lib: Any, extra_buffers: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _eval_callback_set(lib: Any, callback: Any) -> Iterator[None]:
-    if callback is None:
+def _context_params_set(lib: Any, callback: Any, sequences: int) -> Iterator[None]:
+    """``Llama()`` builds its context from ``llama_context_default_params()`` and takes neither an
+    eval callback nor a sequence count: both are set in those defaults while it is constructed."""
+    if callback is None and sequences <= 1:
         yield
         return
     bindings = lib.llama_cpp
@@ -247,8 +249,12 @@ def _eval_callback_set(lib: Any, callback: Any) -> Iterator[None]:
 
     def default_params() -> Any:
         params = original()
-        params.cb_eval = callback
-        params.cb_eval_user_data = None
+        if callback is not None:
+            params.cb_eval = callback
+            params.cb_eval_user_data = None
+        if sequences > 1:  # one KV buffer all sequences share: cells copy between them
+            params.n_seq_max = sequences
+            params.kv_unified = True
         return params
 
     bindings.llama_context_default_params = default_params
@@ -264,11 +270,13 @@ def construct(
     extra_buffers: bool,
     eval_callback: Any = None,
     adapter: str | Path | None = None,
+    sequences: int = 1,
     **params: Any,
 ) -> Any:
     """``llama_cpp.Llama(model_path, **params)`` with extra buffer types on or off, as given,
     ``eval_callback`` (a ``ggml_backend_sched_eval_callback``, kept alive by the caller) as the
-    context's ``cb_eval``, and the GGUF LoRA ``adapter`` applied (see the module docstring).
+    context's ``cb_eval``, the GGUF LoRA ``adapter`` applied (see the module docstring), and
+    ``sequences`` sequences in one shared KV cache (a reader that joins kept states needs 2).
 
     No decision is made here: :func:`load_llama` decides; the canary child calls this directly.
     A load that fails raises :class:`ModelError` naming the file and the fix.
@@ -287,7 +295,7 @@ def construct(
         _CONSTRUCT_LOCK,
         interrupts_held(),
         _extra_buffers_set(lib, extra_buffers),
-        _eval_callback_set(lib, eval_callback),
+        _context_params_set(lib, eval_callback, sequences),
     ):
         try:
             with contextlib.redirect_stderr(io.StringIO()):
@@ -313,6 +321,12 @@ def construct(
             f"llama-cpp-python {lib.__version__} did not take the eval callback for {path}: hidden "
             "states cannot be read with it; use layers=() (log-probs only) or the transformers backend"
         )
+    if sequences > 1 and int(lib.llama_n_seq_max(llm.ctx)) < sequences:
+        llm.close()
+        raise ModelError(
+            f"llama-cpp-python {lib.__version__} did not take {sequences} sequences for {path}: "
+            "kept passage states cannot be joined with it; read passage by passage"
+        )
     return llm
 
 
@@ -322,6 +336,7 @@ def load_llama(
     purpose: str,
     eval_callback: Any = None,
     adapter: str | Path | None = None,
+    sequences: int = 1,
     **params: Any,
 ) -> Any:
     """Open ``model_path`` with llama.cpp for ``purpose`` (logged), with the safe parameters.
@@ -330,6 +345,7 @@ def load_llama(
     ...). Extra buffer types are used only where :func:`extra_buffers_decision` allows them (for
     this base with this adapter). ``eval_callback``: the context's ``cb_eval`` (see
     :class:`~scopeguard.llamacpp.LayerTap`). ``adapter``: a GGUF LoRA adapter applied over the base.
+    ``sequences``: sequences in the context's one KV cache (see :func:`construct`).
     """
     from scopeguard.llamacpp._canary import extra_buffers_decision
 
@@ -345,5 +361,10 @@ def load_llama(
         decision.reason,
     )
     return construct(
-        path, extra_buffers=decision.extra_buffers, eval_callback=eval_callback, adapter=lora, **params
+        path,
+        extra_buffers=decision.extra_buffers,
+        eval_callback=eval_callback,
+        adapter=lora,
+        sequences=sequences,
+        **params,
     )

@@ -46,9 +46,12 @@ from scopeguard.detection.read.text import STOPWORDS, content_stem_set, stem, to
 from scopeguard.errors import ConfigurationError
 from scopeguard.types import Document, Label, Verdict, as_documents
 
-__all__ = ["STOP_BELOW_P", "DefaultDetector", "DefaultReading"]
+__all__ = ["READ_MODES", "STOP_BELOW_P", "DefaultDetector", "DefaultReading"]
 
 logger = logging.getLogger(__name__)
+
+#: how the detector reads several passages: each on its own, or all as one set
+READ_MODES = ("passages", "set")
 
 #: P(out of scope) at or below which a passage answers the question clearly: stop reading
 STOP_BELOW_P = 0.05
@@ -71,7 +74,7 @@ class DefaultDetector(BaseDetector):
 
     Args:
         model: a head file or folder from ``train-detector --detector default`` (default: the
-            packaged head).
+            packaged head for the ``read`` mode).
         reader: the reading model: a spec (``"local"``, ``"local:NAME_OR_FOLDER"`` for a GGUF or
             a tuned reader's folder, ``"transformers:NAME"``, ``"openai:MODEL"``), a chat model or
             a verdict scorer; default: the model the head was fitted on, the packaged
@@ -81,6 +84,10 @@ class DefaultDetector(BaseDetector):
         reader_kwargs: options for the :class:`~scopeguard.detection.read.reader.Reader`
             (``chunk_tokens``, ``max_chunks``).
         threshold: overrides the head's threshold on P(out of scope).
+        read: ``"passages"`` (each passage on its own, the lowest P(out of scope) wins) or
+            ``"set"`` (the question read once against all the passages together: their kept states
+            joined, one verdict for the set; llama.cpp only; see :meth:`Reader.read_set`),
+            scored by the packaged head fitted on set reads.
     """
 
     name = "default"
@@ -93,10 +100,14 @@ class DefaultDetector(BaseDetector):
         reader: Any = None,
         reader_kwargs: dict[str, Any] | None = None,
         threshold: float | None = None,
+        read: str = "passages",
         **renamed: Any,
     ) -> None:
         renamed_options(self.name, renamed, {"reader_llm": "reader"})
-        self.head = DefaultHead.load(model if model is not None else default_head_path())
+        if read not in READ_MODES:
+            raise ConfigurationError(f"read must be one of {', '.join(READ_MODES)}, got {read!r}")
+        self.read = read
+        self.head = DefaultHead.load(model if model is not None else default_head_path(read))
         if reader is None:  # the packaged reading model: fail now, with the pip line, if it cannot run
             from scopeguard._optional import require
 
@@ -130,8 +141,10 @@ class DefaultDetector(BaseDetector):
 
     def identity(self) -> dict[str, str]:
         """What a calibration profile must match: the head's weights (not its threshold, which a
-        profile replaces) and the reading model with its adapter."""
-        return {"detector": self.name, "head": self.head.weights_sha256(), "reader": self.reader.scorer.name}
+        profile replaces), the reading model with its adapter, and a set read (its scores are not
+        a passage's)."""
+        found = {"detector": self.name, "head": self.head.weights_sha256(), "reader": self.reader.scorer.name}
+        return found if self.read == "passages" else {**found, "read": self.read}
 
     def load(self) -> None:
         """Load the reading model now (otherwise on the first question)."""
@@ -149,6 +162,16 @@ class DefaultDetector(BaseDetector):
         passage of a document the head's short-passage rule applies to has its P lowered by it."""
         docs = as_documents(list(documents))
         rule = self.head.short_passages
+        if self.read == "set":
+            scores = self.reader.read_set(question, docs, self.head.probes)
+            main, inference = scores[0], (scores[1].margin if len(scores) > 1 else None)
+            p = float(self.head.head.predict(self.head.row(main.margin, inference, main.hidden))[0])
+            if rule is not None and all(rule.applies(d.text) for d in docs):
+                p = rule.lowered(p)
+            n = len(self.reader.passages(docs))
+            return DefaultReading(
+                p_out_of_scope=p, margin=main.margin, inference_margin=inference, passages=n
+            )
         # each document's short-passage rule: None where it has none or the document is not short
         short = [rule if rule is not None and rule.applies(d.text) else None for d in docs]
         best: tuple[float, float, float | None] | None = None
@@ -174,7 +197,9 @@ class DefaultDetector(BaseDetector):
         p, margin, inference, n = read.p_out_of_scope, read.margin, read.inference_margin, read.passages
         label: Label = "out_of_scope" if p >= self.threshold else "in_scope"
         p_no = 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, margin))))
-        where = f" (best of {n} passages read)" if n > 1 else ""
+        sets = self.read == "set"
+        where = f" ({n} passages read as one set)" if sets else f" (best of {n} passages read)"
+        where = where if n > 1 else ""
         rationale = (
             f"{reader.scorer.name} answers 'does the document contain the answer?' with P(No)={p_no:.2f}"
         )
@@ -191,7 +216,7 @@ class DefaultDetector(BaseDetector):
             rationale=rationale,
             uncovered=uncovered,
             stage="read",
-            llm_calls=n * (1 + len(self.head.probes)),
+            llm_calls=(1 if sets else n) * (1 + len(self.head.probes)),
         )
 
 

@@ -49,6 +49,7 @@ from scopeguard.errors import ConfigurationError, ModelError
 __all__ = [
     "HEAD_FILE",
     "SCALAR_PENALTY",
+    "SET_HEAD_FILE",
     "DefaultHead",
     "ShortPassages",
     "balanced_weights",
@@ -59,13 +60,18 @@ __all__ = [
 ]
 
 HEAD_FILE = "default_head.json"
+#: the head for set reads (``DefaultDetector(read="set")``): fitted on questions read against their
+#: top 3 retrieved chunks as one set (``benchmarks/set_reads.py --ship``)
+SET_HEAD_FILE = "default_set_head.json"
 #: the L2 penalty on the scalar signals relative to the hidden state's (held back by ``l2``)
 SCALAR_PENALTY = 0.01
 
 
-def default_head_path() -> Path:
-    """The head shipped in the package (``scopeguard/_assets/default_head.json``)."""
-    return Path(str(resources.files("scopeguard") / "_assets" / HEAD_FILE))
+def default_head_path(read: str = "passages") -> Path:
+    """The head shipped in the package for ``read`` (``"passages"``:
+    ``scopeguard/_assets/default_head.json``; ``"set"``: ``default_set_head.json``)."""
+    name = SET_HEAD_FILE if read == "set" else HEAD_FILE
+    return Path(str(resources.files("scopeguard") / "_assets" / name))
 
 
 @dataclass(frozen=True)

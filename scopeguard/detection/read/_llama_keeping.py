@@ -26,7 +26,7 @@ from scopeguard.detection.read.llama_states import (
     saved_states_summary,
     state_disk_budget_mb,
 )
-from scopeguard.errors import LLMError
+from scopeguard.errors import ConfigurationError, LLMError
 
 __all__ = ["LlamaStateKeeping"]
 
@@ -68,6 +68,7 @@ class LlamaStateKeeping:
         state_disk_mb: float | None,
     ) -> None:
         self._kv = kv
+        self._lib = lib
         self._question_side = question_side
         if state_cache_mb < 0:
             raise ValueError(f"state_cache_mb must be >= 0, got {state_cache_mb}")
@@ -155,6 +156,37 @@ class LlamaStateKeeping:
             directory=self.state_dir,
             saved=None if self.state_dir is None else saved_states_summary(self.state_dir),
         )
+
+    def _join(self, parts: list[tuple[list[int], int]], start: int) -> list[int]:
+        """Bring sequence 0 to kept states joined (lock held): ``parts`` are each passage's kept
+        prompt start (instruction, document; a key of the kept states) and where its block ends.
+        The first state is restored whole up to its block's end; each next one is restored into
+        sequence 1, cut to its block (from token ``start``: the instruction before it is the
+        same in every state), moved to follow what is there, and copied to sequence 0. A block's
+        tokens attend to the instruction and themselves, not to the blocks before it. Returns the
+        joined tokens; on a failure the context counts as empty."""
+        lib, ctx = self._lib, self._llm._ctx
+        mem = ctx.memory
+        if not lib.llama_memory_can_shift(mem):
+            raise ConfigurationError(f"{self._kv.name} KV cache of this model cannot move kept states")
+        self._past = []
+        ctx.kv_cache_clear()
+        joined: list[int] = []
+        for n, (key, end) in enumerate(parts):
+            seq = 0 if n == 0 else 1
+            if not self._kept.restore(ctx, tuple(key), seq):
+                raise LLMError("llama.cpp refused a kept passage state")
+            if n == 0:
+                lib.llama_memory_seq_rm(mem, 0, end, -1)
+                joined = list(key[:end])
+                continue
+            lib.llama_memory_seq_rm(mem, 1, 0, start)
+            lib.llama_memory_seq_rm(mem, 1, end, -1)
+            lib.llama_memory_seq_add(mem, 1, start, end, len(joined) - start)
+            lib.llama_memory_seq_cp(mem, 1, 0, -1, -1)
+            lib.llama_memory_seq_rm(mem, 1, -1, -1)
+            joined += key[start:end]
+        return joined
 
     def _restore_best(self, ids: list[int], live: int) -> int:
         """Load the kept state sharing the longest prefix with ``ids`` if it beats the live one by

@@ -13,7 +13,7 @@ from scopeguard.errors import ConfigurationError
 from scopeguard.llm.base import ChatMessage
 from scopeguard.prompts import render
 
-__all__ = ["TEMPLATE", "question_cut", "split_tokens", "verdict_messages"]
+__all__ = ["TEMPLATE", "document_block", "question_cut", "split_tokens", "verdict_messages"]
 
 #: the verdict prompt: "Does the document contain the answer to this question?"
 TEMPLATE = "answerability_verdict"
@@ -49,6 +49,34 @@ def question_cut(prompt: str, template: str = TEMPLATE) -> int | None:
     marker = _question_marker(template)
     at = prompt.rfind(marker)  # documents and question are fenced: the last one is the question's
     return None if at < 0 else at + len(marker)
+
+
+def document_block(prompt: str, template: str = TEMPLATE) -> tuple[int, int, int] | None:
+    """Where the document's block lies in a rendered verdict prompt of one document: character
+    offsets of the block's start (the line that opens it, e.g. ``Document:`` and its fence), its
+    end (after the closing fence and the blank line), and the question's start
+    (:func:`question_cut`); ``None`` when ``prompt`` is not one of ``template``'s. A set read joins
+    several passages' blocks between one instruction and one question."""
+    cut = question_cut(prompt, template)
+    if cut is None:
+        return None
+    marker = _question_marker(template)
+    after_fence = marker[marker.rfind('"""') + 3 :]
+    end = cut - len(after_fence.lstrip())
+    opened = _document_opener(template)
+    start = prompt.find(opened)
+    if start < 0 or start >= end:
+        return None
+    return start, end, cut
+
+
+@lru_cache(maxsize=16)
+def _document_opener(template: str) -> str:
+    """The text of ``template`` from the paragraph that opens the documents up to them."""
+    text = render(template, document=_DOCUMENT_SLOT, question=_QUESTION_SLOT)
+    at = text.find(_DOCUMENT_SLOT)
+    start = text.rfind("\n\n", 0, at)
+    return text[start + 2 if start >= 0 else 0 : at]
 
 
 def split_tokens(prefix: Sequence[int], ids: Sequence[int]) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "logsumexp",
     "score_from_top_logprobs",
     "variant_strings",
+    "verdict_from_logits",
 ]
 
 YES_WORDS: tuple[str, ...] = ("Yes", "yes", "YES")
@@ -121,3 +122,23 @@ class VerdictScorer(Protocol):
     ) -> list[VerdictScore]: ...
 
     def count_tokens(self, text: str) -> int: ...
+
+
+def verdict_from_logits(
+    logits: np.ndarray,
+    yes: Sequence[int],
+    no: Sequence[int],
+    *,
+    n_tokens: int,
+    hidden: np.ndarray | None = None,
+) -> VerdictScore:
+    """The verdict from one row of next-token logits: log-softmax, then the Yes and No token ids'
+    probabilities summed (``yes``, ``no``: the model's single-token ids of each word)."""
+    top = float(logits.max())
+    log_z = top + math.log(float(np.exp(logits - top).sum()))
+    return VerdictScore(
+        logp_yes=logsumexp([float(logits[i]) - log_z for i in yes]),
+        logp_no=logsumexp([float(logits[i]) - log_z for i in no]),
+        n_tokens=n_tokens,
+        hidden=hidden,
+    )

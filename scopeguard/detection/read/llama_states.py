@@ -52,6 +52,7 @@ __all__ = [
     "common_prefix",
     "evict_states",
     "get_kv_type",
+    "prefix_tokens",
     "saved_states_summary",
     "state_disk_budget_mb",
     "states_on_disk",
@@ -118,6 +119,14 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def prefix_tokens(prefix: Sequence[int], ids: Sequence[int]) -> int:
+    """How many of ``ids`` are the tokens of ``prefix`` (a prefix of their text tokenised alone):
+    all of them where ``ids`` start with them, else one fewer than they share (the last shared
+    token may belong to the text after the prefix)."""
+    n = common_prefix(prefix, ids)
+    return n if n == len(prefix) else max(1, n - 1)
 
 
 #: the saved-states folder's default budget (``$SCOPEGUARD_STATE_DISK_MB`` overrides it)
@@ -292,14 +301,14 @@ class KeptStates:
                 best_key, best = key, n
         return best_key, best
 
-    def restore(self, ctx: Any, key: tuple[int, ...]) -> bool:
-        """Load the kept state ``key`` into the llama.cpp context ``ctx`` (a ``llama_context``
-        wrapper with ``.ctx``); ``False`` when llama.cpp refuses it (it is then forgotten, its file
-        removed, and the context cleared)."""
+    def restore(self, ctx: Any, key: tuple[int, ...], seq: int = 0) -> bool:
+        """Load the kept state ``key`` into sequence ``seq`` of the llama.cpp context ``ctx`` (a
+        ``llama_context`` wrapper with ``.ctx``); ``False`` when llama.cpp refuses it (it is then
+        forgotten, its file removed, and the context cleared)."""
         data = self._states[key]
         self._states.move_to_end(key)
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        if self._lib.llama_state_seq_set_data(ctx.ctx, buf, len(data), 0):
+        if self._lib.llama_state_seq_set_data(ctx.ctx, buf, len(data), seq):
             return True
         logger.debug("llama.cpp refused a saved state; reading the prompt afresh")
         self.bytes -= len(self._states.pop(key))

@@ -1,20 +1,17 @@
 """The llama.cpp read: log-prob verdicts and hidden states from a GGUF model run in-process.
 
-:class:`LlamaCppVerdicts` is what the reading detectors use;
-:class:`~scopeguard.detection.read.llamacpp_probe.LlamaCppHiddenStates` reads the paper's probe
-input (raw tokens and an appended unused token, any layer) for the ``probe`` baseline through it:
-one wrapper, one loader (:func:`scopeguard.llamacpp.load_llama`), one tap. The kept prompt states
-are :class:`~scopeguard.detection.read.llama_states.KeptStates`, and which of them the scorer
-holds, restores and counts is its base's bookkeeping
-(:class:`~scopeguard.detection.read._llama_keeping.LlamaStateKeeping`).
+:class:`LlamaCppVerdicts` is what the reading detectors use; the ``probe`` baseline's
+:class:`~scopeguard.detection.read.llamacpp_probe.LlamaCppHiddenStates` reads through it: one
+loader (:func:`scopeguard.llamacpp.load_llama`), one tap. Which kept prompt states
+(:class:`~scopeguard.detection.read.llama_states.KeptStates`) the scorer holds, restores, joins and
+counts is its base's bookkeeping (:class:`~scopeguard.detection.read._llama_keeping.LlamaStateKeeping`).
 
 The prompt goes through the model's own chat template (read from the GGUF), is tokenised, and
-only the tokens after the longest prefix already read are decoded: the instruction always comes
-first and the documents next, so questions about a document read it once. The model's state
-after each recent prompt is kept in memory (``state_cache_mb``, least recently used first out),
-so a document read for one question is reused even when other documents were read in between,
-as when a retriever returns the same passages for several questions. Only the last position's
-logits are computed.
+only the tokens after the longest prefix already read are decoded: the instruction comes first and
+the documents next, so questions about a document read it once. The state after each recent prompt
+is kept in memory (``state_cache_mb``, least recently used first out), so a document is reused even
+when others were read in between. :meth:`LlamaCppVerdicts.score_set` joins several passages' kept
+states and reads a question once against them all. Only the last position's logits are computed.
 
 The instruction every verdict prompt starts with is read once per model, not once per process:
 :meth:`LlamaCppVerdicts.prime` keeps the state after it on disk (``$SCOPEGUARD_CACHE/llama-states``,
@@ -29,7 +26,6 @@ callback (:class:`~scopeguard.llamacpp.LayerTap`): the hidden-state probe costs 
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,11 +35,11 @@ import numpy as np
 
 from scopeguard._optional import require
 from scopeguard.detection.read._llama_keeping import LlamaStateKeeping
-from scopeguard.detection.read._verdict_prompt import question_cut, split_tokens
+from scopeguard.detection.read._verdict_prompt import TEMPLATE, document_block, question_cut, split_tokens
 from scopeguard.detection.read.adapter import file_sha256, gguf_reading
-from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, logsumexp
+from scopeguard.detection.read.base import NO_WORDS, YES_WORDS, VerdictScore, verdict_from_logits
 from scopeguard.detection.read.llama_prompt import chat_formatter, render_prompt, single_token_ids, wanted_bos
-from scopeguard.detection.read.llama_states import common_prefix, get_kv_type
+from scopeguard.detection.read.llama_states import common_prefix, get_kv_type, prefix_tokens
 from scopeguard.errors import ConfigurationError, DocumentTooLongError, LLMError, ModelError
 from scopeguard.llamacpp import decode, load_llama, logits_row
 from scopeguard.llm.base import ChatMessage
@@ -82,10 +78,8 @@ class LlamaCppVerdicts(LlamaStateKeeping):
         kv_type: the KV cache's type, and so the kept states' (:data:`~scopeguard.detection.read.
             llama_states.KV_TYPES`; default ``$SCOPEGUARD_KV_TYPE``, else :data:`~scopeguard.
             detection.read.llama_states.DEFAULT_KV_TYPE`): ``"f16"`` (28 KB a token) or
-            ``"q8_0"`` (about 15 KB, read with llama.cpp's flash attention; verdicts agree with
-            f16 reads': ``benchmarks/state_agreement.py``, margin correlation 0.995, the same label
-            on 198 of 200 questions). States kept in one type are never restored into another: the
-            type is part of their key.
+            ``"q8_0"`` (about 15 KB, with llama.cpp's flash attention; the same label as f16 on 198
+            of 200 questions: ``benchmarks/state_agreement.py``). The type is part of a state's key.
     """
 
     def __init__(
@@ -181,6 +175,7 @@ class LlamaCppVerdicts(LlamaStateKeeping):
             n_threads=self.n_threads,
             n_gpu_layers=self.n_gpu_layers,
             eval_callback=None if self._tap is None else self._tap.callback,
+            sequences=2,  # kept passage states join through the second (score_set)
             **self._kv.llama_params(self._lib),
         )
         if self._tap is not None:
@@ -306,14 +301,61 @@ class LlamaCppVerdicts(LlamaStateKeeping):
             if self._tap is not None:
                 hidden = self._tap.stop()  # a ModelError if the graph had no such layer
             self._kept.capture(ctx.ctx, ids)
-        top = float(logits.max())
-        log_z = top + math.log(float(np.exp(logits - top).sum()))
-        return VerdictScore(
-            logp_yes=logsumexp([float(logits[i]) - log_z for i in self._yes]),
-            logp_no=logsumexp([float(logits[i]) - log_z for i in self._no]),
-            n_tokens=len(ids),
-            hidden=hidden,
-        )
+        return self._verdict(logits, len(ids), hidden)
+
+    def _verdict(self, logits: np.ndarray, n_tokens: int, hidden: np.ndarray | None) -> VerdictScore:
+        return verdict_from_logits(logits, self._yes, self._no, n_tokens=n_tokens, hidden=hidden)
+
+    def score_set(
+        self, prompts: Sequence[Sequence[ChatMessage]], *, template: str = TEMPLATE
+    ) -> VerdictScore:
+        """One verdict for a question against several passages (``prompts``: its verdict prompts of
+        ``template``, one per passage), the question read once: each passage's kept state (read and
+        kept first where there is none) joined in one sequence (``_join``), then the question. A
+        block attends to the instruction and itself, not to the blocks before it, so the margins
+        are a set's (a head fitted on set reads scores them); one prompt reads as :meth:`score`."""
+        if self._question_side:
+            raise ConfigurationError("a question-side adapter reads passage by passage, not as a set")
+        texts = [self.render(m) for m in prompts]
+        blocks = [document_block(t, template) for t in texts]
+        if not texts or any(b is None for b in blocks):
+            raise ConfigurationError(f"set reads need one or more verdict prompts of {template!r}")
+        parts: list[tuple[list[int], int]] = []
+        start = 0
+        for text, (opens, ends, cut) in zip(texts, blocks, strict=True):  # type: ignore[misc]
+            key = self._tokens(text[:cut])[:-1]  # as prime() keeps it
+            start = prefix_tokens(self._tokens(text[:opens]), key)
+            parts.append((key, prefix_tokens(self._tokens(text[:ends]), key)))
+        tail = self._tokens(texts[-1])[parts[-1][1] :]
+        size = parts[0][1] + sum(end - start for _, end in parts[1:])
+        if size + len(tail) >= self.n_ctx:
+            raise DocumentTooLongError(
+                f"{len(texts)} passages and the question ({size + len(tail)} tokens) do not fit the context "
+                f"window of {self.name} ({self.n_ctx} tokens)",
+                n_tokens=size + len(tail),
+                limit=self.n_ctx,
+            )
+        kept = [bool(self._keep_prefix(key, create=True)) for key, _ in parts]
+        if not all(kept) or any(tuple(key) not in self._kept for key, _ in parts):
+            raise ConfigurationError(f"{self.name}: state_cache_mb cannot hold {len(texts)} passages at once")
+        with self._lock:
+            if self._tap is not None:
+                self._tap.start()
+            try:
+                joined = parts[0][0][: parts[0][1]] + [t for key, end in parts[1:] for t in key[start:end]]
+                if common_prefix(self._past, joined) < size:
+                    self._past = self._join(parts, start)
+                row = self._read(joined + tail, logits=True, keep=size + len(tail))
+                logits = logits_row(self._llm, row)
+            except BaseException as exc:
+                if self._tap is not None:
+                    self._tap.abort()
+                self._past = []
+                if isinstance(exc, Exception) and not isinstance(exc, ConfigurationError):
+                    raise LLMError(f"llama.cpp failed to read the passages as a set: {exc}") from None
+                raise
+            hidden = None if self._tap is None else self._tap.stop()
+        return self._verdict(logits, size + len(tail), hidden)
 
     def hidden(self, ids: Sequence[int], *, prefix_len: int = 0) -> np.ndarray:
         """The states of :attr:`layers` at the last of ``ids``, shape ``(len(layers), n_embd)``.
@@ -360,8 +402,7 @@ class LlamaCppVerdicts(LlamaStateKeeping):
         that text again (a state that llama.cpp refuses is read afresh). ``create=False`` only looks
         for a kept state that holds the text (the live context, memory, then ``state_dir``), reads
         nothing, and counts the lookup and whether it found one (:meth:`state_stats`). Scores are a
-        fresh read's up to llama.cpp's rounding, which depends on how many tokens it decodes at once
-        (margins of the 1.5B model moved by 0.05, median over 8 questions, at most 0.14).
+        fresh read's up to llama.cpp's rounding (1.5B margins: median 0.05 apart over 8 questions).
         """
         text = self.render(messages)
         if upto not in text:

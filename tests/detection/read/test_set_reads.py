@@ -1,0 +1,158 @@
+"""Set reads: a question read once against several passages' kept states joined in one sequence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scopeguard.detection.detectors.default import DefaultDetector
+from scopeguard.detection.head.default import DefaultHead, default_head_path
+from scopeguard.detection.read import Reader
+from scopeguard.detection.read._verdict_prompt import TEMPLATE, document_block, verdict_messages
+from scopeguard.detection.read.base import VerdictScore
+from scopeguard.errors import ConfigurationError, DocumentTooLongError
+from scopeguard.llm.base import ChatMessage
+from scopeguard.prompts import render
+from scopeguard.testing import ScriptedVerdictScorer
+
+PASSAGES = [
+    "The Brindlewick pier was painted green in 1931 by the harbour crew.",
+    "Marrow Hall, the town's library, opened in 1904 with two thousand books.",
+    "The ferry to Osk leaves at seven each morning and returns at dusk.",
+]
+QUESTION = "When was the Brindlewick pier painted?"
+
+
+def test_document_block_finds_the_block_between_the_instruction_and_the_question() -> None:
+    prompt = render(TEMPLATE, document=PASSAGES[0], question=QUESTION)
+    block = document_block(prompt)
+    assert block is not None
+    start, end, cut = block
+    assert prompt[start:end] == f'Document:\n"""\n{PASSAGES[0]}\n"""\n\n'
+    assert prompt[cut:].startswith(QUESTION)
+    assert document_block("Is this a verdict prompt? No.") is None
+
+
+def test_a_scorer_that_cannot_join_states_is_told_to_read_passage_by_passage() -> None:
+    reader = Reader(ScriptedVerdictScorer(lambda prompt: 1.0))
+    with pytest.raises(ConfigurationError, match="passage by passage"):
+        reader.read_set(QUESTION, PASSAGES)
+
+
+def test_read_mode_is_checked() -> None:
+    with pytest.raises(ConfigurationError, match="passages, set"):
+        DefaultDetector(reader=ScriptedVerdictScorer(lambda prompt: 1.0), read="sets")
+
+
+class SetScorer(ScriptedVerdictScorer):
+    """A scripted scorer with ``score_set``: records each set it is asked and returns a hidden state
+    of the packaged head's width (its margin: -3 when a passage names the pier, else 3)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__(lambda prompt: 3.0)
+        self.width = width
+        self.sets: list[int] = []
+
+    def score_set(
+        self, prompts: Sequence[Sequence[ChatMessage]], *, template: str = TEMPLATE
+    ) -> VerdictScore:
+        self.sets.append(len(prompts))
+        named = any("Brindlewick pier was" in m[0].content for m in prompts)
+        margin = -3.0 if named else 3.0
+        return VerdictScore(
+            logp_yes=-np.logaddexp(0.0, margin),
+            logp_no=-np.logaddexp(0.0, -margin),
+            n_tokens=10,
+            hidden=np.zeros((1, self.width), dtype=np.float32),
+        )
+
+
+def test_the_default_detector_in_set_mode_reads_the_question_once_for_all_passages() -> None:
+    head = DefaultHead.load(default_head_path())
+    width = len(head.head.features) - (len(head.signals) - 1)
+    scorer = SetScorer(width)
+    detector = DefaultDetector(reader=scorer, read="set")
+    answered = detector.detect(QUESTION, PASSAGES)
+    assert scorer.sets == [3]
+    assert answered.llm_calls == 1
+    assert "3 passages read as one set" in answered.rationale
+    unanswered = detector.detect(QUESTION, PASSAGES[1:])
+    assert scorer.sets == [3, 2]
+    assert answered.score < unanswered.score
+
+
+# -- against the real llama.cpp read (the packaged SmolLM2: the plumbing, not the quality) --------
+
+
+@pytest.fixture(scope="module")
+def scorer(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+
+    return LlamaCppVerdicts(smollm2, n_ctx=1024, state_dir=tmp_path_factory.mktemp("states"), layers=(-1,))
+
+
+def prompts(question: str, passages: Sequence[str]) -> list[list[ChatMessage]]:
+    return [verdict_messages(question, p) for p in passages]
+
+
+def test_one_passage_read_as_a_set_is_that_passage_read(scorer: Any) -> None:
+    alone = scorer.score(verdict_messages(QUESTION, PASSAGES[0]))
+    scorer.forget()
+    as_set = scorer.score_set(prompts(QUESTION, PASSAGES[:1]))
+    assert as_set.margin == pytest.approx(alone.margin, abs=0.05)
+    assert as_set.n_tokens == alone.n_tokens
+    assert as_set.hidden is not None and as_set.hidden.shape == alone.hidden.shape
+
+
+def test_a_set_of_known_passages_costs_only_the_question(
+    scorer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scopeguard.detection.read import llamacpp
+
+    first = scorer.score_set(prompts(QUESTION, PASSAGES))  # reads and keeps each passage first
+    assert np.isfinite(first.margin)
+    decoded: list[int] = []
+    real = llamacpp.decode
+
+    def counting(llm: Any, ids: Sequence[int], n_past: int, **kw: Any) -> int:
+        decoded.append(len(ids))
+        return int(real(llm, ids, n_past, **kw))
+
+    monkeypatch.setattr(llamacpp, "decode", counting)
+    scorer.forget()
+    again = scorer.score_set(prompts(QUESTION, PASSAGES))
+    assert again.margin == pytest.approx(first.margin, abs=0.05)  # the same set, joined afresh
+    other = "Who painted the Brindlewick pier?"
+    scorer.score_set(prompts(other, PASSAGES))
+    question_tokens = scorer.count_tokens(other)
+    # each set read decoded only its question side: never a passage again
+    assert decoded and max(decoded) < question_tokens + 40
+    assert again.n_tokens > sum(scorer.count_tokens(p) for p in PASSAGES)
+
+
+def test_set_reads_refuse_what_they_cannot_read(scorer: Any) -> None:
+    with pytest.raises(ConfigurationError):
+        scorer.score_set([])
+    with pytest.raises(ConfigurationError):
+        scorer.score_set([[ChatMessage(role="user", content="Is this a verdict prompt?")]])
+    long = [" ".join([p] * 25) for p in PASSAGES]
+    with pytest.raises(DocumentTooLongError):
+        scorer.score_set(prompts(QUESTION, long))
+    # the scorer still reads after a refusal
+    assert np.isfinite(scorer.score_set(prompts(QUESTION, PASSAGES[:2])).margin)
+
+
+def test_a_calibration_profile_fitted_on_passage_reads_does_not_match_set_reads() -> None:
+    head = DefaultHead.load(default_head_path())
+    scorer = SetScorer(len(head.head.features) - (len(head.signals) - 1))
+    passages = DefaultDetector(reader=scorer).identity()
+    same_head = DefaultDetector(model=default_head_path(), reader=scorer, read="set").identity()
+    assert "read" not in passages
+    assert same_head == {**passages, "read": "set"}
+    set_head = DefaultDetector(reader=scorer, read="set")  # the packaged head fitted on set reads
+    assert set_head.head.layer == head.layer
+    assert set_head.identity()["head"] != passages["head"]
