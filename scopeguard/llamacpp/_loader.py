@@ -198,6 +198,16 @@ def set_adapter(llm: Any, enabled: bool) -> None:
         raise ModelError(f"llama.cpp could not turn the LoRA adapter {state} (status {status})")
 
 
+def supports_sequences(lib: Any | None = None) -> bool:
+    """Whether these bindings can give a context several sequences in one shared KV cache and move
+    cells between them (what joining kept states needs); older ones would split the context."""
+    lib = lib or _llama_cpp()
+    fields = dict(lib.llama_context_params._fields_)
+    return "kv_unified" in fields and all(
+        hasattr(lib, f"llama_memory_seq_{op}") for op in ("rm", "add", "cp")
+    )
+
+
 def supports_extra_buffers(lib: Any | None = None) -> bool:
     """Whether these llama-cpp-python bindings can turn extra buffer types off."""
     lib = lib or _llama_cpp()
@@ -252,7 +262,7 @@ def _context_params_set(lib: Any, callback: Any, sequences: int) -> Iterator[Non
         if callback is not None:
             params.cb_eval = callback
             params.cb_eval_user_data = None
-        if sequences > 1:  # one KV buffer all sequences share: cells copy between them
+        if sequences > 1 and supports_sequences(lib):  # one KV buffer all sequences share
             params.n_seq_max = sequences
             params.kv_unified = True
         return params
@@ -276,7 +286,8 @@ def construct(
     """``llama_cpp.Llama(model_path, **params)`` with extra buffer types on or off, as given,
     ``eval_callback`` (a ``ggml_backend_sched_eval_callback``, kept alive by the caller) as the
     context's ``cb_eval``, the GGUF LoRA ``adapter`` applied (see the module docstring), and
-    ``sequences`` sequences in one shared KV cache (a reader that joins kept states needs 2).
+    ``sequences`` sequences in one shared KV cache where the bindings can (:func:`supports_sequences`;
+    a reader that joins kept states needs 2; elsewhere the context has one).
 
     No decision is made here: :func:`load_llama` decides; the canary child calls this directly.
     A load that fails raises :class:`ModelError` naming the file and the fix.
@@ -320,12 +331,6 @@ def construct(
         raise ModelError(
             f"llama-cpp-python {lib.__version__} did not take the eval callback for {path}: hidden "
             "states cannot be read with it; use layers=() (log-probs only) or the transformers backend"
-        )
-    if sequences > 1 and int(lib.llama_n_seq_max(llm.ctx)) < sequences:
-        llm.close()
-        raise ModelError(
-            f"llama-cpp-python {lib.__version__} did not take {sequences} sequences for {path}: "
-            "kept passage states cannot be joined with it; read passage by passage"
         )
     return llm
 

@@ -157,6 +157,18 @@ class LlamaStateKeeping:
             saved=None if self.state_dir is None else saved_states_summary(self.state_dir),
         )
 
+    def _check_joinable(self) -> None:
+        """Raise :class:`ConfigurationError` where the loaded context cannot join kept states: bindings
+        without a KV cache shared by two sequences, or a cache that cannot move cells."""
+        lib, ctx = self._lib, self._llm._ctx
+        if int(lib.llama_n_seq_max(ctx.ctx)) < 2:
+            raise ConfigurationError(
+                f"llama-cpp-python {lib.__version__} cannot join kept states (no KV cache shared by two "
+                "sequences): upgrade it, or read passage by passage"
+            )
+        if not lib.llama_memory_can_shift(ctx.memory):
+            raise ConfigurationError(f"the {self._kv.name} KV cache of this model cannot move kept states")
+
     def _join(self, parts: list[tuple[list[int], int]], start: int) -> list[int]:
         """Bring sequence 0 to kept states joined (lock held): ``parts`` are each passage's kept
         prompt start (instruction, document; a key of the kept states) and where its block ends.
@@ -167,8 +179,6 @@ class LlamaStateKeeping:
         joined tokens; on a failure the context counts as empty."""
         lib, ctx = self._lib, self._llm._ctx
         mem = ctx.memory
-        if not lib.llama_memory_can_shift(mem):
-            raise ConfigurationError(f"{self._kv.name} KV cache of this model cannot move kept states")
         self._past = []
         ctx.kv_cache_clear()
         joined: list[int] = []

@@ -317,6 +317,7 @@ class LlamaCppVerdicts(LlamaStateKeeping):
         if self._question_side:
             raise ConfigurationError("a question-side adapter reads passage by passage, not as a set")
         texts = [self.render(m) for m in prompts]
+        self._check_joinable()
         blocks = [document_block(t, template) for t in texts]
         if not texts or any(b is None for b in blocks):
             raise ConfigurationError(f"set reads need one or more verdict prompts of {template!r}")

@@ -156,3 +156,16 @@ def test_a_calibration_profile_fitted_on_passage_reads_does_not_match_set_reads(
     set_head = DefaultDetector(reader=scorer, read="set")  # the packaged head fitted on set reads
     assert set_head.head.layer == head.layer
     assert set_head.identity()["head"] != passages["head"]
+
+
+def test_bindings_without_shared_sequences_read_passages_and_refuse_sets(
+    smollm2: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+    from scopeguard.llamacpp import _loader
+
+    monkeypatch.setattr(_loader, "supports_sequences", lambda lib=None: False)
+    old = LlamaCppVerdicts(smollm2, n_ctx=1024, persist_states=False)
+    assert np.isfinite(old.score(verdict_messages(QUESTION, PASSAGES[0])).margin)
+    with pytest.raises(ConfigurationError, match="cannot join kept states"):
+        old.score_set(prompts(QUESTION, PASSAGES[:2]))
