@@ -115,27 +115,31 @@ class LlamaStateKeeping:
         the number of tokens primed (0: too few to keep, or not found with ``create=False``)."""
         if len(ids) < self.MIN_STATE_GAIN or self.state_cache_bytes <= 0:
             return 0
+        with self._lock:
+            return self._keep_held(ids, create=create)
+
+    def _keep_held(self, ids: list[int], *, create: bool) -> int:
+        """:meth:`_keep_prefix` with the lock held (and ``ids`` long enough to keep)."""
         key = tuple(ids)
         file = self._kept.file(ids)
-        with self._lock:
-            # a lookup (before a read) also counts the live context's tokens as found
-            found = key in self._kept or (not create and self._covered(ids))
-            if not found and file is not None and file.is_file() and self._kept.load(key, file):
-                logger.debug("primed %d tokens from %s", len(ids), file)
-                found = True
-            if not create:  # counted, found or not (state_stats)
-                self._kept.lookups += 1
-                self._kept.hits += found
-            if found or not create:
-                return len(ids) if found else 0
-            try:
-                # from the instruction's state, for a document; the base's alone for a question-side adapter
-                self._read(ids, logits=False, bare=len(ids) if self._question_side else None)
-            except Exception as exc:
-                raise LLMError(f"llama.cpp failed to read the start of the verdict prompt: {exc}") from None
-            self._kept.capture(self._llm._ctx.ctx, ids)
-            if file is not None:
-                self._kept.write(key, file)
+        # a lookup (before a read) also counts the live context's tokens as found
+        found = key in self._kept or (not create and self._covered(ids))
+        if not found and file is not None and file.is_file() and self._kept.load(key, file):
+            logger.debug("primed %d tokens from %s", len(ids), file)
+            found = True
+        if not create:  # counted, found or not (state_stats)
+            self._kept.lookups += 1
+            self._kept.hits += found
+        if found or not create:
+            return len(ids) if found else 0
+        try:
+            # from the instruction's state, for a document; the base's alone for a question-side adapter
+            self._read(ids, logits=False, bare=len(ids) if self._question_side else None)
+        except Exception as exc:
+            raise LLMError(f"llama.cpp failed to read the start of the verdict prompt: {exc}") from None
+        self._kept.capture(self._llm._ctx.ctx, ids)
+        if file is not None:
+            self._kept.write(key, file)
         return len(ids)
 
     def _covered(self, ids: list[int]) -> bool:

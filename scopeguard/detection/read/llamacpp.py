@@ -336,10 +336,10 @@ class LlamaCppVerdicts(LlamaStateKeeping):
                 n_tokens=size + len(tail),
                 limit=self.n_ctx,
             )
-        kept = [bool(self._keep_prefix(key, create=True)) for key, _ in parts]
-        if not all(kept) or any(tuple(key) not in self._kept for key, _ in parts):
-            raise ConfigurationError(f"{self.name}: state_cache_mb cannot hold {len(texts)} passages at once")
-        with self._lock:
+        with self._lock:  # kept and joined under one hold: no other read evicts a state between
+            held = self.state_cache_bytes > 0 and all([self._keep_held(key, create=True) for key, _ in parts])
+            if not held or any(tuple(key) not in self._kept for key, _ in parts):
+                raise ConfigurationError(f"{self.name}: state_cache_mb cannot hold {len(texts)} passages")
             if self._tap is not None:
                 self._tap.start()
             try:

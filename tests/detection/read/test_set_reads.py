@@ -146,6 +146,14 @@ def test_set_reads_refuse_what_they_cannot_read(scorer: Any) -> None:
     assert np.isfinite(scorer.score_set(prompts(QUESTION, PASSAGES[:2])).margin)
 
 
+def test_a_reader_that_keeps_no_states_cannot_join_them(smollm2: Path) -> None:
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+
+    keeps_none = LlamaCppVerdicts(smollm2, n_ctx=1024, state_cache_mb=0, persist_states=False)
+    with pytest.raises(ConfigurationError, match="state_cache_mb cannot hold 2 passages"):
+        keeps_none.score_set(prompts(QUESTION, PASSAGES[:2]))
+
+
 def test_a_calibration_profile_fitted_on_passage_reads_does_not_match_set_reads() -> None:
     head = DefaultHead.load(default_head_path())
     scorer = SetScorer(len(head.head.features) - (len(head.signals) - 1))
@@ -169,3 +177,21 @@ def test_bindings_without_shared_sequences_read_passages_and_refuse_sets(
     assert np.isfinite(old.score(verdict_messages(QUESTION, PASSAGES[0])).margin)
     with pytest.raises(ConfigurationError, match="cannot join kept states"):
         old.score_set(prompts(QUESTION, PASSAGES[:2]))
+
+
+def test_set_reads_from_several_threads_keep_what_they_join(smollm2: Path) -> None:
+    """Four threads, room for about one set's states: every set read succeeds (each keeps and joins
+    its passages under one hold of the model's lock)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+
+    tight = LlamaCppVerdicts(smollm2, n_ctx=1024, state_cache_mb=12, persist_states=False)
+    sets = [[f"({i}.{j}) {p}" for j, p in enumerate(PASSAGES)] for i in range(4)]
+
+    def read(passages: list[str]) -> float:
+        return float(tight.score_set(prompts(QUESTION, passages)).margin)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        margins = list(pool.map(read, sets * 2))
+    assert all(np.isfinite(m) for m in margins)
