@@ -50,6 +50,14 @@ QUERY_LOG_HELP = (
 PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show progress bars on a terminal.")
 AS_JSON = typer.Option(False, "--json", help="Print one JSON object.")
 READER = typer.Option(None, "--reader", metavar="SPEC", help=READER_HELP)
+READ_MODE = typer.Option(
+    None,
+    "--read",
+    metavar="MODE",
+    help="How the default detector reads several documents: passages (each on its own; the default) "
+    "or set (the question read once against them all: faster on many pre-read chunks, ranks a little "
+    "worse; see docs/concepts/reading.md).",
+)
 JUDGE_LLM = typer.Option(None, "--llm", help=LLM_HELP)
 CALIBRATION = typer.Option(None, "--calibration", metavar="DIR", help=CALIBRATION_HELP)
 RENAMED_LLM = typer.Option(None, "--llm", hidden=True)

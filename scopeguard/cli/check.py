@@ -10,36 +10,13 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from scopeguard.cli._app import command, exit_if_failed
-from scopeguard.cli._options import AS_JSON, CALIBRATION, JUDGE_LLM, READER
-from scopeguard.errors import ConfigurationError, InputError
+from scopeguard.cli._options import AS_JSON, CALIBRATION, JUDGE_LLM, READ_MODE, READER
+from scopeguard.errors import InputError
 from scopeguard.types import Document, Verdict, validate_question
 
 if TYPE_CHECKING:
     from scopeguard.detection.detectors.base import Detector
     from scopeguard.detection.profile import CalibrationProfile
-
-
-def detector_options(
-    detector: str, *, model: object = None, llm: str | None = None, reader: str | None = None
-) -> dict[str, object]:
-    """The options that --model, --llm and --reader give ``detector``: --reader goes to the registry,
-    which refuses it for a detector that does not read; --llm only to a detector that takes an LLM
-    (judge), and to one that reads it names --reader, the reading model's option."""
-    from scopeguard.detection.detectors.registry import detector_reads, detector_takes
-
-    options: dict[str, object] = {} if model is None else {"model": model}
-    if reader is not None:
-        options["reader"] = reader
-    if llm is not None:
-        if detector_takes(detector, "llm"):
-            options["llm"] = llm
-        elif detector_reads(detector):
-            raise ConfigurationError(
-                f"--llm is the judge's LLM: detector {detector!r} takes its reading model as --reader SPEC"
-            )
-        else:
-            raise ConfigurationError(f"--llm does not apply to --detector {detector} (the judge takes it)")
-    return options
 
 
 def read_document(path: Path) -> Document:
@@ -76,14 +53,16 @@ def calibrated_detector(
     model: object = None,
     llm: str | None = None,
     reader: str | None = None,
+    read: str | None = None,
 ) -> tuple[Detector, CalibrationProfile | None, str]:
-    """The detector named ``detector``, built with the options --model, --llm and --reader give it
+    """The detector named ``detector``, built with the options --model, --llm, --reader and --read give it
     (:func:`detector_options`) and the profile at ``calibration``; that profile (``None`` without
     one) and the line that names it (``""``)."""
     from scopeguard.detection.detectors import get_detector
+    from scopeguard.detection.detectors.registry import detector_options
 
     profile, named = load_calibration(calibration) if calibration is not None else (None, "")
-    options = detector_options(detector, model=model, llm=llm, reader=reader)
+    options = detector_options(detector, model=model, llm=llm, reader=reader, read=read)
     return get_detector(detector, calibration=profile, **options), profile, named
 
 
@@ -96,6 +75,7 @@ def check(
     detector: str = typer.Option("default", "--detector", help="Detector name (see `scopeguard detectors`)."),
     model: str | None = typer.Option(None, "--model", help="Trained head directory for nli/probe."),
     reader: str | None = READER,
+    read: str | None = READ_MODE,
     llm: str | None = JUDGE_LLM,
     calibration: Path | None = CALIBRATION,
     as_json: bool = AS_JSON,
@@ -120,7 +100,7 @@ def check(
     from scopeguard.llm.deadline import deadline
 
     built, _, named = calibrated_detector(
-        detector, calibration=calibration, model=model, llm=llm, reader=reader
+        detector, calibration=calibration, model=model, llm=llm, reader=reader, read=read
     )
     with deadline(deadline_s):
         verdict = built.detect(question, docs)

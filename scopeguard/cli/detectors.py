@@ -16,7 +16,15 @@ from typing import Any
 import typer
 
 from scopeguard.cli._app import command, exit_if_failed, metric_text
-from scopeguard.cli._options import CALIBRATION, JUDGE_LLM, PROGRESS, READER, RENAMED_LLM, refuse_renamed_llm
+from scopeguard.cli._options import (
+    CALIBRATION,
+    JUDGE_LLM,
+    PROGRESS,
+    READ_MODE,
+    READER,
+    RENAMED_LLM,
+    refuse_renamed_llm,
+)
 from scopeguard.cli.check import calibrated_detector
 from scopeguard.retrieval.registry import DEFAULT_RETRIEVER, get_retriever
 
@@ -66,6 +74,7 @@ def eval_detector_command(
         None, "--model", help="Trained head (file or folder) passed to the detector as model=."
     ),
     reader: str | None = READER,
+    read_mode: str | None = READ_MODE,
     llm: str | None = JUDGE_LLM,
     calibration: Path | None = CALIBRATION,
     as_json: bool = typer.Option(
@@ -128,7 +137,7 @@ def eval_detector_command(
         require("torch", extra="embeddings", feature="--threads").set_num_threads(threads)
     loaded = [(path, load_dataset(path)) for path in datasets]  # every folder checked before any model loads
     det, profile, named = calibrated_detector(
-        detector, calibration=calibration, model=model, llm=llm, reader=reader
+        detector, calibration=calibration, model=model, llm=llm, reader=reader, read=read_mode
     )
     if named:
         typer.echo(f"calibration {named}", err=as_json)

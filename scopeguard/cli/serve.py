@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from scopeguard.cli._app import command, config_default
-from scopeguard.cli._options import READER
+from scopeguard.cli._options import READ_MODE, READER
 from scopeguard.serve._config import ServeConfig
 
 
@@ -27,6 +27,7 @@ def serve(
     port: int | None = typer.Option(None, "--port", help=f"Port to bind {_default('port')}."),
     detector: str | None = typer.Option(None, "--detector", help=f"Detector name {_default('detector')}."),
     reader: str | None = READER,
+    read: str | None = READ_MODE,
     policy: str | None = typer.Option(None, "--policy", help=f"Out-of-scope policy {_default('policy')}."),
     calibration: Path | None = typer.Option(
         None,
@@ -76,6 +77,7 @@ def serve(
         "port": port,
         "detector": detector,
         "reader": reader,
+        "read": read,
         "policy": policy,
         "calibration": calibration,
         "upstream": upstream,

@@ -38,6 +38,12 @@ class ServeConfig(BaseModel):
         "local:NAME_OR_FOLDER (a GGUF or a tuned reader), transformers:NAME or openai:MODEL "
         "(default: the model its head was fitted on).",
     )
+    read: Literal["passages", "set"] | None = Field(
+        default=None,
+        description="How the default detector reads a check's documents: passages (each on its own, "
+        "the default) or set (the question read once against them all: faster on many pre-read "
+        "chunks, ranks a little worse).",
+    )
     policy: str = Field(default="clarify", description="Policy for out-of-scope questions.")
     calibration: Path | None = Field(
         default=None,

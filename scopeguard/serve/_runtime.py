@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from scopeguard._prereading import kept_state_stats, saved_state_bytes
 from scopeguard._speculation import DiscardedCost
 from scopeguard.detection.detectors.base import Detector
-from scopeguard.detection.detectors.registry import detector_reads, get_detector
+from scopeguard.detection.detectors.registry import detector_options, detector_reads, get_detector
 from scopeguard.errors import ConfigurationError, LLMTimeoutError
 from scopeguard.guard import Guard
 from scopeguard.llm.deadline import current as current_budget
@@ -141,7 +141,7 @@ class SerialScorer:
         return int(self.lane.run(self.scorer.count_tokens, text))
 
     def __getattr__(self, attr: str) -> Any:
-        if attr in ("prime", "load"):  # optional abilities: present only when the scorer has them
+        if attr in ("prime", "load", "score_set"):  # optional abilities: only when the scorer has them
             method = getattr(self.scorer, attr)
             return lambda *a, **k: self.lane.run(method, *a, **k)
         if attr in ("kv_type", "state_stats", "state_dir"):  # what it keeps: read beside the lane
@@ -153,9 +153,10 @@ def build_detector(config: ServeConfig, lane: ReadingLane) -> Detector:
     """The configured detector, given ``config.reader``; one that reads does it through ``lane``:
     the scorer it builds from its reading model (a spec: default's reads its head's layers too) is
     wrapped in :class:`SerialScorer`."""
-    if config.reader is None and not detector_reads(config.detector):
+    if config.reader is None and config.read is None and not detector_reads(config.detector):
         return get_detector(config.detector)
-    detector = get_detector(config.detector, reader=config.reader)  # refused by one that does not read
+    options = detector_options(config.detector, reader=config.reader, read=config.read)
+    detector = get_detector(config.detector, **options)  # a reader refused by one that does not read
     reader = getattr(detector, "reader", None)  # a reading detector's Reader
     if getattr(reader, "scorer", None) is None:
         raise ConfigurationError(

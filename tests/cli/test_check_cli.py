@@ -211,3 +211,10 @@ def test_llm_to_a_detector_that_reads_names_reader(doc: Path, detector: str) -> 
     assert f"--llm is the judge's LLM: detector {detector!r} takes its reading model as --reader SPEC" in err
     code, _, err = _check(doc, "--detector", "lexical", "--llm", "local")
     assert code == 2 and "--llm does not apply to --detector lexical" in err
+
+
+def test_read_mode_is_for_the_default_detector_and_checked_before_a_model_loads(doc: Path) -> None:
+    code, _, err = _check(doc, "--detector", "fast", "--read", "set")
+    assert code == 2 and "--read applies to the default detector, not to 'fast'" in err
+    code, _, err = _check(doc, "--read", "sets")
+    assert code == 2 and "read must be one of passages, set, got 'sets'" in err

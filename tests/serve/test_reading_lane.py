@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("prometheus_client", reason="needs scopeguard[serve]")
 
-from scopeguard.errors import LLMTimeoutError
+from scopeguard.errors import ConfigurationError, LLMTimeoutError
 from scopeguard.llm.deadline import deadline, remaining
 from scopeguard.serve._runtime import ReadingLane, SerialScorer
 from scopeguard.testing import ScriptedVerdictScorer
@@ -98,3 +98,21 @@ def test_a_reader_for_a_detector_that_does_not_read_stops_the_start(monkeypatch:
     res = CliRunner().invoke(app, ["serve", "--detector", "lexical", "--reader", "local:readers/mine"])
     assert res.exit_code == 2
     assert "error: detector 'lexical' reads with no model: it takes no reader" in res.output
+
+
+def test_a_set_read_goes_through_the_lane_and_read_applies_only_to_the_default_detector() -> None:
+    from scopeguard.serve import ServeConfig
+    from scopeguard.serve._runtime import build_detector
+
+    class SetReading(ScriptedVerdictScorer):
+        def score_set(self, prompts: object, *, template: str = "") -> str:
+            return current_thread().name
+
+    wrapped = SerialScorer(SetReading(lambda text: 1.0), ReadingLane())
+    assert wrapped.score_set([]).startswith("scopeguard-reading")  # type: ignore[attr-defined]
+    assert not hasattr(SerialScorer(ScriptedVerdictScorer(lambda text: 1.0), wrapped.lane), "score_set")
+    wrapped.lane.close()
+    with pytest.raises(ConfigurationError, match="--read applies to the default detector, not to 'fast'"):
+        build_detector(ServeConfig(detector="fast", read="set"), ReadingLane())
+    with pytest.raises(ValueError, match="read"):
+        ServeConfig(read="sets")  # type: ignore[arg-type]

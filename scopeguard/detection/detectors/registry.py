@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DetectorEntry",
     "available_detectors",
+    "detector_options",
     "detector_reads",
     "detector_takes",
     "get_detector",
@@ -181,3 +182,34 @@ def _calibrated(detector: Detector, calibration: Any) -> Detector:
 
     wrapped: Detector = calibrated(detector, calibration)
     return wrapped
+
+
+def detector_options(
+    detector: str,
+    *,
+    model: object = None,
+    llm: str | None = None,
+    reader: str | None = None,
+    read: str | None = None,
+) -> dict[str, Any]:
+    """The options that --model, --llm, --reader and --read (the commands' and ``serve``'s) give
+    ``detector``: --reader goes to the registry, which refuses it for a detector that does not read;
+    --read only to a detector that takes it (default); --llm only to a detector that takes an LLM
+    (judge), and to one that reads it names --reader, the reading model's option."""
+    options: dict[str, Any] = {} if model is None else {"model": model}
+    if reader is not None:
+        options["reader"] = reader
+    if read is not None:
+        if not detector_takes(detector, "read"):
+            raise ConfigurationError(f"--read applies to the default detector, not to {detector!r}")
+        options["read"] = read
+    if llm is not None:
+        if detector_takes(detector, "llm"):
+            options["llm"] = llm
+        elif detector_reads(detector):
+            raise ConfigurationError(
+                f"--llm is the judge's LLM: detector {detector!r} takes its reading model as --reader SPEC"
+            )
+        else:
+            raise ConfigurationError(f"--llm does not apply to --detector {detector} (the judge takes it)")
+    return options
