@@ -43,7 +43,7 @@ from scopeguard.detection.detectors.registry import renamed_options
 from scopeguard.detection.head.default import DefaultHead, default_head_path
 from scopeguard.detection.read.reader import Reader
 from scopeguard.detection.read.text import STOPWORDS, content_stem_set, stem, tokenize
-from scopeguard.errors import ConfigurationError
+from scopeguard.errors import ConfigurationError, DocumentTooLongError
 from scopeguard.types import Document, Label, Verdict, as_documents
 
 __all__ = ["READ_MODES", "STOP_BELOW_P", "DefaultDetector", "DefaultReading"]
@@ -163,14 +163,12 @@ class DefaultDetector(BaseDetector):
         docs = as_documents(list(documents))
         rule = self.head.short_passages
         if self.read == "set":
-            scores = self.reader.read_set(question, docs, self.head.probes)
-            main, inference = scores[0], (scores[1].margin if len(scores) > 1 else None)
-            p = float(self.head.head.predict(self.head.row(main.margin, inference, main.hidden))[0])
+            passages = self.reader.passages(docs)
+            p, margin, inference = self._read_set(question, passages)
             if rule is not None and all(rule.applies(d.text) for d in docs):
                 p = rule.lowered(p)
-            n = len(self.reader.passages(docs))
             return DefaultReading(
-                p_out_of_scope=p, margin=main.margin, inference_margin=inference, passages=n
+                p_out_of_scope=p, margin=margin, inference_margin=inference, passages=len(passages)
             )
         # each document's short-passage rule: None where it has none or the document is not short
         short = [rule if rule is not None and rule.applies(d.text) else None for d in docs]
@@ -190,6 +188,24 @@ class DefaultDetector(BaseDetector):
                 break
         assert best is not None  # as_documents guarantees at least one document
         return DefaultReading(p_out_of_scope=best[0], margin=best[1], inference_margin=best[2], passages=n)
+
+    def _read_set(self, question: str, passages: list[str]) -> tuple[float, float, float | None]:
+        """The head's P(out of scope) of ``passages`` read as one set, its margin and inference
+        margin; a set too long for the reader's context is read as two halves, the lower P wins."""
+        try:
+            scores = self.reader.read_set(question, passages, self.head.probes)
+        except DocumentTooLongError:
+            if len(passages) < 2:
+                raise
+            half = len(passages) // 2
+            first, second = (
+                self._read_set(question, passages[:half]),
+                self._read_set(question, passages[half:]),
+            )
+            return min(first, second, key=lambda read: read[0])
+        main, inference = scores[0], (scores[1].margin if len(scores) > 1 else None)
+        p = float(self.head.head.predict(self.head.row(main.margin, inference, main.hidden))[0])
+        return p, main.margin, inference
 
     def _detect(self, question: str, documents: Sequence[Document]) -> Verdict:
         reader = self.reader

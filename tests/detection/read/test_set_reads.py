@@ -195,3 +195,24 @@ def test_set_reads_from_several_threads_keep_what_they_join(smollm2: Path) -> No
     with ThreadPoolExecutor(max_workers=4) as pool:
         margins = list(pool.map(read, sets * 2))
     assert all(np.isfinite(m) for m in margins)
+
+
+def test_a_set_too_long_for_the_context_is_read_in_halves_and_the_lower_score_wins() -> None:
+    head = DefaultHead.load(default_head_path())
+
+    class ShortContext(SetScorer):
+        def score_set(
+            self, prompts: Sequence[Sequence[ChatMessage]], *, template: str = TEMPLATE
+        ) -> VerdictScore:
+            if len(prompts) > 2:
+                self.sets.append(-len(prompts))
+                raise DocumentTooLongError("too long for the test's context", n_tokens=9999, limit=4096)
+            return super().score_set(prompts, template=template)
+
+    scorer = ShortContext(len(head.head.features) - (len(head.signals) - 1))
+    detector = DefaultDetector(reader=scorer, read="set")
+    halves = detector.detect(QUESTION, PASSAGES)
+    assert scorer.sets == [-3, 1, 2]  # refused whole, then the first passage, then the other two
+    assert halves.score == pytest.approx(
+        detector.detect(QUESTION, PASSAGES[:1]).score
+    )  # the pier's half wins
