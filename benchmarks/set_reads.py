@@ -82,18 +82,26 @@ def detector(work: Path, threads: int) -> DefaultDetector:
     return DefaultDetector(model=default_head_path(), reader=scorer, read="set")
 
 
-def log_name(top: str) -> str:
-    return f"reads-top-{top}.jsonl"
+def log_name(top: str, template: str | None = None) -> str:
+    return f"reads-top-{top}{'' if template is None else '-' + template}.jsonl"
 
 
 def read_all(
-    work: Path, names: list[str], loaded: dict[str, Dataset], threads: int, questions: int, top: str
+    work: Path,
+    names: list[str],
+    loaded: dict[str, Dataset],
+    threads: int,
+    questions: int,
+    top: str,
+    template: str | None = None,
 ) -> None:
     folder = RunFolder(work, SetReadsConfig, free=("threads",))
     config = folder.open(SetReadsConfig(threads=threads))
-    log = folder.log(log_name(top))
+    log = folder.log(log_name(top, template))
     done = {(r["set"], r["id"]) for r in log.rows()}
     det = detector(work, threads)
+    if template is not None:  # another last line after the same instruction and documents
+        det.reader.template = template
     for name in names:
         ds = loaded[name]
         asked = {q.id: q.question for q in ds.questions}
@@ -134,6 +142,29 @@ def scored(row: dict[str, Any], p: float, threshold: float, seconds: float) -> R
     return RetrievedQuestion(row["id"], row["doc_id"], row["label"], tuple(row["retrieved"][:K]), v, v.label)
 
 
+#: the set scores between which a cascade falls back on reading passage by passage
+BANDS = ((0.35, 0.80), (0.40, 0.75), (0.45, 0.70), (0.50, 0.65))
+
+
+def cascade(
+    name: str, rows: list[dict[str, Any]], set_p: list[float], per: list[RetrievedQuestion]
+) -> list[dict[str, Any]]:
+    """A set read first, passage by passage only where its score is in a band: AUROC (a score
+    below the band ranks below every passage score, one above it above them) and the share that
+    fell back, per band, on the recorded scores (no model)."""
+    from sklearn.metrics import roc_auc_score
+
+    truth = [int(r.truth == "out_of_scope") for r in per]
+    out = []
+    for lo, hi in BANDS:
+        ranked = [p - 1 if p < lo else p + 1 if p > hi else float(q.verdict.score or 0.0)
+                  for p, q in zip(set_p, per, strict=True)]  # fmt: skip
+        fallback = sum(lo <= p <= hi for p in set_p) / len(set_p)
+        out.append({"set": name, "band": [lo, hi], "auroc": round(float(roc_auc_score(truth, ranked)), 3),
+                    "fallback": round(fallback, 3)})  # fmt: skip
+    return out
+
+
 def signals(names: list[str], reads: dict[tuple[str, str], dict[str, Any]], layer: int) -> Signals:
     ids, groups, datasets, labels, margins, hidden = [], [], [], [], [], []
     for name in names:
@@ -155,10 +186,12 @@ def signals(names: list[str], reads: dict[tuple[str, str], dict[str, Any]], laye
                    hidden=np.asarray(hidden, dtype=np.float32)[:, None, :], layers=(layer,))  # fmt: skip
 
 
-def summarise(work: Path, names: list[str], ship: Path | None, top: str = "last") -> dict[str, Any]:
+def summarise(
+    work: Path, names: list[str], ship: Path | None, top: str = "last", template: str | None = None
+) -> dict[str, Any]:
     head = DefaultHead.load(default_head_path())
     log = RunFolder(work, SetReadsConfig, free=("threads",))
-    reads = {(r["set"], r["id"]): r for r in log.log(log_name(top)).rows()}
+    reads = {(r["set"], r["id"]): r for r in log.log(log_name(top, template)).rows()}
     names = [n for n in names if any(s == n for s, _ in reads)]
     sig = signals(names, reads, head.layer or 0)
     selection = (
@@ -174,6 +207,7 @@ def summarise(work: Path, names: list[str], ship: Path | None, top: str = "last"
     p_lodo = fit_report["out_of_fold"].get("p_lodo")
     lodo_scores = {} if p_lodo is None else dict(zip(sig.ids, p_lodo.tolist(), strict=True))
     table: list[dict[str, Any]] = []
+    cascades: list[dict[str, Any]] = []
     for name in names:
         mine = {i: r for (s, i), r in reads.items() if s == name}
         rows = truth_rows(name, mine)
@@ -190,9 +224,12 @@ def summarise(work: Path, names: list[str], ship: Path | None, top: str = "last"
         for mode, verdicts in entries:
             table.append({"set": name, "mode": mode, **metrics(verdicts),
                           "median_s": None if mode == "passages" else median})  # fmt: skip
+        if lodo_scores:
+            cascades.extend(cascade(name, rows, [lodo_scores[f"{name}/{r['id']}"] for r in rows], per))
     if ship is not None:
         fitted.save(ship)
-    return {"table": table, "fit": {k: v for k, v in fit_report.items() if k != "out_of_fold"}}
+    return {"table": table, "cascade": cascades,
+            "fit": {k: v for k, v in fit_report.items() if k != "out_of_fold"}}  # fmt: skip
 
 
 def main() -> None:
@@ -200,8 +237,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/scopeguard-set-reads"))
     ap.add_argument("--sets", default=",".join(NAMES))
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--questions", type=int, default=80, help="the first N of each set's questions")
+    ap.add_argument("--questions", type=int, default=150, help="the first N of each set's questions")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--template", default=None, help="another verdict prompt for the question's side")
     ap.add_argument("--top", choices=("last", "first"), default="last",
                     help="where the top chunk is joined: last, next to the question (the reader's order), "
                          "or first")  # fmt: skip
@@ -210,13 +248,18 @@ def main() -> None:
     names = [n.strip() for n in args.sets.split(",") if n.strip()]
     if not args.report_only:
         loaded = {n: load_dataset(SETS[n]) for n in names}
-        read_all(args.work, names, loaded, args.threads, args.questions, args.top)
-    summary = summarise(args.work, names, args.ship, args.top)
+        read_all(args.work, names, loaded, args.threads, args.questions, args.top, args.template)
+    summary = summarise(args.work, names, args.ship, args.top, args.template)
     result = {**run_header("set_reads"), "k": K, "budget": BUDGET, "top": args.top, **summary}
     report(
         summary["table"],
         result,
-        RESULT if args.top == "last" else RESULT.with_name(f"set_reads_top_{args.top}.json"),
+        RESULT.with_name(
+            "set_reads"
+            + ("" if args.top == "last" else f"_top_{args.top}")
+            + ("" if args.template is None else f"_{args.template}")
+            + ".json"
+        ),
     )
 
 
