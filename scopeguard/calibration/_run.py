@@ -198,6 +198,11 @@ def run_calibration(
             "the threshold was chosen (they are easier than people's questions); the rates below count "
             "them so moved"
         )
+        if identity.get("read") == "set":
+            notes.append(
+                "the shift was learned on passage-by-passage reads, not on set reads: label 50 logged "
+                "questions (--questions LOG --select 50) for a threshold that does not lean on it"
+            )
     logs = LogStage(root, cfg, hedge_budget, notes)
     labelled, test_weight = logs.labels(logged, log_reading, det, identity) if logged else ((), 0.0)
     evidence = Evidence(

@@ -172,3 +172,24 @@ def test_generated_questions_are_moved_by_the_shift_and_labelled_ones_are_not(
     profile = load_profile(tmp_path / "moved")
     assert profile.threshold > plain.threshold
     assert any(f"{GENERATED_SHIFT:g} logits" in n for n in profile.notes)
+    assert not any("set reads" in n for n in profile.notes)
+
+
+def test_a_set_reading_detector_is_told_the_shift_was_learned_on_passage_reads(
+    tmp_path: Path, corpus: Path, llm: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scopeguard.detection.detectors import registry as detector_registry
+
+    from .conftest import fake_score
+
+    class SetReading(IdentifiedDetector):
+        def identity(self) -> dict[str, str]:
+            return {**super().identity(), "read": "set"}
+
+    det = SetReading(fake_score, name="calib-scripted")
+    monkeypatch.setitem(detector_registry._DETECTORS, "calib-scripted", lambda **_: det)
+    opts = ("--sample", "5", "--max-false-refusals", "0.2", "--no-progress")
+    result = runner.invoke(app, calibrate_args(corpus, tmp_path / "set", *opts))
+    assert result.exit_code == 0, result.output
+    notes = load_profile(tmp_path / "set").notes
+    assert any("learned on passage-by-passage reads, not on set reads" in n for n in notes)
