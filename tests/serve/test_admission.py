@@ -154,6 +154,9 @@ def test_the_warm_up_seeds_both_kinds_from_reads_after_the_models_load() -> None
 # thousand tests have loaded models, 3 admitted checks of a burst once ran past the deadline (504,
 # failed closed), most likely held up by a stall of the shared GIL (a full garbage collection of that
 # heap, say) that the rule cannot foresee. A fresh process has the heap `scopeguard serve` starts with.
+# The burst is 150 requests, about ten times what the deadline admits: with 300, on an Intel Xeon
+# (2 cores) the load generator's own 300 connections, sharing the server's event loop and GIL, held
+# an admitted check's reply past the deadline in 11 of 33 runs (0 of 18 with 150; 13-17 admitted).
 _BURST = """
 import asyncio, json, time
 
@@ -183,7 +186,7 @@ with running_guard_server(config, detector=ScriptedDetector(slow)) as url:
 
             return await asyncio.gather(*(one(i) for i in range(n)))
 
-    replies = asyncio.run(burst(300))
+    replies = asyncio.run(burst(150))
     metrics = httpx.get(f"{url}/metrics").text
 print(json.dumps({"replies": replies, "metrics": metrics}))
 """
