@@ -310,10 +310,9 @@ class LlamaCppVerdicts(LlamaStateKeeping):
         self, prompts: Sequence[Sequence[ChatMessage]], *, template: str = TEMPLATE
     ) -> VerdictScore:
         """One verdict for a question against several passages (``prompts``: its verdict prompts of
-        ``template``, one per passage), the question read once: each passage's kept state (read and
-        kept first where there is none) joined in one sequence (``_join``), then the question. A
-        block attends to the instruction and itself, not to the blocks before it, so the margins
-        are a set's (a head fitted on set reads scores them); one prompt reads as :meth:`score`."""
+        ``template``, one per passage), read once: the passages' kept states (read first where
+        there are none) joined in one sequence (``_join``), then the question. A block attends to the
+        instruction and itself only: the margins are a set's; one prompt reads as :meth:`score`."""
         if self._question_side:
             raise ConfigurationError("a question-side adapter reads passage by passage, not as a set")
         texts = [self.render(m) for m in prompts]
@@ -322,11 +321,12 @@ class LlamaCppVerdicts(LlamaStateKeeping):
         if not texts or any(b is None for b in blocks):
             raise ConfigurationError(f"set reads need one or more verdict prompts of {template!r}")
         parts: list[tuple[list[int], int]] = []
-        start = 0
+        starts: list[int] = []  # the instruction's end: the same in every prompt, but for a merged token
         for text, (opens, ends, cut) in zip(texts, blocks, strict=True):  # type: ignore[misc]
             key = self._tokens(text[:cut])[:-1]  # as prime() keeps it
-            start = prefix_tokens(self._tokens(text[:opens]), key)
+            starts.append(prefix_tokens(self._tokens(text[:opens]), key))
             parts.append((key, prefix_tokens(self._tokens(text[:ends]), key)))
+        start = min(starts)
         tail = self._tokens(texts[-1])[parts[-1][1] :]
         size = parts[0][1] + sum(end - start for _, end in parts[1:])
         if size + len(tail) >= self.n_ctx:
