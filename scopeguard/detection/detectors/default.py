@@ -27,6 +27,11 @@ answered when any passage answers it (the lowest P(out of scope) wins), and read
 passage that answers it clearly. A document shorter than the head's short-passage limit (a
 snippet, a sentence) gives the reader little to go on: its P(out of scope) is lowered by the head's
 shift first (:class:`~scopeguard.detection.head.default.ShortPassages`).
+
+``read="set"`` reads the question once against all the passages instead (their kept states joined,
+:meth:`~scopeguard.detection.read.reader.Reader.read_set`), scored by the packaged head fitted on
+such reads: a check of many known chunks costs one question's read, and ranks a little worse
+(``benchmarks/set_reads.py``).
 """
 
 from __future__ import annotations
