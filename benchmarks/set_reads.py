@@ -3,6 +3,7 @@
     python benchmarks/set_reads.py [--work /tmp/scopeguard-set-reads] [--sets eloq-gold-dev,...]
     python benchmarks/set_reads.py --report-only [--work ...]        # the table again, no model
     python benchmarks/set_reads.py --top first                       # the top chunk joined first
+    python benchmarks/set_reads.py --report-only --signals margin    # the set head on the margin alone
 
 The questions and their top 3 are ``retrieved_chunks.py``'s (``benchmarks/results/retrieved_chunks/
 <set>.json``: the seeded sample, MiniLM's top 5, and the shipped ``default`` detector's P(out of
@@ -187,7 +188,13 @@ def signals(names: list[str], reads: dict[tuple[str, str], dict[str, Any]], laye
 
 
 def summarise(
-    work: Path, names: list[str], ship: Path | None, top: str = "last", template: str | None = None
+    work: Path,
+    names: list[str],
+    ship: Path | None,
+    top: str = "last",
+    template: str | None = None,
+    head_signals: tuple[str, ...] | None = None,
+    l2: float | None = None,
 ) -> dict[str, Any]:
     head = DefaultHead.load(default_head_path())
     log = RunFolder(work, SetReadsConfig, free=("threads",))
@@ -200,8 +207,8 @@ def summarise(
         "refusals on every left-out set; benchmarks/set_reads.py --ship)"
     )
     fitted, fit_report = fit_default_head(
-        sig, verdict_model=head.verdict_model, names=head.signals, layer=head.layer,
-        l2=float(head.info.get("l2", 300.0)), dataset_of=GROUPS, max_false_refusal=BUDGET,
+        sig, verdict_model=head.verdict_model, names=head_signals or head.signals, layer=head.layer,
+        l2=l2 or float(head.info.get("l2", 300.0)), dataset_of=GROUPS, max_false_refusal=BUDGET,
         threshold_on="lodo", info={"datasets": names, "n": len(sig), "selection": selection},
     )  # fmt: skip
     p_lodo = fit_report["out_of_fold"].get("p_lodo")
@@ -240,6 +247,8 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=150, help="the first N of each set's questions")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--template", default=None, help="another verdict prompt for the question's side")
+    ap.add_argument("--signals", default=None, help="the set head's signals (default: the shipped head's)")
+    ap.add_argument("--l2", type=float, default=None, help="the set head's L2 (default: the shipped head's)")
     ap.add_argument("--top", choices=("last", "first"), default="last",
                     help="where the top chunk is joined: last, next to the question (the reader's order), "
                          "or first")  # fmt: skip
@@ -249,7 +258,8 @@ def main() -> None:
     if not args.report_only:
         loaded = {n: load_dataset(SETS[n]) for n in names}
         read_all(args.work, names, loaded, args.threads, args.questions, args.top, args.template)
-    summary = summarise(args.work, names, args.ship, args.top, args.template)
+    head_signals = tuple(args.signals.split(",")) if args.signals else None
+    summary = summarise(args.work, names, args.ship, args.top, args.template, head_signals, args.l2)
     result = {**run_header("set_reads"), "k": K, "budget": BUDGET, "top": args.top, **summary}
     report(
         summary["table"],
@@ -258,6 +268,8 @@ def main() -> None:
             "set_reads"
             + ("" if args.top == "last" else f"_top_{args.top}")
             + ("" if args.template is None else f"_{args.template}")
+            + ("" if head_signals is None else "_" + "+".join(head_signals))
+            + ("" if args.l2 is None else f"_l2_{args.l2:g}")
             + ".json"
         ),
     )
