@@ -33,7 +33,7 @@ from scopeguard.calibration._rules import Evidence, Generated
 from scopeguard.calibration._rules import points as rule_points
 from scopeguard.calibration._scores import SCORES_FILE, read_scores
 from scopeguard.detection.detectors.base import Detector
-from scopeguard.detection.detectors.registry import get_detector
+from scopeguard.detection.detectors.registry import detector_options, get_detector
 from scopeguard.detection.profile import CalibrationProfile, detector_identity
 from scopeguard.errors import ConfigurationError, MissingDependencyError
 from scopeguard.generation.config import GenerationConfig
@@ -102,6 +102,7 @@ def run_calibration(
     detector: str | Detector = "default",
     llm: str | ChatModel | None = None,
     reader: Any = None,
+    read: str | None = None,
     config: CalibrationConfig | None = None,
     generation_config: GenerationConfig | None = None,
     progress: bool | None = None,
@@ -130,7 +131,10 @@ def run_calibration(
         docs = load_documents(corpus, min_words=cfg.min_words, max_words=cfg.max_words)
         sample = sample_documents(docs.documents, cfg.sample, cfg.seed)
         n_documents, left_out = len(docs.documents), docs.left_out
-    det = get_detector(detector, **({} if reader is None else {"reader": reader}))
+    options: dict[str, Any] = {} if reader is None else {"reader": reader}
+    if read is not None:  # refused by a detector without a read mode, or given built
+        options.update(detector_options(detector, read=read) if isinstance(detector, str) else {"read": read})
+    det = get_detector(detector, **options)
     identity = detector_identity(det)
     folder = calibration_folder(root)
     folder.open(
@@ -292,6 +296,7 @@ def calibrate(
     detector: str | Detector = "default",
     llm: str | ChatModel | None = None,
     reader: Any = None,
+    read: str | None = None,
     config: CalibrationConfig | None = None,
     generation_config: GenerationConfig | None = None,
     progress: bool | None = None,
@@ -303,8 +308,10 @@ def calibrate(
     ``corpus``: a ``documents.jsonl`` file, a dataset folder or a folder of ``.txt`` / ``.md`` files.
     ``detector``: a registered name or a detector that scores; ``reader``: the reading model of one
     built by name that reads (``default``, ``logprob``: a spec such as ``"local:FOLDER"``; default:
-    the model its head was fitted on). ``llm`` writes the questions (a spec or a
-    :class:`~scopeguard.llm.ChatModel`; default: the generator's, as ``scopeguard generate``), with
+    the model its head was fitted on); ``read``: the ``default`` detector's read mode
+    (``"passages"`` or ``"set"``: :class:`~scopeguard.detection.detectors.default.DefaultDetector`).
+    ``llm`` writes the questions (a spec or a :class:`~scopeguard.llm.ChatModel`; default: the
+    generator's, as ``scopeguard generate``), with
     ``generation_config`` (default: the generator's). ``settings`` are
     :class:`CalibrationConfig` fields (``budget=0.05``, ``sample=60``, ``labelled=[...]``, ...),
     replacing those of ``config``. Rerun on the same ``out`` to resume: generated documents and
@@ -323,6 +330,7 @@ def calibrate(
         detector=detector,
         llm=llm,
         reader=reader,
+        read=read,
         config=config,
         generation_config=generation_config,
         progress=progress,

@@ -13,7 +13,7 @@ import typer
 
 from scopeguard.calibration import CalibrationConfig
 from scopeguard.cli._app import command, config_option, exit_if_failed
-from scopeguard.cli._options import PROGRESS, READER, log_retriever_option, query_log_option
+from scopeguard.cli._options import PROGRESS, READ_MODE, READER, log_retriever_option, query_log_option
 
 _option = functools.partial(config_option, CalibrationConfig)
 
@@ -41,6 +41,7 @@ def calibrate_command(
     hedge: bool = _option("hedge", "--hedge/--no-hedge", help="Choose a hedge band."),
     detector: str = typer.Option("default", "--detector", "-d", help="The detector to calibrate."),
     reader: str | None = READER,
+    read: str | None = READ_MODE,
     sample: int = _option("sample", help="Documents drawn from the corpus to generate questions on."),
     oos_sample: int = _option(
         "oos_sample",
@@ -110,6 +111,7 @@ def calibrate_command(
         detector=detector,
         llm=llm,
         reader=reader,
+        read=read,
         progress=None if progress else False,
         budget=max_false_refusals,
         hedge_budget=hedge_budget,

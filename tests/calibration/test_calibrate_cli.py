@@ -193,3 +193,54 @@ def test_a_set_reading_detector_is_told_the_shift_was_learned_on_passage_reads(
     assert result.exit_code == 0, result.output
     notes = load_profile(tmp_path / "set").notes
     assert any("learned on passage-by-passage reads, not on set reads" in n for n in notes)
+
+
+def test_read_set_builds_the_detector_in_set_mode_and_its_profile_names_it(
+    tmp_path: Path,
+    corpus: Path,
+    llm: ScriptedChatModel,
+    detector: IdentifiedDetector,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from scopeguard.detection.detectors import registry as detector_registry
+
+    from .conftest import fake_score
+
+    class Reading(IdentifiedDetector):
+        def __init__(self, read: str) -> None:
+            super().__init__(fake_score, name="calib-reading")
+            self.read = read
+
+        def identity(self) -> dict[str, str]:
+            return {**super().identity(), **({} if self.read == "passages" else {"read": self.read})}
+
+    def make(read: str = "passages") -> Reading:
+        return Reading(read)
+
+    monkeypatch.setitem(detector_registry._DETECTORS, "calib-reading", make)
+    opts = ("--sample", "5", "--max-false-refusals", "0.2", "--no-progress")
+    args = [
+        a if a != "calib-scripted" else "calib-reading"
+        for a in calibrate_args(corpus, tmp_path / "set", *opts)
+    ]
+    result = runner.invoke(app, [*args, "--read", "set"])
+    assert result.exit_code == 0, result.output
+    assert load_profile(tmp_path / "set").identity == {
+        "detector": "calib-reading",
+        "head": "h1",
+        "read": "set",
+    }
+    # a detector without a read mode is told so before anything is generated
+    refused = runner.invoke(app, [*calibrate_args(corpus, tmp_path / "no", *opts), "--read", "set"])
+    assert refused.exit_code == 2 and "--read applies to the default detector" in refused.output
+    assert not (tmp_path / "no" / "generation").exists()
+
+
+def test_a_read_mode_for_a_detector_given_built_is_refused(tmp_path: Path, corpus: Path) -> None:
+    from scopeguard.calibration import calibrate
+    from scopeguard.errors import ConfigurationError
+
+    from .conftest import fake_score
+
+    with pytest.raises(ConfigurationError, match=r"options \(read\) apply to a detector built by name"):
+        calibrate(corpus, tmp_path / "built", detector=IdentifiedDetector(fake_score), read="set")
