@@ -115,11 +115,12 @@ def read_all(
             prereads = det.preread(docs, progress=False)
             preread_s = time.perf_counter() - started
             started = time.perf_counter()
-            (score,) = det.reader.read_set(asked[row["id"]], docs)
+            passages = det.reader.passages(docs)
+            (score,) = det.reader.read_set(asked[row["id"]], passages)
             seconds = time.perf_counter() - started
             hidden = np.asarray(score.hidden, dtype=np.float32).ravel()
             log.append({"set": name, "id": row["id"], "margin": score.margin, "tokens": score.n_tokens,
-                        "passages": len(det.reader.passages(docs)), "seconds": round(seconds, 3),
+                        "passages": len(passages), "seconds": round(seconds, 3),
                         "preread_s": round(preread_s, 3), "prereads": prereads,
                         "hidden": [round(float(x), 5) for x in hidden]})  # fmt: skip
             if i % 10 == 0:

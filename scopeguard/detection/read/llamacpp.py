@@ -321,12 +321,11 @@ class LlamaCppVerdicts(LlamaStateKeeping):
         if not texts or any(b is None for b in blocks):
             raise ConfigurationError(f"set reads need one or more verdict prompts of {template!r}")
         parts: list[tuple[list[int], int]] = []
-        starts: list[int] = []  # the instruction's end: the same in every prompt, but for a merged token
-        for text, (opens, ends, cut) in zip(texts, blocks, strict=True):  # type: ignore[misc]
+        for text, (_, ends, cut) in zip(texts, blocks, strict=True):  # type: ignore[misc]
             key = self._tokens(text[:cut])[:-1]  # as prime() keeps it
-            starts.append(prefix_tokens(self._tokens(text[:opens]), key))
             parts.append((key, prefix_tokens(self._tokens(text[:ends]), key)))
-        start = min(starts)
+        # the blocks start where the instruction ends: the same text, before the passage, in every prompt
+        start = prefix_tokens(self._tokens(texts[0][: blocks[0][0]]), parts[0][0])  # type: ignore[index]
         tail = self._tokens(texts[-1])[parts[-1][1] :]
         size = parts[0][1] + sum(end - start for _, end in parts[1:])
         if size + len(tail) >= self.n_ctx:

@@ -223,15 +223,16 @@ class Reader:
             yield self.read_passage(question, passage, templates)
 
     def read_set(
-        self, question: str, documents: Sequence[Document | str], templates: Sequence[str] = ()
+        self, question: str, passages: Sequence[str], templates: Sequence[str] = ()
     ) -> list[VerdictScore]:
-        """``question`` read once against all the passages of ``documents`` together: the scores of
-        the head's prompt, then of each of ``templates``, each one verdict for the whole set. The
-        passages' kept states are joined (unread ones are read and kept first), so a question
-        about known passages costs its own tokens once, not once per passage. The passages are
-        joined in reverse, the first (the best ranked) last, next to the question. Needs a scorer that
-        joins kept states (llama.cpp's :meth:`~scopeguard.detection.read.llamacpp.LlamaCppVerdicts.
-        score_set`); its margins are a set's, scored by a head fitted on set reads."""
+        """``question`` read once against ``passages`` (texts of :meth:`passages`, split by the
+        caller as for :meth:`read_passage`) together: the scores of the head's prompt, then of each
+        of ``templates``, each one verdict for the whole set. The passages' kept states are joined
+        (unread ones are read and kept first), so a question about known passages costs its own
+        tokens once, not once per passage. The passages are joined in reverse, the first (the best
+        ranked) last, next to the question. Needs a scorer that joins kept states (llama.cpp's
+        :meth:`~scopeguard.detection.read.llamacpp.LlamaCppVerdicts.score_set`); its margins are a
+        set's, scored by a head fitted on set reads."""
         score_set = getattr(self.scorer, "score_set", None)
         if not callable(score_set):
             raise ConfigurationError(
@@ -241,10 +242,10 @@ class Reader:
         # the first passage (a retriever's best) is joined last, next to the question, where a set
         # read weighs it most (``benchmarks/set_reads.py``: the worst left-out set's AUROC 0.758 so,
         # 0.736 with the first passage first)
-        passages = self.passages(as_documents(list(documents)))[::-1]
+        joined = list(passages)[::-1]
         self.prime()
         return [
-            score_set([verdict_messages(question, p, template=t) for p in passages], template=t)
+            score_set([verdict_messages(question, p, template=t) for p in joined], template=t)
             for t in (self.template, *templates)
         ]
 
