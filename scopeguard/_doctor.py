@@ -36,6 +36,7 @@ from scopeguard.llamacpp import (
     extra_buffers_decision,
     llama_cpp_build,
     measure_read_speed,
+    supports_sequences,
 )
 from scopeguard.models import available_ggufs, gguf_status, local_gguf
 
@@ -159,6 +160,7 @@ class DoctorReport(BaseModel):
     models: list[PackagedModel]
     read_speed: ReadSpeed | None = None
     read_speed_error: str | None = None
+    set_reads: bool | None = None  # the bindings join kept states (read="set"); None: no llama.cpp
     calibration: CalibrationCheck | None = None
     saved_states: SavedStates | None = None
 
@@ -214,9 +216,11 @@ def diagnose(
     loader_error = speed_error = None
     read_speed: ReadSpeed | None = None
     adapter = key = reads = None
+    set_reads: bool | None = None
     if not llama_version:
         loader_error = "llama-cpp-python is not installed: pip install 'scopeguard[local]'"
     else:
+        set_reads = supports_sequences()
         try:
             reading = gguf_reading(model)
             adapter, key = reading.adapter, reading.key
@@ -252,6 +256,7 @@ def diagnose(
         models=models,
         read_speed=read_speed,
         read_speed_error=speed_error,
+        set_reads=set_reads,
         saved_states=saved_states(),
         calibration=None
         if calibration is None
@@ -299,6 +304,16 @@ def render(report: DoctorReport) -> str:
         )
     elif report.read_speed_error:
         lines.append(f"read speed      not measured: {report.read_speed_error}")
+    if report.set_reads is not None:
+        lines.append(
+            "set reads       "
+            + (
+                'yes: a context holds two sequences in one shared KV cache (DefaultDetector(read="set"))'
+                if report.set_reads
+                else f"no: llama-cpp-python {report.packages.get('llama-cpp-python')} keeps one sequence a "
+                'context; upgrade it to read a question once against its passages (read="set")'
+            )
+        )
     if (st := report.saved_states) is not None:
         lines.append(_states_line(st))
     if (c := report.calibration) is not None:

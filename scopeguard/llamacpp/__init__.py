@@ -12,7 +12,8 @@ for ``llama_cpp.server`` in a child process. :class:`LayerTap` reads chosen laye
 states from a decode that computes the logits anyway (llama.cpp's eval callback). :func:`decode`
 and :func:`logits_row` read tokens into a context and copy logits out, for the readers.
 ``SCOPEGUARD_LLAMA_EXTRA_BUFFERS=on|off`` forces either way; ``scopeguard doctor`` shows the decision and why.
-:func:`cpu_name`, :func:`cpu_features` and :func:`llama_cpp_build` name what that decision depends on.
+:func:`cpu_name`, :func:`cpu_features` and :func:`llama_cpp_build` name what that decision depends on;
+:func:`supports_sequences` says whether these bindings can join kept states (set reads).
 Each read runs on the cores other processes leave free (:func:`threads_for`, ``SCOPEGUARD_CPU_SHARE=off``
 to keep every configured thread).
 """
@@ -26,7 +27,7 @@ from scopeguard.llamacpp._canary import (
 )
 from scopeguard.llamacpp._decode import decode, logits_row
 from scopeguard.llamacpp._layers import LayerTap, resolve_layers
-from scopeguard.llamacpp._loader import check_gguf, load_llama, set_adapter
+from scopeguard.llamacpp._loader import check_gguf, load_llama, set_adapter, supports_sequences
 from scopeguard.llamacpp._server import server_command
 from scopeguard.llamacpp._share import CPU_SHARE_ENV, CoreShare, threads_for
 from scopeguard.llamacpp._speed import ReadSpeed, measure_read_speed
@@ -53,5 +54,6 @@ __all__ = [
     "run_canary",
     "server_command",
     "set_adapter",
+    "supports_sequences",
     "threads_for",
 ]

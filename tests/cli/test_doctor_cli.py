@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scopeguard.cli._app import app
-from scopeguard.llamacpp import _canary
+from scopeguard.llamacpp import _canary, supports_sequences
 from scopeguard.testing import calibration_profile
 
 runner = CliRunner()
@@ -185,3 +185,19 @@ def test_doctor_reports_the_saved_states_bytes_per_token_and_kv_type(
     report = json.loads(runner.invoke(app, ["doctor", "--json", "--no-speed", "--model", "/no/such"]).stdout)
     assert report["saved_states"]["budget_mb"] is None
     assert "SCOPEGUARD_STATE_DISK_MB must be a number" in report["saved_states"]["error"]
+
+
+def test_doctor_says_whether_the_bindings_can_read_sets(
+    smollm2: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import scopeguard._doctor as doctor
+
+    monkeypatch.setenv(_canary.ENV_VAR, "off")
+    res = runner.invoke(app, ["doctor", "--json", "--no-speed", "--model", "smollm2"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["set_reads"] is supports_sequences()
+    monkeypatch.setattr(doctor, "supports_sequences", lambda: False)  # bindings older than kv_unified
+    res = runner.invoke(app, ["doctor", "--no-speed", "--model", "smollm2"])
+    assert res.exit_code == 0, res.output
+    (line,) = [x for x in res.stdout.splitlines() if x.startswith("set reads")]
+    assert line.split()[2] == "no:" and "upgrade" in line
