@@ -44,7 +44,7 @@ from scopeguard._speculation import (
     start_answer,
 )
 from scopeguard.errors import ConfigurationError, InputError, LLMConnectionError, ScopeGuardError, error_kind
-from scopeguard.guard import Guard, OnError
+from scopeguard.guard import Guard, OnError, _check_on_error
 from scopeguard.policies import HedgePolicy, Policy, RefusePolicy, Responder, get_policy, with_caveat
 from scopeguard.types import Action, Document, GuardResult, Verdict, as_documents, validate_question
 
@@ -91,10 +91,7 @@ class _Protocol:
         transport: Any = None,
         speculative: bool = False,
     ) -> None:
-        if on_error not in ("fail_closed", "fail_open", "raise"):
-            raise ConfigurationError(
-                f"on_error must be 'fail_closed', 'fail_open' or 'raise', got {on_error!r}"
-            )
+        _check_on_error(on_error)
         self.httpx = require("httpx", extra="serve", feature="scopeguard.client")
         self.base_url = base_url.rstrip("/")
         self.on_error: OnError = on_error

@@ -79,6 +79,12 @@ _GRACE_S = 1.0  # the async hard stop comes this long after the deadline, behind
 DEFAULT_DEADLINE_S = 120.0
 
 
+def _check_on_error(on_error: str) -> None:
+    """Raise :class:`ConfigurationError` unless ``on_error`` is one of :data:`OnError`'s values."""
+    if on_error not in ("fail_closed", "fail_open", "raise"):
+        raise ConfigurationError(f"on_error must be 'fail_closed', 'fail_open' or 'raise', got {on_error!r}")
+
+
 @runtime_checkable
 class AnswerCheck(Protocol):
     """A check run on the answer after generation (for example answer verification against a
@@ -153,10 +159,7 @@ class Guard(Answering, Batching, Prereading):
         hedge: str | Policy | Callable[[str, Sequence[Document], Verdict], str] | None = "hedge",
         speculative: bool = False,
     ) -> None:
-        if on_error not in ("fail_closed", "fail_open", "raise"):
-            raise ConfigurationError(
-                f"on_error must be 'fail_closed', 'fail_open' or 'raise', got {on_error!r}"
-            )
+        _check_on_error(on_error)
         if concurrency < 1:
             raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
         self.deadline = DEFAULT_DEADLINE_S if deadline == "default" else validate_seconds(deadline)
