@@ -49,7 +49,7 @@ from scopeguard._gguf import (
     local_gguf,
     reinstall_hint,
 )
-from scopeguard._optional import require
+from scopeguard._optional import dtype_option, require
 from scopeguard.errors import ModelError
 
 if TYPE_CHECKING:
@@ -296,7 +296,7 @@ def converted_gguf_dir(gguf_path: str | os.PathLike[str]) -> Path:
     logger.info("converting %s to safetensors once (this takes a minute)", p.name)
     try:
         model = tf.AutoModelForCausalLM.from_pretrained(
-            str(p.parent), gguf_file=p.name, torch_dtype=torch.float32
+            str(p.parent), gguf_file=p.name, **dtype_option(tf, torch.float32)
         )
         tok = tf.AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
     except Exception as exc:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
 from scopeguard import _gguf, models
+from scopeguard._optional import dtype_option
 from scopeguard.errors import ModelError
 
 
@@ -171,3 +173,12 @@ def test_hub_names_fail_offline_with_a_clear_model_error(monkeypatch: pytest.Mon
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelError, match="Hugging Face repo 'someorg/somerepo'"):
         models.local_gguf("someorg/somerepo/model-q4.gguf")
+
+
+@pytest.mark.parametrize(
+    ("version", "keyword"),
+    [("4.45.2", "torch_dtype"), ("4.55.4", "torch_dtype"), ("4.56.0", "dtype"), ("5.24.0.dev0", "dtype")],
+)
+def test_a_model_dtype_goes_by_the_keyword_its_transformers_release_takes(version: str, keyword: str) -> None:
+    release = types.SimpleNamespace(__version__=version)
+    assert dtype_option(release, "float32") == {keyword: "float32"}  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from scopeguard._optional import require
+from scopeguard._optional import dtype_option, require
 from scopeguard._progress import progress_bar
 from scopeguard.detection.read._verdict_prompt import question_cut, split_tokens
 from scopeguard.detection.read.adapter import file_sha256, tuned_reader
@@ -112,7 +112,7 @@ def _load(
     try:
         tok = tf.AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
         model = tf.AutoModelForCausalLM.from_pretrained(
-            location, torch_dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
+            location, **dtype_option(tf, getattr(torch, dtype)), trust_remote_code=trust_remote_code
         )
     except Exception as exc:
         raise ModelError(f"could not load causal LM {location!r} with transformers: {exc}") from None

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scopeguard._optional import require
+from scopeguard._optional import dtype_option, require
 from scopeguard.detection.read.adapter import TunedReader, tuned_reader
 from scopeguard.detection.read.base import NO_WORDS, YES_WORDS
 from scopeguard.detection.read.reader import question_cut, split_tokens, verdict_messages
@@ -237,7 +237,7 @@ def load_tunable(
     try:
         tokenizer = tf.AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
         model = tf.AutoModelForCausalLM.from_pretrained(
-            location, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
+            location, **dtype_option(tf, getattr(torch, dtype)), trust_remote_code=trust_remote_code
         )
     except Exception as exc:
         raise ModelError(f"could not load {base_name!r} for training with transformers: {exc}") from None
