@@ -18,7 +18,7 @@ threshold that refuses at most a **budget** of answerable questions
     profile = calibrate("docs.jsonl", "calibration/", budget=0.05)
 """
 
-from scopeguard.calibration._choose import GENERATED_SHIFT, shifted
+from scopeguard.calibration._choose import GENERATED_SHIFT, GENERATED_SHIFT_SET, learned_shift, shifted
 from scopeguard.calibration._config import CalibrationConfig
 from scopeguard.calibration._labels import (
     TEST_POINT,
@@ -37,6 +37,7 @@ from scopeguard.calibration._run import CalibrationRun, calibrate, run_calibrati
 
 __all__ = [
     "GENERATED_SHIFT",
+    "GENERATED_SHIFT_SET",
     "RULES",
     "TEST_POINT",
     "UPPER_SHARE",
@@ -54,6 +55,7 @@ __all__ = [
     "choose_to_label",
     "generated_set",
     "label_estimate",
+    "learned_shift",
     "rephrase_in_scope",
     "run_calibration",
     "shifted",

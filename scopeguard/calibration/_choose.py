@@ -18,9 +18,11 @@ from scopeguard.errors import ConfigurationError
 
 __all__ = [
     "GENERATED_SHIFT",
+    "GENERATED_SHIFT_SET",
     "BudgetRow",
     "OperatingPoint",
     "budget_rows",
+    "learned_shift",
     "needed_in_scope",
     "operating_point",
     "shifted",
@@ -35,6 +37,19 @@ __all__ = [
 #: rephrased ones at the budget's quantile. With it, false refusals at a 0.10 budget stayed at or
 #: under 0.16 on all six (docs/research/calibration.md).
 GENERATED_SHIFT = 0.58
+
+#: the same for the default detector reading sets (``read="set"``): how far people's in-scope
+#: questions, each read against its retriever's top 3 joined, score above the rephrased generated
+#: ones read against their own document, by the set head; the largest gap of three corpora (news,
+#: Wikipedia, policy pages; benchmarks/studies/set_shift.py). The set head's scores lie closer
+#: together than the passage head's: moved by the passage reads' shift, its threshold would pass
+#: most out-of-scope questions.
+GENERATED_SHIFT_SET = 0.25
+
+
+def learned_shift(read: str | None) -> float:
+    """The shift learned for a detector's read mode: ``"set"``, or passage by passage (any other)."""
+    return GENERATED_SHIFT_SET if read == "set" else GENERATED_SHIFT
 
 
 def shifted(score: float, shift: float) -> float:

@@ -18,7 +18,6 @@ from pydantic import (
     model_validator,
 )
 
-from scopeguard.calibration._choose import GENERATED_SHIFT
 from scopeguard.errors import ConfigurationError
 from scopeguard.generation.corpus import LengthRule
 from scopeguard.retrieval.registry import DEFAULT_RETRIEVER
@@ -58,8 +57,9 @@ class CalibrationConfig(BaseModel):
     ``also_generate``); ``generation``: a finished ``scopeguard generate`` folder read instead of
     generating. ``generated_shift``: logits added to generated in-scope questions' scores before
     the threshold is chosen, because they are easier than people's (``docs/research/calibration.md``;
-    0: none); labelled questions are read as they are. ``rephrase``: the writer first puts each
-    generated in-scope question in a reader's own words (:mod:`scopeguard.calibration._rephrase`),
+    ``None``: the shift learned for the detector's read mode, :func:`learned_shift`; 0: none);
+    labelled questions are read as they are. ``rephrase``: the writer first puts each generated
+    in-scope question in a reader's own words (:mod:`scopeguard.calibration._rephrase`),
     as people ask.
 
     ``questions``: a query log (:mod:`scopeguard.querylog`), each question read against the chunks
@@ -80,7 +80,7 @@ class CalibrationConfig(BaseModel):
     labelled: tuple[Path, ...] = ()
     also_generate: bool = False
     generation: Path | None = None
-    generated_shift: float = Field(default=GENERATED_SHIFT, ge=0.0, le=10.0)
+    generated_shift: float | None = Field(default=None, ge=0.0, le=10.0)
     rephrase: bool = True
     questions: Path | None = None
     k: int = Field(default=3, ge=1)

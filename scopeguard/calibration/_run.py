@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from scopeguard.calibration._choose import budget_rows, shifted
+from scopeguard.calibration._choose import budget_rows, learned_shift, shifted
 from scopeguard.calibration._config import (
     REPORT_BUDGETS,
     CalibrationConfig,
@@ -190,23 +190,18 @@ def run_calibration(
     hedge_budget = cfg.hedge_level()
     if cfg.hedge and hedge_budget is None:
         notes.append(f"no hedge band: a budget of {cfg.budget:g} leaves no room for one below 0.5")
+    shift = learned_shift(identity.get("read")) if cfg.generated_shift is None else cfg.generated_shift
     in_scope = [
-        s if q.source.startswith("labelled:") else shifted(s, cfg.generated_shift)
+        s if q.source.startswith("labelled:") else shifted(s, shift)
         for q, s in reading.scored
         if q.label == "in_scope"
     ]
     out_of_scope = reading.scores("out_of_scope")
-    if cfg.generated_shift and any(not q.source.startswith("labelled:") for q, _ in reading.scored):
+    if shift and any(not q.source.startswith("labelled:") for q, _ in reading.scored):
         notes.append(
-            f"generated in-scope questions' scores were moved up {cfg.generated_shift:g} logits before "
-            "the threshold was chosen (they are easier than people's questions); the rates below count "
-            "them so moved"
+            f"generated in-scope questions' scores were moved up {shift:g} logits before the threshold "
+            "was chosen (they are easier than people's questions); the rates below count them so moved"
         )
-        if identity.get("read") == "set":
-            notes.append(
-                "the shift was learned on passage-by-passage reads, not on set reads: label 50 logged "
-                "questions (--questions LOG --select 50) for a threshold that does not lean on it"
-            )
     logs = LogStage(root, cfg, hedge_budget, notes)
     labelled, test_weight = logs.labels(logged, log_reading, det, identity) if logged else ((), 0.0)
     evidence = Evidence(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scopeguard.calibration._choose import GENERATED_SHIFT, shifted
+from scopeguard.calibration._choose import GENERATED_SHIFT, GENERATED_SHIFT_SET, shifted
 from scopeguard.cli._app import app
 from scopeguard.data import load_dataset
 from scopeguard.detection.profile import CalibratedDetector, load_profile
@@ -171,11 +171,10 @@ def test_generated_questions_are_moved_by_the_shift_and_labelled_ones_are_not(
     assert moved.exit_code == 0, moved.output
     profile = load_profile(tmp_path / "moved")
     assert profile.threshold > plain.threshold
-    assert any(f"{GENERATED_SHIFT:g} logits" in n for n in profile.notes)
-    assert not any("set reads" in n for n in profile.notes)
+    assert any(f"moved up {GENERATED_SHIFT:g} logits" in n for n in profile.notes)
 
 
-def test_a_set_reading_detector_is_told_the_shift_was_learned_on_passage_reads(
+def test_a_set_reading_detector_gets_the_shift_learned_on_set_reads_unless_one_is_given(
     tmp_path: Path, corpus: Path, llm: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from scopeguard.detection.detectors import registry as detector_registry
@@ -192,7 +191,12 @@ def test_a_set_reading_detector_is_told_the_shift_was_learned_on_passage_reads(
     result = runner.invoke(app, calibrate_args(corpus, tmp_path / "set", *opts))
     assert result.exit_code == 0, result.output
     notes = load_profile(tmp_path / "set").notes
-    assert any("learned on passage-by-passage reads, not on set reads" in n for n in notes)
+    assert GENERATED_SHIFT_SET != GENERATED_SHIFT
+    assert any(f"moved up {GENERATED_SHIFT_SET:g} logits" in n for n in notes)
+    assert "the shift is the one learned on such reads" in (tmp_path / "set" / "report.md").read_text()
+    given = runner.invoke(app, calibrate_args(corpus, tmp_path / "given", *opts, "--generated-shift", "0.58"))
+    assert given.exit_code == 0, given.output
+    assert any("moved up 0.58 logits" in n for n in load_profile(tmp_path / "given").notes)
 
 
 def test_read_set_builds_the_detector_in_set_mode_and_its_profile_names_it(
