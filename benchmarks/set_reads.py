@@ -4,6 +4,7 @@
     python benchmarks/set_reads.py --report-only [--work ...]        # the table again, no model
     python benchmarks/set_reads.py --top first                       # the top chunk joined first
     python benchmarks/set_reads.py --report-only --signals margin    # the set head on the margin alone
+    python benchmarks/set_reads.py --k 1                             # sets of 1 (or 2) passages
 
 The questions and their top 3 are ``retrieved_chunks.py``'s (``benchmarks/results/retrieved_chunks/
 <set>.json``: the seeded sample, MiniLM's top 5, and the shipped ``default`` detector's P(out of
@@ -24,7 +25,10 @@ Reported per set, side by side:
   max_false_refusal=BUDGET)``): each set scored by a head and a threshold that never saw it.
 AUROC, false refusals and caught at each mode's threshold, caught at <= 10% false refusals in
 hindsight, and the median seconds a question's set read took. ``--ship OUT`` writes the set head
-fitted on every set (its threshold the left-out one) to ``OUT``.
+fitted on every set (its threshold the left-out one) to ``OUT``. With ``--k`` other than 3 (sets of
+the top k, read into their own log, truth by the top k), each set is also scored by the head fitted
+on the other groups' top-3 sets, at that fit's threshold (``set, top-3 set head (left out)``): does
+the head of 3 passages carry over to another set size?
 """
 
 from __future__ import annotations
@@ -83,8 +87,8 @@ def detector(work: Path, threads: int) -> DefaultDetector:
     return DefaultDetector(model=default_head_path(), reader=scorer, read="set")
 
 
-def log_name(top: str, template: str | None = None) -> str:
-    return f"reads-top-{top}{'' if template is None else '-' + template}.jsonl"
+def log_name(top: str, template: str | None = None, k: int = K) -> str:
+    return f"reads-top-{top}{'' if template is None else '-' + template}{'' if k == K else f'-k{k}'}.jsonl"
 
 
 def read_all(
@@ -95,10 +99,11 @@ def read_all(
     questions: int,
     top: str,
     template: str | None = None,
+    k: int = K,
 ) -> None:
     folder = RunFolder(work, SetReadsConfig, free=("threads",))
-    config = folder.open(SetReadsConfig(threads=threads))
-    log = folder.log(log_name(top, template))
+    folder.open(SetReadsConfig(threads=threads))
+    log = folder.log(log_name(top, template, k))
     done = {(r["set"], r["id"]) for r in log.rows()}
     det = detector(work, threads)
     if template is not None:  # another last line after the same instruction and documents
@@ -109,7 +114,7 @@ def read_all(
         todo = [r for r in rows_of(name, questions) if (name, r["id"]) not in done]
         print(f"{name}: {len(todo)} questions to read", flush=True)
         for i, row in enumerate(todo, 1):
-            docs = [ds.documents[c] for c in row["retrieved"][: config.k]]
+            docs = [ds.documents[c] for c in row["retrieved"][:k]]
             docs = docs[::-1] if top == "first" else docs  # the reader joins the first one last
             started = time.perf_counter()
             prereads = det.preread(docs, progress=False)
@@ -131,17 +136,26 @@ def truth_rows(name: str, reads: dict[str, dict[str, Any]]) -> list[dict[str, An
     return [r for r in rows_of(name) if r["id"] in reads]
 
 
-def metrics(rows: list[RetrievedQuestion]) -> dict[str, float]:
-    m = retrieved_metrics(rows, k=K)
+def metrics(rows: list[RetrievedQuestion], k: int = K) -> dict[str, float]:
+    m = retrieved_metrics(rows, k=k)
     return {"questions": int(m["n"]), "in_scope": int(m["in_scope"]), "auroc": round(m["auroc"], 3),
             "false_refusals": round(m["false_refusals_at_threshold"], 3),
             "caught": round(m["caught_at_threshold"], 3),
             "caught_fr10": round(m["recall_oos_at_fr10"], 3)}  # fmt: skip
 
 
-def scored(row: dict[str, Any], p: float, threshold: float, seconds: float) -> RetrievedQuestion:
+def scored(row: dict[str, Any], p: float, threshold: float, seconds: float, k: int = K) -> RetrievedQuestion:
     v = Verdict(label="out_of_scope" if p >= threshold else "in_scope", score=p, latency_ms=1000 * seconds)
-    return RetrievedQuestion(row["id"], row["doc_id"], row["label"], tuple(row["retrieved"][:K]), v, v.label)
+    return RetrievedQuestion(row["id"], row["doc_id"], row["label"], tuple(row["retrieved"][:k]), v, v.label)
+
+
+def by_head(
+    h: DefaultHead, threshold: float, rows: list[dict[str, Any]], reads: dict[str, dict[str, Any]], k: int
+) -> list[RetrievedQuestion]:
+    """``rows`` scored by the head ``h`` from their logged ``reads``, at ``threshold``."""
+    return [scored(r, float(h.head.predict(h.row(reads[r["id"]]["margin"], None,
+                   np.asarray(reads[r["id"]]["hidden"])))[0]), threshold, reads[r["id"]]["seconds"], k)
+            for r in rows]  # fmt: skip
 
 
 #: the set scores between which a cascade falls back on reading passage by passage
@@ -167,14 +181,16 @@ def cascade(
     return out
 
 
-def signals(names: list[str], reads: dict[tuple[str, str], dict[str, Any]], layer: int) -> Signals:
+def signals(
+    names: list[str], reads: dict[tuple[str, str], dict[str, Any]], layer: int, k: int = K
+) -> Signals:
     ids, groups, datasets, labels, margins, hidden = [], [], [], [], [], []
     for name in names:
         for row in rows_of(name):
             read = reads.get((name, row["id"]))
             if read is None:
                 continue
-            truth = scored(row, 0.0, 1.0, 0.0).truth
+            truth = scored(row, 0.0, 1.0, 0.0, k).truth
             ids.append(f"{name}/{row['id']}")
             groups.append(f"{name}/{row['doc_id']}")
             datasets.append(name)
@@ -196,22 +212,37 @@ def summarise(
     template: str | None = None,
     head_signals: tuple[str, ...] | None = None,
     l2: float | None = None,
+    k: int = K,
 ) -> dict[str, Any]:
     head = DefaultHead.load(default_head_path())
     log = RunFolder(work, SetReadsConfig, free=("threads",))
-    reads = {(r["set"], r["id"]): r for r in log.log(log_name(top, template)).rows()}
+    reads = {(r["set"], r["id"]): r for r in log.log(log_name(top, template, k)).rows()}
     names = [n for n in names if any(s == n for s, _ in reads)]
-    sig = signals(names, reads, head.layer or 0)
+    sig = signals(names, reads, head.layer or 0, k)
     selection = (
         "retrieved_chunks.py's seeded question samples, each read once against its MiniLM top 3 "
         f"joined (the top one last); the threshold by the budget rule (<= {BUDGET:.2f} false "
         "refusals on every left-out set; benchmarks/set_reads.py --ship)"
     )
+    form = {"verdict_model": head.verdict_model, "names": head_signals or head.signals, "layer": head.layer,
+            "l2": l2 or float(head.info.get("l2", 300.0)), "dataset_of": GROUPS}  # fmt: skip
     fitted, fit_report = fit_default_head(
-        sig, verdict_model=head.verdict_model, names=head_signals or head.signals, layer=head.layer,
-        l2=l2 or float(head.info.get("l2", 300.0)), dataset_of=GROUPS, max_false_refusal=BUDGET,
-        threshold_on="lodo", info={"datasets": names, "n": len(sig), "selection": selection},
+        sig, **form, max_false_refusal=BUDGET, threshold_on="lodo",
+        info={"datasets": names, "n": len(sig), "selection": selection},
     )  # fmt: skip
+    # another set size: each group also scored by the head fitted on the other groups' top-K sets
+    # (with the threshold that fit chose on its left-out scores): does a head of 3 passages carry over?
+    carried: dict[str, DefaultHead] = {}
+    carried_threshold = 0.0
+    if k != K:
+        base = {(r["set"], r["id"]): r for r in log.log(log_name(top, template)).rows()}
+        base_names = [n for n in names if any(s == n for s, _ in base)]
+        _, base_report = fit_default_head(signals(base_names, base, head.layer or 0), **form,
+                                          max_false_refusal=BUDGET, threshold_on="lodo")  # fmt: skip
+        carried_threshold = float(base_report["threshold"])
+        for g in {GROUPS.get(n, n) for n in names}:
+            train = [n for n in base_names if GROUPS.get(n, n) != g]
+            carried[g], _ = fit_default_head(signals(train, base, head.layer or 0), **form)
     p_lodo = fit_report["out_of_fold"].get("p_lodo")
     lodo_scores = {} if p_lodo is None else dict(zip(sig.ids, p_lodo.tolist(), strict=True))
     table: list[dict[str, Any]] = []
@@ -219,25 +250,30 @@ def summarise(
     for name in names:
         mine = {i: r for (s, i), r in reads.items() if s == name}
         rows = truth_rows(name, mine)
-        per = [at_k(r, K, head.threshold) for r in rows]
-        shipped = [scored(r, float(head.head.predict(head.row(mine[r["id"]]["margin"], None,
-                          np.asarray(mine[r["id"]]["hidden"])))[0]), head.threshold, mine[r["id"]]["seconds"])
-                   for r in rows]  # fmt: skip
+        per = [at_k(r, k, head.threshold) for r in rows]
+
         seconds = [mine[r["id"]]["seconds"] for r in rows]
-        entries = [("passages", per), ("set, shipped head", shipped)]
+        entries = [("passages", per), ("set, shipped head", by_head(head, head.threshold, rows, mine, k))]
         if lodo_scores:
-            entries.append(("set, set head (left out)", [scored(r, lodo_scores[f"{name}/{r['id']}"],
-                            fit_report["threshold"], mine[r["id"]]["seconds"]) for r in rows]))  # fmt: skip
+            threshold = fit_report["threshold"]
+            lodo = [scored(r, lodo_scores[f"{name}/{r['id']}"], threshold, mine[r["id"]]["seconds"], k)
+                    for r in rows]  # fmt: skip
+            entries.append(("set, set head (left out)", lodo))
+        if carried:
+            left_out = carried[GROUPS.get(name, name)]
+            entries.append(
+                (f"set, top-{K} set head (left out)", by_head(left_out, carried_threshold, rows, mine, k))
+            )
         median = round(statistics.median(seconds), 3)
         for mode, verdicts in entries:
-            table.append({"set": name, "mode": mode, **metrics(verdicts),
+            table.append({"set": name, "mode": mode, **metrics(verdicts, k),
                           "median_s": None if mode == "passages" else median})  # fmt: skip
         if lodo_scores:
             cascades.extend(cascade(name, rows, [lodo_scores[f"{name}/{r['id']}"] for r in rows], per))
     if ship is not None:
         fitted.save(ship)
     return {"table": table, "cascade": cascades,
-            "fit": {k: v for k, v in fit_report.items() if k != "out_of_fold"}}  # fmt: skip
+            "fit": {key: v for key, v in fit_report.items() if key != "out_of_fold"}}  # fmt: skip
 
 
 def main() -> None:
@@ -254,14 +290,15 @@ def main() -> None:
                     help="where the top chunk is joined: last, next to the question (the reader's order), "
                          "or first")  # fmt: skip
     ap.add_argument("--ship", type=Path, default=None, help="write the set head fitted on every set here")
+    ap.add_argument("--k", type=int, default=K, help=f"passages a set (the top k; default {K})")
     args = ap.parse_args()
     names = [n.strip() for n in args.sets.split(",") if n.strip()]
     if not args.report_only:
         loaded = {n: load_dataset(SETS[n]) for n in names}
-        read_all(args.work, names, loaded, args.threads, args.questions, args.top, args.template)
+        read_all(args.work, names, loaded, args.threads, args.questions, args.top, args.template, args.k)
     head_signals = tuple(args.signals.split(",")) if args.signals else None
-    summary = summarise(args.work, names, args.ship, args.top, args.template, head_signals, args.l2)
-    result = {**run_header("set_reads"), "k": K, "budget": BUDGET, "top": args.top, **summary}
+    summary = summarise(args.work, names, args.ship, args.top, args.template, head_signals, args.l2, args.k)
+    result = {**run_header("set_reads"), "k": args.k, "budget": BUDGET, "top": args.top, **summary}
     report(
         summary["table"],
         result,
@@ -271,6 +308,7 @@ def main() -> None:
             + ("" if args.template is None else f"_{args.template}")
             + ("" if head_signals is None else "_" + "+".join(head_signals))
             + ("" if args.l2 is None else f"_l2_{args.l2:g}")
+            + ("" if args.k == K else f"_k{args.k}")
             + ".json"
         ),
     )
