@@ -13,14 +13,11 @@ is kept in memory (``state_cache_mb``, least recently used first out), so a docu
 when others were read in between. :meth:`LlamaCppVerdicts.score_set` joins several passages' kept
 states and reads a question once against them all. Only the last position's logits are computed.
 
-The instruction every verdict prompt starts with is read once per model, not once per process:
-:meth:`LlamaCppVerdicts.prime` keeps the state after it on disk (``$SCOPEGUARD_CACHE/llama-states``,
-a few MB, keyed by the model file, the llama.cpp version, the KV cache's type and the exact tokens),
-so a new process starts reading at the first document.
-
-``layers=(...)`` also returns the hidden states of those layers at the verdict position (the last
-prompt token, where the model's Yes/No is read) from the same decode, through llama.cpp's eval
-callback (:class:`~scopeguard.llamacpp.LayerTap`): the hidden-state probe costs no second read.
+The instruction every verdict prompt starts with is read once per model: :meth:`~LlamaCppVerdicts.prime`
+keeps the state after it on disk (``$SCOPEGUARD_CACHE/llama-states``, keyed by the model file, the
+llama.cpp version, the KV type and the tokens), so a new process starts reading at the first document.
+``layers=(...)`` also returns those layers' hidden states at the verdict position (the last prompt
+token) from the same decode, through llama.cpp's eval callback (:class:`~scopeguard.llamacpp.LayerTap`).
 """
 
 from __future__ import annotations
@@ -337,8 +334,12 @@ class LlamaCppVerdicts(LlamaStateKeeping):
             )
         with self._lock:  # kept and joined under one hold: no other read evicts a state between
             held = self.state_cache_bytes > 0 and all([self._keep_held(key, create=True) for key, _ in parts])
-            if not held or any(tuple(key) not in self._kept for key, _ in parts):
-                raise ConfigurationError(f"{self.name}: state_cache_mb cannot hold {len(texts)} passages")
+            kept = [len(key) for key, _ in parts if tuple(key) in self._kept]
+            if not held or len(kept) < len(parts):  # fewer passages at a time may fit: the caller splits
+                what = f"{self.name}: state_cache_mb cannot hold {len(texts)} passages together"
+                if len(parts) == 1 or self.state_cache_bytes <= 0:
+                    raise ConfigurationError(what)
+                raise DocumentTooLongError(what, n_tokens=sum(len(key) for key, _ in parts), limit=sum(kept))
             if self._tap is not None:
                 self._tap.start()
             try:

@@ -85,6 +85,28 @@ def test_the_default_detector_in_set_mode_reads_the_question_once_for_all_passag
     assert answered.score < unanswered.score
 
 
+def test_a_set_the_reader_cannot_hold_at_once_is_read_in_halves() -> None:
+    """A reader whose state cache holds fewer passages than a check's (DocumentTooLongError) gets
+    them in halves; the set that names the pier still answers the question."""
+
+    class Holds2(SetScorer):
+        def score_set(
+            self, prompts: Sequence[Sequence[ChatMessage]], *, template: str = TEMPLATE
+        ) -> VerdictScore:
+            if len(prompts) > 2:
+                self.sets.append(len(prompts))
+                raise DocumentTooLongError("cannot hold them together", n_tokens=300, limit=200)
+            return super().score_set(prompts, template=template)
+
+    head = DefaultHead.load(default_head_path())
+    scorer = Holds2(len(head.head.features) - (len(head.signals) - 1))
+    detector = DefaultDetector(reader=scorer, read="set")
+    whole = DefaultDetector(reader=SetScorer(scorer.width), read="set").detect(QUESTION, PASSAGES)
+    halves = detector.detect(QUESTION, PASSAGES)
+    assert scorer.sets == [3, 1, 2]
+    assert halves.label == whole.label and halves.score == pytest.approx(whole.score)
+
+
 # -- against the real llama.cpp read (the packaged SmolLM2: the plumbing, not the quality) --------
 
 
@@ -152,6 +174,24 @@ def test_a_reader_that_keeps_no_states_cannot_join_them(smollm2: Path) -> None:
     keeps_none = LlamaCppVerdicts(smollm2, n_ctx=1024, state_cache_mb=0, persist_states=False)
     with pytest.raises(ConfigurationError, match="state_cache_mb cannot hold 2 passages"):
         keeps_none.score_set(prompts(QUESTION, PASSAGES[:2]))
+
+
+def test_a_state_cache_too_small_for_a_set_says_so_as_a_set_too_long(smollm2: Path, tmp_path: Path) -> None:
+    from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
+
+    sized = LlamaCppVerdicts(smollm2, n_ctx=1024, state_dir=tmp_path / "a", persist_states=False)
+    sized.score_set(prompts(QUESTION, PASSAGES))
+    per_state = sized._kept.bytes / len(sized._kept)  # each passage's kept state, and the instruction's
+    small = LlamaCppVerdicts(
+        smollm2,
+        n_ctx=1024,
+        state_dir=tmp_path / "b",
+        persist_states=False,
+        state_cache_mb=2.5 * per_state / 2**20,
+    )
+    with pytest.raises(DocumentTooLongError, match="cannot hold 3 passages together"):
+        small.score_set(prompts(QUESTION, PASSAGES))
+    assert np.isfinite(small.score_set(prompts(QUESTION, PASSAGES[:2])).margin)  # two fit
 
 
 def test_a_calibration_profile_fitted_on_passage_reads_does_not_match_set_reads() -> None:
