@@ -54,6 +54,7 @@ from scopeguard.detection.detectors.default import DefaultDetector
 from scopeguard.detection.head.default import DefaultHead, default_head_path, fit_default_head
 from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 from scopeguard.detection.signals import Signals
+from scopeguard.errors import DocumentTooLongError
 from scopeguard.evaluation import RetrievedQuestion, retrieved_metrics
 from scopeguard.runs import RunFolder
 from scopeguard.types import Verdict
@@ -82,8 +83,12 @@ def detector(work: Path, threads: int) -> DefaultDetector:
     """The shipped head's detector reading sets, its states kept in the work folder."""
     head = DefaultHead.load(default_head_path())
     scorer = LlamaCppVerdicts(
-        head.verdict_model, layers=head.layers, n_threads=threads, state_dir=work / "states"
-    )
+        head.verdict_model,
+        layers=head.layers,
+        n_threads=threads,
+        state_dir=work / "states",
+        state_cache_mb=1024,
+    )  # room for a set of 5 long documents' states at once
     return DefaultDetector(model=default_head_path(), reader=scorer, read="set")
 
 
@@ -121,7 +126,11 @@ def read_all(
             preread_s = time.perf_counter() - started
             started = time.perf_counter()
             passages = det.reader.passages(docs)
-            (score,) = det.reader.read_set(asked[row["id"]], passages)
+            try:
+                (score,) = det.reader.read_set(asked[row["id"]], passages)
+            except DocumentTooLongError:  # the detector would read it in halves: counted, not scored
+                log.append({"set": name, "id": row["id"], "too_long": True, "passages": len(passages)})
+                continue
             seconds = time.perf_counter() - started
             hidden = np.asarray(score.hidden, dtype=np.float32).ravel()
             log.append({"set": name, "id": row["id"], "margin": score.margin, "tokens": score.n_tokens,
@@ -216,7 +225,9 @@ def summarise(
 ) -> dict[str, Any]:
     head = DefaultHead.load(default_head_path())
     log = RunFolder(work, SetReadsConfig, free=("threads",))
-    reads = {(r["set"], r["id"]): r for r in log.log(log_name(top, template, k)).rows()}
+    logged = list(log.log(log_name(top, template, k)).rows())
+    reads = {(r["set"], r["id"]): r for r in logged if "margin" in r}
+    too_long = {n: sum(r["set"] == n and "margin" not in r for r in logged) for n in names}
     names = [n for n in names if any(s == n for s, _ in reads)]
     sig = signals(names, reads, head.layer or 0, k)
     selection = (
@@ -272,7 +283,7 @@ def summarise(
             cascades.extend(cascade(name, rows, [lodo_scores[f"{name}/{r['id']}"] for r in rows], per))
     if ship is not None:
         fitted.save(ship)
-    return {"table": table, "cascade": cascades,
+    return {"table": table, "cascade": cascades, "too_long": too_long,
             "fit": {key: v for key, v in fit_report.items() if key != "out_of_fold"}}  # fmt: skip
 
 
