@@ -158,13 +158,16 @@ def scored(row: dict[str, Any], p: float, threshold: float, seconds: float, k: i
     return RetrievedQuestion(row["id"], row["doc_id"], row["label"], tuple(row["retrieved"][:k]), v, v.label)
 
 
+def head_p(h: DefaultHead, read: dict[str, Any]) -> float:
+    """The head ``h``'s P(out of scope) of a logged read (its margin and hidden state)."""
+    return float(h.head.predict(h.row(read["margin"], None, np.asarray(read["hidden"])))[0])
+
+
 def by_head(
     h: DefaultHead, threshold: float, rows: list[dict[str, Any]], reads: dict[str, dict[str, Any]], k: int
 ) -> list[RetrievedQuestion]:
     """``rows`` scored by the head ``h`` from their logged ``reads``, at ``threshold``."""
-    return [scored(r, float(h.head.predict(h.row(reads[r["id"]]["margin"], None,
-                   np.asarray(reads[r["id"]]["hidden"])))[0]), threshold, reads[r["id"]]["seconds"], k)
-            for r in rows]  # fmt: skip
+    return [scored(r, head_p(h, reads[r["id"]]), threshold, reads[r["id"]]["seconds"], k) for r in rows]
 
 
 #: the set scores between which a cascade falls back on reading passage by passage

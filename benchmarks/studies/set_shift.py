@@ -40,7 +40,6 @@ import argparse
 import math
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +47,23 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _report import report, run_header
-from set_reads import BUDGET, GROUPS, NAMES, SetReadsConfig, log_name, rows_of, scored, signals
+from set_reads import (
+    BUDGET,
+    GROUPS,
+    NAMES,
+    SetReadsConfig,
+    detector,
+    head_p,
+    log_name,
+    rows_of,
+    scored,
+    signals,
+)
 
 from scopeguard.calibration import GENERATED_SHIFT, GENERATED_SHIFT_SET
 from scopeguard.data import load_dataset
-from scopeguard.detection.detectors.default import DefaultDetector
 from scopeguard.detection.head.default import DefaultHead, default_head_path, fit_default_head
 from scopeguard.detection.profile import budget_threshold
-from scopeguard.detection.read.llamacpp import LlamaCppVerdicts
 from scopeguard.runs import RunFolder
 
 RESULT = Path(__file__).resolve().parent / "results" / "set_shift.json"
@@ -71,11 +79,6 @@ def expit(z: float) -> float:
     return 1 / (1 + math.exp(-z))
 
 
-def score(head: DefaultHead, read: dict[str, Any]) -> float:
-    """The head's P(out of scope) of a logged read."""
-    return float(head.head.predict(head.row(read["margin"], None, np.asarray(read["hidden"])))[0])
-
-
 def group(name: str) -> str:
     return GROUPS.get(name, name)
 
@@ -89,11 +92,7 @@ def read_generated(
     folder.open(SetReadsConfig(threads=threads))
     log = folder.log("shift-reads.jsonl" if template == VERDICT else f"shift-reads-{template}.jsonl")
     done = {(r["set"], r["id"]) for r in log.rows()}
-    shipped = DefaultHead.load(default_head_path(read="set"))
-    scorer = LlamaCppVerdicts(
-        shipped.verdict_model, layers=shipped.layers, n_threads=threads, state_dir=work / "states"
-    )
-    det = DefaultDetector(reader=scorer, read="set")
+    det = detector(work, threads)  # set_reads.py's reader and states: only its reads are used here
     det.reader.template = template
     for name, para in [(n, p) for n in sets for p in paras]:
         ds = load_dataset(para / name)
@@ -136,15 +135,12 @@ def main() -> None:
     for name in sets:
         g = group(name)
         train = [n for n in names if group(n) != g]
-        head, _ = fit_default_head(
+        left_out, _ = fit_default_head(
             signals(train, reads, shipped.layer or 0), verdict_model=shipped.verdict_model,
             names=shipped.signals, layer=shipped.layer, l2=float(shipped.info.get("l2", 300.0)),
             dataset_of=GROUPS,
         )  # fmt: skip
-        with tempfile.TemporaryDirectory() as tmp:  # the left-out head as a detector would load it
-            head.save(Path(tmp) / "head.json")
-            left_out = DefaultHead.load(Path(tmp) / "head.json")
-        p_g = [score(left_out, r) for r in generated if r["set"] == name]
+        p_g = [head_p(left_out, r) for r in generated if r["set"] == name]
         p_h: list[float] = []
         p_o: list[float] = []  # the people's out-of-scope questions: what a threshold catches
         for n in [n for n in names if group(n) == g]:
@@ -152,7 +148,7 @@ def main() -> None:
                 read = reads.get((n, row["id"]))
                 if read is not None:
                     truth = scored(row, 0.0, 1.0, 0.0).truth
-                    (p_h if truth == "in_scope" else p_o).append(score(left_out, read))
+                    (p_h if truth == "in_scope" else p_o).append(head_p(left_out, read))
         if not p_g or not p_h:
             print(f"{name}: no generated ({len(p_g)}) or no people's ({len(p_h)}) in-scope scores, left out")
             continue
